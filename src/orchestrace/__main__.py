@@ -1,0 +1,7 @@
+"""``python -m orchestrace`` runs the command line."""
+
+import sys
+
+from orchestrace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,102 @@
+"""``orchestrace analyze FILE [--json]``: counts, critical path, speedup, Critical Steps, costs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from orchestrace.errors import TraceValidationError
+from orchestrace.io import detect_format, iter_traces, read_graph
+from orchestrace.io._common import read_bytes
+from orchestrace.io.json import parse
+from orchestrace.trace.analyze import summarize
+from orchestrace.trace.check import check_graph
+from orchestrace.trace.model import Trace
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "analyze", help="print a trace's counts, critical path, speedup and Critical Steps",
+        description="Analyse a trace: events and agents by type, team size, length, spawn depth, "
+        "work, critical path (and its events), parallel speedup, PARL Critical Steps, tokens, "
+        "messages and tool calls. Parquet datasets are analysed column-wise, without loading "
+        "event objects.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object per trace (stable keys)")
+    p.add_argument("--trace-id", help="Parquet/JSONL: analyse only this trace")
+    p.add_argument("--max-path", type=int, default=12,
+                   help="text output: show at most this many critical-path events")
+    p.set_defaults(func=run)
+
+
+def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    fmt = detect_format(args.file)
+    if fmt == "parquet":
+        graph, header = read_graph(args.file, trace_id=args.trace_id)
+        head = Trace(trace_id=header["trace_id"], task_id=header["task_id"], events=())
+        problems = check_graph(graph, head)
+        if any(p.severity == "error" for p in problems):
+            raise TraceValidationError(problems, source=args.file)
+        return [(header["trace_id"], summarize(graph))]
+    if fmt == "jsonl":
+        out = []
+        for tr in iter_traces(args.file):
+            if args.trace_id and tr.trace_id != args.trace_id:
+                continue
+            out.append((tr.trace_id, summarize(_checked(tr, args.file))))
+        return out
+    trace, problems = parse(read_bytes(args.file), source=args.file)
+    if trace is None or any(p.severity == "error" for p in problems):
+        raise TraceValidationError(problems, source=args.file)
+    return [(trace.trace_id, summarize(trace))]
+
+
+def _checked(trace: Trace, source: str) -> Trace:
+    from orchestrace.trace.check import check_trace
+
+    problems = check_trace(trace, partial=True)
+    if any(p.severity == "error" for p in problems):
+        raise TraceValidationError(problems, source=source)
+    return trace
+
+
+def _text(trace_id: str, s: dict[str, Any], max_path: int) -> str:
+    path = s["critical_path"]
+    shown = " -> ".join(path[:max_path]) + (f" -> ... ({len(path)} events)" if len(path) > max_path
+                                             else "")
+    lines = [
+        f"trace {trace_id}",
+        f"  events          {s['events']:>12,}   "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(s["events_by_type"].items())),
+        f"  agents          {s['agents']:>12,}   "
+        + ", ".join(f"{k} {v:,}" for k, v in s["agents_by_role"].items()),
+        f"  steps           {s['steps']:>12,}   spawn depth {s['spawn_depth']}",
+        f"  work            {s['work_s']:>12,.3f} s",
+        f"  critical path   {s['critical_path_s']:>12,.3f} s   {shown}",
+        f"  speedup         {s['speedup']:>12,.2f} x  (work / critical path)",
+        f"  critical steps  {s['critical_steps']:>12,}   (PARL)",
+        f"  makespan        {s['makespan_s']:>12,.3f} s",
+        f"  tokens          {s['tokens']:>12,}   in {s['tokens_in']:,}, out {s['tokens_out']:,}",
+        f"  messages        {s['messages']:>12,}   tool calls {s['tool_calls']:,}, "
+        f"llm calls {s['llm_calls']:,}, errors {s['errors']:,}",
+        f"  cost            {s['cost']:>12,.4f}",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyse and print."""
+    results = _summaries(args)
+    if not results:
+        print(f"{args.file}: no trace with id {args.trace_id!r}", file=sys.stderr)
+        return 1
+    for trace_id, s in results:
+        if args.json:
+            sys.stdout.write(json.dumps(s, separators=(",", ":")) + "\n")
+        else:
+            print(_text(trace_id, s, args.max_path))
+    return 0

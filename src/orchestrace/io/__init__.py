@@ -1,0 +1,192 @@
+"""Reading and writing traces: native JSON, JSONL, Parquet and the survey schema.
+
+:func:`load` and :func:`dump` pick the format from the file name (``.json``, ``.jsonl``,
+``.parquet``) unless ``format=`` says otherwise; ``"upstream"`` reads or writes the public survey
+schema.
+
+Example:
+    >>> import tempfile, os
+    >>> from orchestrace.trace.generate import generate_trace
+    >>> tr = generate_trace(agents=3, steps=20, seed=0)
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("t.json", "t.jsonl", "t.parquet"):
+    ...     dump(tr, os.path.join(d, name))
+    ...     assert load(os.path.join(d, name)) == tr
+    >>> dump(tr, os.path.join(d, "up.json"), format="upstream")
+    >>> load(os.path.join(d, "up.json")) == tr
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from orchestrace.errors import TraceFormatError, TraceValidationError
+from orchestrace.io._common import PathLike, atomic_write
+from orchestrace.io.json import dumps, loads, parse, read_json, write_json
+from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
+from orchestrace.io.parquet import read_graph, read_parquet, write_parquet
+from orchestrace.io.upstream import from_upstream, to_upstream
+from orchestrace.trace.check import check_trace
+from orchestrace.trace.model import Trace
+
+__all__ = [
+    "FORMATS",
+    "JsonlItem",
+    "StreamWriter",
+    "detect_format",
+    "dump",
+    "dumps",
+    "from_upstream",
+    "iter_jsonl",
+    "iter_traces",
+    "load",
+    "load_all",
+    "loads",
+    "parse",
+    "read_graph",
+    "read_json",
+    "read_jsonl",
+    "read_parquet",
+    "to_upstream",
+    "write_json",
+    "write_jsonl",
+    "write_parquet",
+]
+
+Format = Literal["json", "upstream", "jsonl", "parquet"]
+#: Formats :func:`load` and :func:`dump` understand.
+FORMATS: tuple[str, ...] = ("json", "upstream", "jsonl", "parquet")
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of ``path`` from its suffix (``.json``, ``.jsonl``/``.ndjson``, ``.parquet``),
+    else from its first bytes.
+
+    Raises:
+        TraceFormatError: The format cannot be told; the message says how to name it.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".json":
+        return "json"
+    if suffix == ".parquet" or p.is_dir():
+        return "parquet"
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        head = b""
+    lines = [x for x in head.splitlines() if x.strip()]
+    if lines and lines[0].lstrip().startswith(b"{"):
+        return "jsonl" if len(lines) > 1 and lines[1].lstrip().startswith(b"{") else "json"
+    raise TraceFormatError(str(path), "file name", "cannot tell the trace format",
+                           f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})")
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise TraceFormatError("format", "argument", f"unknown format {fmt!r}",
+                               f"use one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def load_all(path: PathLike, *, format: str | None = None,  # noqa: A002
+             keep_going: bool = False, check: bool = False) -> list[Trace]:
+    """Read every trace in ``path``.
+
+    Args:
+        path: A trace file or Parquet dataset.
+        format: One of :data:`FORMATS` (default: from the name).
+        keep_going: JSONL only: skip damaged lines instead of raising.
+        check: Run ``check_trace`` and raise on errors.
+
+    Raises:
+        TraceFormatError: The file cannot be parsed.
+        TraceValidationError: A trace is invalid (lists every problem).
+    """
+    fmt = _check_format(format or detect_format(path))
+    if fmt == "jsonl":
+        return read_jsonl(path, keep_going=keep_going, check=check)
+    if fmt == "parquet":
+        traces = read_parquet(path)
+        if check:
+            for tr in traces:
+                problems = check_trace(tr)
+                if any(p.severity == "error" for p in problems):
+                    raise TraceValidationError(problems, source=str(path))
+        return traces
+    return [read_json(path, upstream=True if fmt == "upstream" else None, check=check)]
+
+
+def load(path: PathLike, *, format: str | None = None, check: bool = True) -> Trace:  # noqa: A002
+    """Read the one trace in ``path`` (JSON, survey-schema JSON, JSONL or Parquet).
+
+    Args:
+        path: The file (or Parquet dataset directory).
+        format: One of :data:`FORMATS` (default: from the name).
+        check: Run ``check_trace`` and raise on errors (default).
+
+    Raises:
+        TraceFormatError: Unparseable, or the file holds several traces (use :func:`load_all`).
+        TraceValidationError: The trace is invalid (lists every problem).
+    """
+    traces = load_all(path, format=format, check=check)
+    if len(traces) != 1:
+        raise TraceFormatError(str(path), "file", f"holds {len(traces)} traces, not one",
+                               "read them with load_all() or iter_traces()")
+    return traces[0]
+
+
+def iter_traces(path: PathLike, *, format: str | None = None,  # noqa: A002
+                keep_going: bool = False) -> Iterator[Trace]:
+    """Yield the traces of ``path`` one at a time (JSONL is streamed line by line)."""
+    fmt = _check_format(format or detect_format(path))
+    if fmt != "jsonl":
+        yield from load_all(path, format=fmt, keep_going=keep_going)
+        return
+    for item in iter_jsonl(path, keep_going=keep_going, partial=True, check=False):
+        if item.trace is None or (not keep_going and any(p.severity == "error" for p in item.problems)):
+            if keep_going:
+                continue
+            raise TraceValidationError(item.problems, source=str(path))
+        yield item.trace
+
+
+def dump(traces: Trace | Iterable[Trace], path: PathLike, *, format: str | None = None,  # noqa: A002
+         indent: int | None = None) -> None:
+    """Write one trace or many to ``path`` (atomically; the format comes from the name).
+
+    JSON and survey-schema JSON hold exactly one trace; JSONL and Parquet hold any number.
+
+    Raises:
+        TraceFormatError: Several traces for a one-trace format, or an unknown format.
+    """
+    items = [traces] if isinstance(traces, Trace) else list(traces)
+    if format is None:
+        format = detect_format(path) if Path(path).suffix or Path(path).exists() else "json"  # noqa: A001
+    fmt = _check_format(format)
+    if fmt == "jsonl":
+        write_jsonl(items, path)
+        return
+    if fmt == "parquet":
+        write_parquet(items, path)
+        return
+    if len(items) != 1:
+        raise TraceFormatError(str(path), "file", f"{fmt} holds one trace, got {len(items)}",
+                               "write them to a .jsonl file or a .parquet dataset")
+    if fmt == "upstream":
+        data = msgspec.json.encode(to_upstream(items[0]))
+        if indent:
+            data = msgspec.json.format(data, indent=indent)
+        with atomic_write(path) as fh:
+            fh.write(data)
+        return
+    write_json(items[0], path, indent=indent)
+

@@ -1,0 +1,424 @@
+"""JSON Lines: many traces per file, or one trace streamed record by record.
+
+Two layouts share the ``.jsonl`` suffix and are told apart by the first line:
+
+* **Trace lines**: each line is one complete native trace (a dataset of traces).
+* **Record stream**: what the runtime writes while it runs, one record per line and flushed as
+  it happens: ``{"header": {...}}``, then ``{"event": {...}}`` and ``{"edge": {...}}`` records,
+  and ``{"footer": {...}}`` (rewards, costs, metrics) when the run closes. A file cut off by a
+  crash still loads: every complete record is kept and the trace is marked partial
+  (``meta["partial"] = True``), which ``orchestrace validate --partial`` accepts.
+
+A damaged line stops reading with an error naming its line; with ``keep_going=True`` it is
+reported and skipped, and every other record is read.
+
+Example:
+    >>> import tempfile, os
+    >>> from orchestrace.trace.generate import generate_trace
+    >>> tr = generate_trace(agents=3, steps=12, seed=0)
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.jsonl")
+    >>> w = StreamWriter(path, trace_id=tr.trace_id, task_id=tr.task_id)
+    >>> for e in tr.events: w.event(e)
+    >>> for e in tr.edges: w.edge(e)
+    >>> w.close(costs=tr.costs)
+    >>> back = read_jsonl(path)[0]
+    >>> back.events == tr.events, back.meta.get("partial", False)
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.io._common import PathLike, atomic_write, format_error
+from orchestrace.trace.check import check_trace
+from orchestrace.trace.model import (
+    SCHEMA_VERSION,
+    Edge,
+    Event,
+    TopologyName,
+    Trace,
+)
+
+__all__ = [
+    "JsonlItem",
+    "StreamWriter",
+    "iter_jsonl",
+    "read_jsonl",
+    "write_jsonl",
+]
+
+
+class _Header(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    trace_id: str
+    task_id: str
+    system: str | None = None
+    topology: TopologyName | None = None
+    schema_version: str = SCHEMA_VERSION
+    meta: dict[str, Any] = {}
+
+
+class _Footer(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    rewards: dict[str, float] = {}
+    costs: dict[str, float] = {}
+    metrics: dict[str, float] = {}
+    meta: dict[str, Any] = {}
+
+
+class _Line(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    header: _Header | None = None
+    event: Event | None = None
+    edge: Edge | None = None
+    footer: _Footer | None = None
+
+
+_LINE = msgspec.json.Decoder(_Line)
+_TRACE = msgspec.json.Decoder(Trace)
+_ENC = msgspec.json.Encoder()
+
+
+@dataclass
+class JsonlItem:
+    """One trace read from a JSONL file, with what was found on the way.
+
+    Attributes:
+        trace: The trace, or ``None`` when its line could not be read.
+        problems: Problems of this trace or line (each names the line).
+        line: First line of the trace (1-based).
+    """
+
+    trace: Trace | None
+    problems: list[Problem] = field(default_factory=list)
+    line: int = 0
+
+
+# ---------------------------------------------------------------------- writing
+def write_jsonl(traces: Iterable[Trace], path: PathLike) -> int:
+    """Write traces one per line, atomically. Returns how many were written."""
+    n = 0
+    with atomic_write(path) as fh:
+        for tr in traces:
+            fh.write(_ENC.encode(tr))
+            fh.write(b"\n")
+            n += 1
+    return n
+
+
+class StreamWriter:
+    """Append a trace to a JSONL record stream as it is recorded (crash-safe).
+
+    Every record is one complete line, written with a single ``write`` and flushed, so a crash
+    (even ``kill -9``) loses at most the line being written. ``close`` writes the footer.
+
+    Args:
+        path: File to create (or append to, with ``append=True``).
+        trace_id: Id of the trace.
+        task_id: Id of its task.
+        system: Producing system.
+        topology: Topology name.
+        meta: Run information for the header.
+        fsync: Also ``fsync`` after each record (survives power loss; slower).
+        append: Add this trace after the traces already in the file.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        trace_id: str,
+        task_id: str,
+        system: str | None = "orchestrace",
+        topology: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        fsync: bool = False,
+        append: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC),
+                           0o644)
+        self._fsync = fsync
+        self.closed = False
+        self.records = 0
+        header = _Header(trace_id=trace_id, task_id=task_id, system=system,
+                         topology=topology,  # type: ignore[arg-type]
+                         meta=dict(meta or {}))
+        self._write(_Line(header=header))
+
+    def _write(self, rec: _Line) -> None:
+        if self.closed:
+            raise TraceFormatError(str(self.path), "stream", "writer is closed",
+                                   "open a new StreamWriter to record another trace")
+        data = _ENC.encode(rec) + b"\n"
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        if self._fsync:
+            os.fsync(self._fd)
+        self.records += 1
+
+    def event(self, event: Event) -> None:
+        """Append one event record."""
+        self._write(_Line(event=event))
+
+    def edge(self, edge: Edge) -> None:
+        """Append one edge record."""
+        self._write(_Line(edge=edge))
+
+    def close(
+        self,
+        *,
+        rewards: Mapping[str, float] | None = None,
+        costs: Mapping[str, float] | None = None,
+        metrics: Mapping[str, float] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the footer and close the file. Closing twice does nothing."""
+        if self.closed:
+            return
+        self._write(_Line(footer=_Footer(rewards=dict(rewards or {}), costs=dict(costs or {}),
+                                         metrics=dict(metrics or {}), meta=dict(meta or {}))))
+        os.close(self._fd)
+        self.closed = True
+
+    def abandon(self) -> None:
+        """Close the file without a footer (the trace stays marked partial)."""
+        if not self.closed:
+            os.close(self._fd)
+            self.closed = True
+
+
+# ---------------------------------------------------------------------- reading
+def _open(path: PathLike) -> IO[bytes]:
+    try:
+        return open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except FileNotFoundError:
+        raise TraceFormatError(str(path), "file", "no such file", "check the path") from None
+    except IsADirectoryError:
+        raise TraceFormatError(str(path), "file", "is a directory", "pass a .jsonl file") from None
+
+
+def iter_jsonl(
+    path: PathLike,
+    *,
+    keep_going: bool = False,
+    partial: bool = False,
+    check: bool = True,
+) -> Iterator[JsonlItem]:
+    """Read a JSONL file (either layout) item by item, never raising on bad content.
+
+    Args:
+        path: The file.
+        keep_going: Skip damaged lines (reported in ``problems``) instead of stopping there.
+        partial: Accept truncated recordings (truncation becomes a warning).
+        check: Run ``check_trace`` on each trace read.
+
+    Yields:
+        One :class:`JsonlItem` per trace (or per unreadable trace line).
+
+    Raises:
+        TraceFormatError: The file cannot be opened.
+    """
+    src = str(path)
+    with _open(path) as fh:
+        first = fh.readline()
+        while first and not first.strip():
+            first = fh.readline()
+        if not first:
+            yield JsonlItem(None, [Problem("no-events", "file holds no records", "write traces into it",
+                                           source=f"{src}:1")], 1)
+            return
+        fh.seek(0)
+        if first.lstrip().startswith(b'{"header"'):
+            yield from _iter_stream(fh, src, keep_going, partial, check)
+        else:
+            yield from _iter_lines(fh, src, keep_going, partial, check)
+
+
+def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bool) -> Problem:
+    if not complete:
+        return Problem("truncated", "last line is incomplete: the file was cut off mid-record",
+                       "every complete record before it was kept; validate with --partial to "
+                       "accept a recording interrupted by a crash",
+                       source=f"{src}:{lineno}", path="$")
+    fe = format_error(src, line, err) if isinstance(err, msgspec.DecodeError) else None
+    if fe is not None:
+        return Problem("malformed-json", fe.reason + f" at {fe.where.replace('line 1, ', '')}",
+                       "fix or delete this line (--keep-going skips it)", source=f"{src}:{lineno}")
+    from orchestrace.trace.check import problem_from_msgspec
+
+    p = problem_from_msgspec(err, "$", where="record")
+    return Problem(p.code, p.message, p.fix + " (--keep-going skips this line)",
+                   path=p.path, source=f"{src}:{lineno}")
+
+
+def _iter_lines(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
+                check: bool) -> Iterator[JsonlItem]:
+    from orchestrace.io.json import parse
+
+    for lineno, line in enumerate(fh, 1):
+        if not line.strip():
+            continue
+        complete = line.endswith(b"\n")
+        try:
+            trace = _TRACE.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as err:
+            if isinstance(err, msgspec.DecodeError) and not complete:
+                p = _line_error(src, lineno, line, err, complete)
+                if partial:
+                    p = Problem(p.code, p.message, p.fix, severity="warning", source=p.source)
+                yield JsonlItem(None, [p], lineno)
+                return
+            try:
+                trace, problems = parse(line, source=f"{src}:{lineno}", partial=partial,
+                                        check=check)
+            except TraceFormatError as fe:
+                problems = [Problem("malformed-json", f"{fe.reason} at {fe.where}",
+                                    "fix or delete this line (--keep-going skips it)",
+                                    source=f"{src}:{lineno}")]
+                trace = None
+            yield JsonlItem(trace, problems, lineno)
+            if not keep_going and any(p.severity == "error" for p in problems):
+                return
+            continue
+        trace._mark_decoded()
+        problems = [p.at(f"{src}:{lineno}") for p in check_trace(trace, partial=partial)] if check else []
+        yield JsonlItem(trace, problems, lineno)
+
+
+def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
+                 check: bool) -> Iterator[JsonlItem]:
+    header: _Header | None = None
+    start = 0
+    events: list[Event] = []
+    edges: list[Edge] = []
+    problems: list[Problem] = []
+    bad_ids: list[str] = []
+
+    def finish(footer: _Footer | None, truncated: str | None) -> JsonlItem:
+        assert header is not None
+        meta = dict(header.meta)
+        if footer is not None:
+            meta.update(footer.meta)
+        if truncated:
+            meta["partial"] = True
+            meta["truncated"] = truncated
+        trace = Trace(
+            trace_id=header.trace_id,
+            task_id=header.task_id,
+            events=tuple(events),
+            edges=tuple(edges),
+            rewards=footer.rewards if footer else {},
+            costs=footer.costs if footer else _running_costs(events),
+            system=header.system,
+            topology=header.topology,
+            metrics=footer.metrics if footer else {},
+            schema_version=header.schema_version,
+            meta=meta,
+        )._mark_decoded()
+        found = list(problems)
+        if check:
+            found += [p.at(f"{src}:{start}") for p in check_trace(trace, partial=partial,
+                                                                   known_ids=bad_ids)]
+        found.sort(key=lambda p: p.severity != "error")
+        return JsonlItem(trace, found, start)
+
+    lineno = 0
+    for lineno, line in enumerate(fh, 1):  # noqa: B007 - lineno is used after the loop
+        if not line.strip():
+            continue
+        complete = line.endswith(b"\n")
+        try:
+            rec = _LINE.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as err:
+            p = _line_error(src, lineno, line, err, complete)
+            if not complete:
+                if header is not None:
+                    yield finish(None, f"line {lineno} was cut off mid-record after "
+                                 f"{len(events)} complete event(s)")
+                else:
+                    yield JsonlItem(None, [p], lineno)
+                return
+            problems.append(p)
+            try:
+                raw = msgspec.json.decode(line)
+                eid = raw.get("event", {}).get("id") if isinstance(raw, dict) else None
+                if isinstance(eid, str):
+                    bad_ids.append(eid)
+            except (msgspec.DecodeError, AttributeError, RecursionError):
+                pass
+            if not keep_going:
+                if header is not None:
+                    yield finish(None, f"reading stopped at damaged line {lineno} "
+                                 "(--keep-going reads past it)")
+                else:
+                    yield JsonlItem(None, problems, lineno)
+                return
+            continue
+        if rec.header is not None:
+            if header is not None:
+                yield finish(None, f"a new trace starts at line {lineno} before this one closed")
+            header, start, events, edges, problems, bad_ids = rec.header, lineno, [], [], [], []
+        elif header is None:
+            problems.append(Problem("missing-header", "record before any header",
+                                    "a record stream starts with a {\"header\": ...} line",
+                                    source=f"{src}:{lineno}"))
+            if not keep_going:
+                yield JsonlItem(None, problems, lineno)
+                return
+        elif rec.event is not None:
+            events.append(rec.event)
+        elif rec.edge is not None:
+            edges.append(rec.edge)
+        elif rec.footer is not None:
+            yield finish(rec.footer, None)
+            header = None
+        else:
+            problems.append(Problem("invalid-value", "empty record", "delete this line",
+                                    source=f"{src}:{lineno}"))
+    if header is not None:
+        yield finish(None, f"no footer: the recording stopped after {len(events)} event(s) "
+                     f"(line {lineno})")
+
+
+def _running_costs(events: list[Event]) -> dict[str, float]:
+    from orchestrace.trace.build import default_costs
+
+    return default_costs(events)
+
+
+def read_jsonl(path: PathLike, *, keep_going: bool = False, partial: bool = True,
+               check: bool = False) -> list[Trace]:
+    """Read every trace of a JSONL file (either layout).
+
+    A recording cut off by a crash is returned with ``meta["partial"] = True`` and every
+    complete event kept.
+
+    Args:
+        path: The file.
+        keep_going: Skip damaged lines and keep traces with errors instead of raising.
+        partial: Accept truncated recordings (default; ``False`` raises on them).
+        check: Also run ``check_trace`` on each trace and raise on errors.
+
+    Raises:
+        TraceFormatError: A line is damaged (and ``keep_going`` is off).
+        TraceValidationError: A trace has errors.
+    """
+    out: list[Trace] = []
+    for item in iter_jsonl(path, keep_going=keep_going, partial=partial, check=check):
+        if item.trace is None:
+            if keep_going:
+                continue
+            raise TraceValidationError(item.problems, source=str(path))
+        if not keep_going and any(p.severity == "error" for p in item.problems):
+            raise TraceValidationError(item.problems, source=str(path))
+        out.append(item.trace)
+    return out

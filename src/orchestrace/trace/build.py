@@ -1,0 +1,285 @@
+"""Hand-made traces: :class:`TraceBuilder` assigns ids, times and edges for you.
+
+Each ``add`` call appends one event. ``after`` names the events it consumed; the edge type is
+inferred from them (spawn, message, return, tool_dependency, aggregate, else causal) unless
+given. By default an agent's events are chained with causal edges (an agent does one thing at a
+time) and an event starts when everything it consumed has finished.
+
+Example:
+    >>> b = TraceBuilder(task_id="sum", topology="centralized")
+    >>> s = b.spawn("lead", "w1", role="worker", dur=0.1)
+    >>> call, res = b.tool("w1", "calc", after=[s], dur=2.0, content="1+1")
+    >>> r = b.ret("w1", "lead", content="2", after=[res])
+    >>> agg = b.aggregate("lead", [r], content="2")
+    >>> tr = b.build(rewards={"team": 1.0})
+    >>> [e.type for e in tr.events]
+    ['spawn', 'tool_call', 'tool_result', 'return', 'aggregate']
+    >>> [(e.src, e.dst, e.type) for e in tr.edges][:3]
+    [('e1', 'e2', 'spawn'), ('e2', 'e3', 'tool_dependency'), ('e3', 'e4', 'causal')]
+    >>> len(tr.edges)  # + the lead's own chain: spawn -> aggregate
+    5
+    >>> tr.costs["tool_calls"], tr.costs["wall_clock_s"]
+    (1.0, 2.1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from orchestrace.errors import ConfigError
+from orchestrace.trace.model import (
+    SCHEMA_VERSION,
+    Decision,
+    Edge,
+    EdgeType,
+    Event,
+    EventType,
+    Topology,
+    Trace,
+)
+
+__all__ = ["TraceBuilder", "default_costs"]
+
+_INFER = {
+    EventType.SPAWN: EdgeType.SPAWN,
+    EventType.MESSAGE: EdgeType.MESSAGE,
+    EventType.RETURN: EdgeType.RETURN,
+}
+
+After = Iterable[str | tuple[str, EdgeType | str]]
+
+
+def default_costs(events: Iterable[Event]) -> dict[str, float]:
+    """Costs derived from events: tokens, wall_clock_s (makespan), tool_calls, messages, cost."""
+    tokens = 0
+    tool_calls = 0
+    messages = 0
+    money = 0.0
+    t0 = float("inf")
+    t1 = 0.0
+    for e in events:
+        tokens += e.tokens_in + e.tokens_out
+        money += e.cost
+        if e.type == EventType.TOOL_CALL:
+            tool_calls += 1
+        elif e.type == EventType.MESSAGE:
+            messages += 1
+        t0 = min(t0, e.t)
+        t1 = max(t1, e.t + e.dur)
+    wall = round(t1 - t0, 9) if t1 >= t0 else 0.0
+    out = {
+        "tokens": float(tokens),
+        "wall_clock_s": max(wall, 0.0),
+        "tool_calls": float(tool_calls),
+        "messages": float(messages),
+    }
+    if money:
+        out["cost"] = money
+    return out
+
+
+class TraceBuilder:
+    """Build a valid :class:`~orchestrace.trace.model.Trace` event by event.
+
+    Args:
+        task_id: Id of the task.
+        trace_id: Id of the trace; by default a content hash computed at :meth:`build`.
+        system: Name of the producing system.
+        topology: Topology of the run.
+        meta: Extra run information.
+        chain: Add a causal edge from each agent's previous event (not for tool results).
+    """
+
+    def __init__(
+        self,
+        task_id: str = "task",
+        trace_id: str | None = None,
+        *,
+        system: str | None = "orchestrace",
+        topology: Topology | str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        chain: bool = True,
+    ) -> None:
+        self.task_id = task_id
+        self.trace_id = trace_id
+        self.system = system
+        self.topology = Topology(topology).value if topology is not None else None
+        self.meta = dict(meta or {})
+        self.chain = chain
+        self.events: list[Event] = []
+        self.edges: list[Edge] = []
+        self._by_id: dict[str, Event] = {}
+        self._last: dict[str, str] = {}
+        self._preds: dict[str, set[str]] = {}
+
+    # ------------------------------------------------------------------ core
+    def add(
+        self,
+        type: EventType | str,  # noqa: A002 - mirrors the JSON field name
+        agent: str,
+        *,
+        after: After = (),
+        edge: EdgeType | str | None = None,
+        t: float | None = None,
+        dur: float = 0.0,
+        id: str | None = None,  # noqa: A002
+        chain: bool | None = None,
+        **fields: Any,
+    ) -> str:
+        """Append one event and its incoming edges; return its id.
+
+        Args:
+            type: Event type.
+            agent: Producing agent.
+            after: Ids of consumed events, or ``(id, edge_type)`` pairs.
+            edge: Edge type for every plain id in ``after`` (inferred when ``None``).
+            t: Start time; default: when the agent and everything consumed are done.
+            dur: Duration in seconds.
+            id: Event id; default ``e<n>``.
+            chain: Override the builder's ``chain`` setting for this event.
+            **fields: Other :class:`~orchestrace.trace.model.Event` fields (``to``, ``tool``...).
+
+        Raises:
+            ConfigError: ``after`` names an unknown event, or the id is taken.
+        """
+        etype = EventType(type)
+        eid = id if id is not None else f"e{len(self.events) + 1}"
+        if eid in self._by_id:
+            raise ConfigError(f"event id {eid!r} is already used; pass a unique id=")
+        deps: list[tuple[str, EdgeType]] = []
+        for item in after:
+            src, kind = (item, None) if isinstance(item, str) else (item[0], EdgeType(item[1]))
+            if src not in self._by_id:
+                raise ConfigError(f"after= names unknown event {src!r}; add that event first")
+            if kind is None:
+                kind = EdgeType(edge) if edge is not None else self._infer(self._by_id[src], etype)
+            deps.append((src, kind))
+        use_chain = self.chain if chain is None else chain
+        prev = self._last.get(agent)
+        if use_chain and etype is not EventType.TOOL_RESULT and prev is not None:
+            # skip when a consumed event already follows the agent's previous one
+            if all(src != prev and prev not in self._preds.get(src, ()) for src, _ in deps):
+                deps.insert(0, (prev, EdgeType.CAUSAL))
+        if t is None:
+            t = max((self._by_id[s].end for s, _ in deps), default=0.0)
+            if prev is not None:
+                t = max(t, self._by_id[prev].end)
+            t = round(t, 9)
+        if fields.get("decision") is not None:
+            fields["decision"] = Decision(fields["decision"]).value
+        ev = Event(id=eid, t=t, type=etype.value, agent=agent, dur=dur, **fields)
+        self.events.append(ev)
+        self._by_id[eid] = ev
+        if etype is not EventType.TOOL_RESULT or ev.tool != agent:
+            self._last[agent] = eid
+        self.edges.extend(Edge(src, eid, kind.value) for src, kind in deps)
+        self._preds[eid] = {src for src, _ in deps}
+        return eid
+
+    @staticmethod
+    def _infer(src: Event, dst_type: EventType) -> EdgeType:
+        if dst_type is EventType.AGGREGATE:
+            return EdgeType.AGGREGATE
+        if src.type == EventType.TOOL_CALL and dst_type is EventType.TOOL_RESULT:
+            return EdgeType.TOOL_DEPENDENCY
+        return _INFER.get(src.type, EdgeType.CAUSAL)
+
+    def edge(self, src: str, dst: str, type: EdgeType | str = EdgeType.CAUSAL) -> None:  # noqa: A002
+        """Add an edge between two existing events."""
+        for x in (src, dst):
+            if x not in self._by_id:
+                raise ConfigError(f"edge names unknown event {x!r}; add that event first")
+        self.edges.append(Edge(src, dst, EdgeType(type).value))
+        self._preds.setdefault(dst, set()).add(src)
+
+    # ------------------------------------------------------------------ conveniences
+    def spawn(self, parent: str, child: str, *, role: str | None = None, **kw: Any) -> str:
+        """``parent`` spawns ``child`` (an O1 decision). The child's role goes in ``role``."""
+        kw.setdefault("decision", "spawn")
+        return self.add(EventType.SPAWN, parent, to=child, role=role, **kw)
+
+    def message(self, sender: str, to: str, content: str | None = None, **kw: Any) -> str:
+        """``sender`` sends a message to ``to`` (O3 when sent by an orchestrator)."""
+        return self.add(EventType.MESSAGE, sender, from_=sender, to=to, content=content, **kw)
+
+    def delegate(self, parent: str, child: str, subtask: str | None = None, **kw: Any) -> str:
+        """``parent`` hands ``subtask`` to ``child`` (an O2 decision)."""
+        kw.setdefault("decision", "delegate")
+        return self.message(parent, child, subtask, **kw)
+
+    def tool(
+        self,
+        agent: str,
+        tool: str,
+        *,
+        content: str | None = None,
+        result: str | None = None,
+        dur: float = 0.0,
+        error: str | None = None,
+        **kw: Any,
+    ) -> tuple[str, str]:
+        """``agent`` calls ``tool`` for ``dur`` seconds; returns ``(call_id, result_id)``."""
+        call = self.add(EventType.TOOL_CALL, agent, tool=tool, content=content, dur=dur, **kw)
+        res = self.add(
+            EventType.TOOL_RESULT, tool, tool=tool, after=[call], content=result, error=error
+        )
+        return call, res
+
+    def llm(self, agent: str, model: str = "sim", **kw: Any) -> str:
+        """``agent`` makes one LLM generation (tokens and ``dur`` as keyword arguments)."""
+        return self.add(EventType.LLM_CALL, agent, tool=model, **kw)
+
+    def ret(self, agent: str, to: str, content: str | None = None, **kw: Any) -> str:
+        """``agent`` returns its result to ``to`` (its parent)."""
+        return self.add(EventType.RETURN, agent, from_=agent, to=to, content=content, **kw)
+
+    def aggregate(
+        self, agent: str, inputs: Iterable[str], content: str | None = None, **kw: Any
+    ) -> str:
+        """``agent`` combines the events ``inputs`` (an O4 decision)."""
+        kw.setdefault("decision", "aggregate")
+        after = list(kw.pop("after", ())) + list(inputs)
+        return self.add(EventType.AGGREGATE, agent, after=after, content=content, **kw)
+
+    def decide(self, agent: str, decision: Decision | str, **kw: Any) -> str:
+        """Record an orchestrator decision (O1-O5) that has no other event of its own."""
+        return self.add(EventType.ORCHESTRATOR_DECISION, agent, decision=Decision(decision).value, **kw)
+
+    def stop(self, agent: str, reason: str | None = None, **kw: Any) -> str:
+        """Record the stop decision (O5) with its reason."""
+        return self.decide(agent, Decision.STOP, content=reason, **kw)
+
+    # ------------------------------------------------------------------ finish
+    def build(
+        self,
+        *,
+        rewards: Mapping[str, float] | None = None,
+        costs: Mapping[str, float] | None = None,
+        metrics: Mapping[str, float] | None = None,
+    ) -> Trace:
+        """Return the trace. Costs not given are derived from the events."""
+        all_costs = default_costs(self.events)
+        all_costs.update({k: float(v) for k, v in (costs or {}).items()})
+        trace_id = self.trace_id
+        if trace_id is None:
+            digest = hashlib.blake2b(
+                msgspec.json.encode([self.task_id, self.events, self.edges]), digest_size=8
+            )
+            trace_id = f"{self.task_id}-{digest.hexdigest()}"
+        return Trace(
+            trace_id=trace_id,
+            task_id=self.task_id,
+            events=tuple(self.events),
+            edges=tuple(self.edges),
+            rewards={k: float(v) for k, v in (rewards or {}).items()},
+            costs=all_costs,
+            system=self.system,
+            topology=self.topology,  # type: ignore[arg-type]
+            metrics={k: float(v) for k, v in (metrics or {}).items()},
+            schema_version=SCHEMA_VERSION,
+            meta=self.meta,
+        )
