@@ -116,7 +116,9 @@ class TraceValidationError(TraceError):
             head += f" {source}"
         lines = [str(p) for p in errors[:20]]
         if len(errors) > 20:
-            lines.append(f"... and {len(errors) - 20} more (run `orchestrace validate` to list all)")
+            lines.append(
+                f"... and {len(errors) - 20} more (run `orchestrace validate` to list all)"
+            )
         super().__init__(head + ":\n  " + "\n  ".join(lines))
 
 
@@ -124,5 +126,5 @@ class ConfigError(OrchestraceError, ValueError):
     """A configuration value is missing, out of range or inconsistent with another."""
 
 
-class RuntimeError_(OrchestraceError):  # noqa: N801 - trailing underscore avoids the builtin
+class RuntimeError_(OrchestraceError):
     """The orchestration runtime failed in a way the run could not record as an event."""

@@ -89,13 +89,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except MemoryError:
-        print("error: out of memory; for very large traces use a Parquet dataset "
-              "(`orchestrace convert IN -o OUT.parquet`)", file=sys.stderr)
+        print(
+            "error: out of memory; for very large traces use a Parquet dataset "
+            "(`orchestrace convert IN -o OUT.parquet`)",
+            file=sys.stderr,
+        )
         return 1
-    except Exception as err:  # noqa: BLE001 - the CLI never shows a traceback
+    except Exception as err:
         if debug:
             raise
-        print(f"error: unexpected {type(err).__name__}: {str(err)[:300]}\n"
-              "this is a bug in orchestrace; rerun with ORCHESTRACE_DEBUG=1 for details and "
-              "report it", file=sys.stderr)
+        print(
+            f"error: unexpected {type(err).__name__}: {str(err)[:300]}\n"
+            "this is a bug in orchestrace; rerun with ORCHESTRACE_DEBUG=1 for details and "
+            "report it",
+            file=sys.stderr,
+        )
         return 3

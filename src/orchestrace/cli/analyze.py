@@ -19,17 +19,24 @@ from orchestrace.trace.model import Trace
 def add_parser(sub: Any) -> None:
     """Register the command."""
     p = sub.add_parser(
-        "analyze", help="print a trace's counts, critical path, speedup and Critical Steps",
+        "analyze",
+        help="print a trace's counts, critical path, speedup and Critical Steps",
         description="Analyse a trace: events and agents by type, team size, length, spawn depth, "
         "work, critical path (and its events), parallel speedup, PARL Critical Steps, tokens, "
         "messages and tool calls. Parquet datasets are analysed column-wise, without loading "
-        "event objects.")
+        "event objects.",
+    )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object per trace (stable keys)")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object per trace (stable keys)"
+    )
     p.add_argument("--trace-id", help="Parquet/JSONL: analyse only this trace")
-    p.add_argument("--max-path", type=int, default=12,
-                   help="text output: show at most this many critical-path events")
+    p.add_argument(
+        "--max-path",
+        type=int,
+        default=12,
+        help="text output: show at most this many critical-path events",
+    )
     p.set_defaults(func=run)
 
 
@@ -66,8 +73,9 @@ def _checked(trace: Trace, source: str) -> Trace:
 
 def _text(trace_id: str, s: dict[str, Any], max_path: int) -> str:
     path = s["critical_path"]
-    shown = " -> ".join(path[:max_path]) + (f" -> ... ({len(path)} events)" if len(path) > max_path
-                                             else "")
+    shown = " -> ".join(path[:max_path]) + (
+        f" -> ... ({len(path)} events)" if len(path) > max_path else ""
+    )
     lines = [
         f"trace {trace_id}",
         f"  events          {s['events']:>12,}   "

@@ -14,9 +14,11 @@ _CHOICES = ["native", *FORMATS]
 def add_parser(sub: Any) -> None:
     """Register the command."""
     p = sub.add_parser(
-        "convert", help="convert traces between formats (native, upstream, jsonl, parquet)",
+        "convert",
+        help="convert traces between formats (native, upstream, jsonl, parquet)",
         description="Convert traces. `--from upstream` imports a public survey-schema trace; "
-        "`--to upstream` exports one that validates under that schema.")
+        "`--to upstream` exports one that validates under that schema.",
+    )
     p.add_argument("input", metavar="IN")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
     p.add_argument("--from", dest="src", choices=_CHOICES, help="input format (default: by name)")

@@ -18,8 +18,11 @@ from orchestrace.trace.generate import generate_trace
 
 def add_parser(sub: Any) -> None:
     """Register the command."""
-    p = sub.add_parser("demo", help="run the main job on embedded defaults and print the analysis",
-                       description="Generate a sample trace, save it, validate it and analyse it.")
+    p = sub.add_parser(
+        "demo",
+        help="run the main job on embedded defaults and print the analysis",
+        description="Generate a sample trace, save it, validate it and analyse it.",
+    )
     p.add_argument("-o", "--output", help="where to write the trace (default: a temp dir)")
     p.add_argument("--agents", type=int, default=64)
     p.add_argument("--steps", type=int, default=2000)

@@ -12,16 +12,22 @@ from orchestrace.trace.generate import generate_trace
 
 def add_parser(sub: Any) -> None:
     """Register the command."""
-    p = sub.add_parser("generate", help="write a synthetic hierarchical trace",
-                       description="Write a valid synthetic trace: K agents in a spawn tree of "
-                       "depth D, L events, all draws seeded.")
+    p = sub.add_parser(
+        "generate",
+        help="write a synthetic hierarchical trace",
+        description="Write a valid synthetic trace: K agents in a spawn tree of "
+        "depth D, L events, all draws seeded.",
+    )
     p.add_argument("--agents", "-k", type=int, default=8, help="team size K, root included")
     p.add_argument("--steps", "-l", type=int, default=200, help="trace length L in events")
     p.add_argument("--depth", "-d", type=int, default=1, help="spawn tree depth D")
     p.add_argument("--seed", "-s", type=int, default=0, help="random seed")
     p.add_argument("-o", "--output", required=True, help="output file (.json, .jsonl, .parquet)")
-    p.add_argument("--format", choices=["json", "upstream", "jsonl", "parquet"],
-                   help="output format (default: from the file name)")
+    p.add_argument(
+        "--format",
+        choices=["json", "upstream", "jsonl", "parquet"],
+        help="output format (default: from the file name)",
+    )
     p.set_defaults(func=run)
 
 
@@ -29,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     """Generate and write the trace."""
     trace = generate_trace(args.agents, args.steps, args.depth, args.seed)
     dump(trace, args.output, format=args.format)
-    print(f"wrote {args.output}: {trace.n_events} events, {len(trace.edges)} edges, "
-          f"{args.agents} agents", file=sys.stderr)
+    print(
+        f"wrote {args.output}: {trace.n_events} events, {len(trace.edges)} edges, "
+        f"{args.agents} agents",
+        file=sys.stderr,
+    )
     return 0

@@ -12,8 +12,11 @@ from orchestrace.trace.schema import native_schema
 
 def add_parser(sub: Any) -> None:
     """Register the command."""
-    p = sub.add_parser("schema", help="print the native trace JSON Schema (Draft 2020-12)",
-                       description="Print the JSON Schema of the native trace format.")
+    p = sub.add_parser(
+        "schema",
+        help="print the native trace JSON Schema (Draft 2020-12)",
+        description="Print the JSON Schema of the native trace format.",
+    )
     p.add_argument("--indent", type=int, default=2, help="indentation (default 2; 0 = compact)")
     p.set_defaults(func=run)
 

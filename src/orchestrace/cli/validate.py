@@ -23,12 +23,17 @@ def add_parser(sub: Any) -> None:
         "line per problem naming the file, the JSON path or event id, and the fix.",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--partial", action="store_true",
-                   help="accept recordings cut off by a crash (reported as truncated, exit 0)")
-    p.add_argument("--keep-going", action="store_true",
-                   help="JSONL: report damaged lines and read past them")
-    p.add_argument("--upstream", action="store_true",
-                   help="read JSON files as the public survey schema")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="accept recordings cut off by a crash (reported as truncated, exit 0)",
+    )
+    p.add_argument(
+        "--keep-going", action="store_true", help="JSONL: report damaged lines and read past them"
+    )
+    p.add_argument(
+        "--upstream", action="store_true", help="read JSON files as the public survey schema"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     p.set_defaults(func=run)
 
@@ -48,10 +53,16 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
         problems = []
         traces = read_parquet(path)
         for tr in traces:
-            problems.extend(p.at(f"{path}[{tr.trace_id}]") for p in check_trace(tr, partial=args.partial))
+            problems.extend(
+                p.at(f"{path}[{tr.trace_id}]") for p in check_trace(tr, partial=args.partial)
+            )
         return problems, f"{len(traces)} trace(s), {sum(t.n_events for t in traces)} events"
-    trace, problems = parse(read_bytes(path), source=path, partial=args.partial,
-                            upstream=True if args.upstream else None)
+    trace, problems = parse(
+        read_bytes(path),
+        source=path,
+        partial=args.partial,
+        upstream=True if args.upstream else None,
+    )
     summary = f"{trace.n_events} events, {len(trace.edges)} edges" if trace else "unreadable"
     return problems, summary
 

@@ -64,8 +64,9 @@ FORMATS: tuple[str, ...] = ("json", "upstream", "jsonl", "parquet")
 
 
 def detect_format(path: PathLike) -> str:
-    """The format of ``path`` from its suffix (``.json``, ``.jsonl``/``.ndjson``, ``.parquet``),
-    else from its first bytes.
+    """The format of ``path``: from its suffix, else from its first bytes.
+
+    Suffixes: ``.json``, ``.jsonl``/``.ndjson``, ``.parquet`` (a directory).
 
     Raises:
         TraceFormatError: The format cannot be told; the message says how to name it.
@@ -86,19 +87,25 @@ def detect_format(path: PathLike) -> str:
     lines = [x for x in head.splitlines() if x.strip()]
     if lines and lines[0].lstrip().startswith(b"{"):
         return "jsonl" if len(lines) > 1 and lines[1].lstrip().startswith(b"{") else "json"
-    raise TraceFormatError(str(path), "file name", "cannot tell the trace format",
-                           f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})")
+    raise TraceFormatError(
+        str(path),
+        "file name",
+        "cannot tell the trace format",
+        f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})",
+    )
 
 
 def _check_format(fmt: str) -> str:
     if fmt not in FORMATS:
-        raise TraceFormatError("format", "argument", f"unknown format {fmt!r}",
-                               f"use one of {', '.join(FORMATS)}")
+        raise TraceFormatError(
+            "format", "argument", f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}"
+        )
     return fmt
 
 
-def load_all(path: PathLike, *, format: str | None = None,  # noqa: A002
-             keep_going: bool = False, check: bool = False) -> list[Trace]:
+def load_all(
+    path: PathLike, *, format: str | None = None, keep_going: bool = False, check: bool = False
+) -> list[Trace]:
     """Read every trace in ``path``.
 
     Args:
@@ -125,7 +132,7 @@ def load_all(path: PathLike, *, format: str | None = None,  # noqa: A002
     return [read_json(path, upstream=True if fmt == "upstream" else None, check=check)]
 
 
-def load(path: PathLike, *, format: str | None = None, check: bool = True) -> Trace:  # noqa: A002
+def load(path: PathLike, *, format: str | None = None, check: bool = True) -> Trace:
     """Read the one trace in ``path`` (JSON, survey-schema JSON, JSONL or Parquet).
 
     Args:
@@ -139,28 +146,40 @@ def load(path: PathLike, *, format: str | None = None, check: bool = True) -> Tr
     """
     traces = load_all(path, format=format, check=check)
     if len(traces) != 1:
-        raise TraceFormatError(str(path), "file", f"holds {len(traces)} traces, not one",
-                               "read them with load_all() or iter_traces()")
+        raise TraceFormatError(
+            str(path),
+            "file",
+            f"holds {len(traces)} traces, not one",
+            "read them with load_all() or iter_traces()",
+        )
     return traces[0]
 
 
-def iter_traces(path: PathLike, *, format: str | None = None,  # noqa: A002
-                keep_going: bool = False) -> Iterator[Trace]:
+def iter_traces(
+    path: PathLike, *, format: str | None = None, keep_going: bool = False
+) -> Iterator[Trace]:
     """Yield the traces of ``path`` one at a time (JSONL is streamed line by line)."""
     fmt = _check_format(format or detect_format(path))
     if fmt != "jsonl":
         yield from load_all(path, format=fmt, keep_going=keep_going)
         return
     for item in iter_jsonl(path, keep_going=keep_going, partial=True, check=False):
-        if item.trace is None or (not keep_going and any(p.severity == "error" for p in item.problems)):
+        if item.trace is None or (
+            not keep_going and any(p.severity == "error" for p in item.problems)
+        ):
             if keep_going:
                 continue
             raise TraceValidationError(item.problems, source=str(path))
         yield item.trace
 
 
-def dump(traces: Trace | Iterable[Trace], path: PathLike, *, format: str | None = None,  # noqa: A002
-         indent: int | None = None) -> None:
+def dump(
+    traces: Trace | Iterable[Trace],
+    path: PathLike,
+    *,
+    format: str | None = None,
+    indent: int | None = None,
+) -> None:
     """Write one trace or many to ``path`` (atomically; the format comes from the name).
 
     JSON and survey-schema JSON hold exactly one trace; JSONL and Parquet hold any number.
@@ -170,7 +189,7 @@ def dump(traces: Trace | Iterable[Trace], path: PathLike, *, format: str | None 
     """
     items = [traces] if isinstance(traces, Trace) else list(traces)
     if format is None:
-        format = detect_format(path) if Path(path).suffix or Path(path).exists() else "json"  # noqa: A001
+        format = detect_format(path) if Path(path).suffix or Path(path).exists() else "json"
     fmt = _check_format(format)
     if fmt == "jsonl":
         write_jsonl(items, path)
@@ -179,8 +198,12 @@ def dump(traces: Trace | Iterable[Trace], path: PathLike, *, format: str | None 
         write_parquet(items, path)
         return
     if len(items) != 1:
-        raise TraceFormatError(str(path), "file", f"{fmt} holds one trace, got {len(items)}",
-                               "write them to a .jsonl file or a .parquet dataset")
+        raise TraceFormatError(
+            str(path),
+            "file",
+            f"{fmt} holds one trace, got {len(items)}",
+            "write them to a .jsonl file or a .parquet dataset",
+        )
     if fmt == "upstream":
         data = msgspec.json.encode(to_upstream(items[0]))
         if indent:
@@ -189,4 +212,3 @@ def dump(traces: Trace | Iterable[Trace], path: PathLike, *, format: str | None 
             fh.write(data)
         return
     write_json(items[0], path, indent=indent)
-

@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,8 +31,9 @@ def read_bytes(path: PathLike) -> Any:
         with open(p, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
-                raise TraceFormatError(src, "line 1", "file is empty",
-                                       "write a trace into it, or pass another file")
+                raise TraceFormatError(
+                    src, "line 1", "file is empty", "write a trace into it, or pass another file"
+                )
             if size < (1 << 24):
                 return fh.read()
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -40,8 +41,11 @@ def read_bytes(path: PathLike) -> Any:
         raise TraceFormatError(src, "file", "no such file", "check the path") from None
     except IsADirectoryError:
         raise TraceFormatError(
-            src, "file", "is a directory", "pass a trace file (a .parquet dataset is a directory: "
-            "give its path with a .parquet suffix)"
+            src,
+            "file",
+            "is a directory",
+            "pass a trace file (a .parquet dataset is a directory: "
+            "give its path with a .parquet suffix)",
         ) from None
     except PermissionError:
         raise TraceFormatError(src, "file", "permission denied", "make the file readable") from None
@@ -60,17 +64,26 @@ def format_error(source: str, data: Any, err: Exception, *, base_line: int = 1) 
     """Turn a JSON parser error into a :class:`TraceFormatError` naming the place and fix."""
     msg = str(err)
     if isinstance(err, RecursionError):
-        return TraceFormatError(source, "document", "JSON nested too deeply",
-                                "a trace nests a few levels; this file is not a trace")
+        return TraceFormatError(
+            source,
+            "document",
+            "JSON nested too deeply",
+            "a trace nests a few levels; this file is not a trace",
+        )
     m = _BYTE.search(msg)
     if "truncated" in msg:
         where = f"end of data, {describe_offset(data, len(data), base_line)}"
-        return TraceFormatError(source, where, "JSON ends early (the file was cut off)",
-                                "restore the full file; for a recording, use the JSONL file, "
-                                "which keeps every complete record")
+        return TraceFormatError(
+            source,
+            where,
+            "JSON ends early (the file was cut off)",
+            "restore the full file; for a recording, use the JSONL file, "
+            "which keeps every complete record",
+        )
     if "UTF-8" in msg:
-        return TraceFormatError(source, "document", "not UTF-8 text (binary data?)",
-                                "pass a JSON trace file")
+        return TraceFormatError(
+            source, "document", "not UTF-8 text (binary data?)", "pass a JSON trace file"
+        )
     where = describe_offset(data, int(m.group(1)), base_line) if m else "document"
     reason = _BYTE.sub("", msg).strip().rstrip(":")
     if reason.startswith("JSON is malformed: "):
@@ -94,8 +107,6 @@ def atomic_write(path: PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise

@@ -35,8 +35,14 @@ def dumps(trace: Trace, *, indent: int | None = None) -> bytes:
     return msgspec.json.format(data, indent=indent) if indent else data
 
 
-def parse(data: Any, *, source: str = "<bytes>", partial: bool = False,
-          upstream: bool | None = None, check: bool = True) -> tuple[Trace | None, list[Problem]]:
+def parse(
+    data: Any,
+    *,
+    source: str = "<bytes>",
+    partial: bool = False,
+    upstream: bool | None = None,
+    check: bool = True,
+) -> tuple[Trace | None, list[Problem]]:
     """Decode one JSON trace; report problems instead of raising for bad content.
 
     Args:
@@ -70,15 +76,17 @@ def parse(data: Any, *, source: str = "<bytes>", partial: bool = False,
         obj = msgspec.json.decode(data)
     except (msgspec.DecodeError, RecursionError) as err:
         raise format_error(source, data, err) from None
+    found: tuple[Trace | None, list[Problem]]
     if upstream or (upstream is None and looks_upstream(obj)):
-        trace, problems = from_upstream(obj, partial=partial, semantic=check)
+        found = from_upstream(obj, partial=partial, semantic=check)
     else:
-        trace, problems = check_structure(obj, partial=partial, semantic=check)
-    return trace, [p.at(source) for p in problems]
+        found = check_structure(obj, partial=partial, semantic=check)
+    return found[0], [p.at(source) for p in found[1]]
 
 
-def loads(data: Any, *, source: str = "<bytes>", upstream: bool | None = None,
-          check: bool = True) -> Trace:
+def loads(
+    data: Any, *, source: str = "<bytes>", upstream: bool | None = None, check: bool = True
+) -> Trace:
     """Decode one JSON trace.
 
     Args:

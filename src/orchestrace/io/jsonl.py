@@ -142,20 +142,29 @@ class StreamWriter:
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC),
-                           0o644)
+        self._fd = os.open(
+            self.path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o644
+        )
         self._fsync = fsync
         self.closed = False
         self.records = 0
-        header = _Header(trace_id=trace_id, task_id=task_id, system=system,
-                         topology=topology,  # type: ignore[arg-type]
-                         meta=dict(meta or {}))
+        header = _Header(
+            trace_id=trace_id,
+            task_id=task_id,
+            system=system,
+            topology=topology,  # type: ignore[arg-type]
+            meta=dict(meta or {}),
+        )
         self._write(_Line(header=header))
 
     def _write(self, rec: _Line) -> None:
         if self.closed:
-            raise TraceFormatError(str(self.path), "stream", "writer is closed",
-                                   "open a new StreamWriter to record another trace")
+            raise TraceFormatError(
+                str(self.path),
+                "stream",
+                "writer is closed",
+                "open a new StreamWriter to record another trace",
+            )
         data = _ENC.encode(rec) + b"\n"
         view = memoryview(data)
         while view:
@@ -184,8 +193,16 @@ class StreamWriter:
         """Write the footer and close the file. Closing twice does nothing."""
         if self.closed:
             return
-        self._write(_Line(footer=_Footer(rewards=dict(rewards or {}), costs=dict(costs or {}),
-                                         metrics=dict(metrics or {}), meta=dict(meta or {}))))
+        self._write(
+            _Line(
+                footer=_Footer(
+                    rewards=dict(rewards or {}),
+                    costs=dict(costs or {}),
+                    metrics=dict(metrics or {}),
+                    meta=dict(meta or {}),
+                )
+            )
+        )
         os.close(self._fd)
         self.closed = True
 
@@ -199,7 +216,7 @@ class StreamWriter:
 # ---------------------------------------------------------------------- reading
 def _open(path: PathLike) -> IO[bytes]:
     try:
-        return open(path, "rb")  # noqa: SIM115 - closed by the caller
+        return open(path, "rb")
     except FileNotFoundError:
         raise TraceFormatError(str(path), "file", "no such file", "check the path") from None
     except IsADirectoryError:
@@ -233,8 +250,18 @@ def iter_jsonl(
         while first and not first.strip():
             first = fh.readline()
         if not first:
-            yield JsonlItem(None, [Problem("no-events", "file holds no records", "write traces into it",
-                                           source=f"{src}:1")], 1)
+            yield JsonlItem(
+                None,
+                [
+                    Problem(
+                        "no-events",
+                        "file holds no records",
+                        "write traces into it",
+                        source=f"{src}:1",
+                    )
+                ],
+                1,
+            )
             return
         fh.seek(0)
         if first.lstrip().startswith(b'{"header"'):
@@ -245,23 +272,38 @@ def iter_jsonl(
 
 def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bool) -> Problem:
     if not complete:
-        return Problem("truncated", "last line is incomplete: the file was cut off mid-record",
-                       "every complete record before it was kept; validate with --partial to "
-                       "accept a recording interrupted by a crash",
-                       source=f"{src}:{lineno}", path="$")
-    fe = format_error(src, line, err) if isinstance(err, msgspec.DecodeError) else None
+        return Problem(
+            "truncated",
+            "last line is incomplete: the file was cut off mid-record",
+            "every complete record before it was kept; validate with --partial to "
+            "accept a recording interrupted by a crash",
+            source=f"{src}:{lineno}",
+            path="$",
+        )
+    syntax = isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError)
+    fe = format_error(src, line, err) if syntax else None
     if fe is not None:
-        return Problem("malformed-json", fe.reason + f" at {fe.where.replace('line 1, ', '')}",
-                       "fix or delete this line (--keep-going skips it)", source=f"{src}:{lineno}")
+        return Problem(
+            "malformed-json",
+            fe.reason + f" at {fe.where.replace('line 1, ', '')}",
+            "fix or delete this line (--keep-going skips it)",
+            source=f"{src}:{lineno}",
+        )
     from orchestrace.trace.check import problem_from_msgspec
 
     p = problem_from_msgspec(err, "$", where="record")
-    return Problem(p.code, p.message, p.fix + " (--keep-going skips this line)",
-                   path=p.path, source=f"{src}:{lineno}")
+    return Problem(
+        p.code,
+        p.message,
+        p.fix + " (--keep-going skips this line)",
+        path=p.path,
+        source=f"{src}:{lineno}",
+    )
 
 
-def _iter_lines(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
-                check: bool) -> Iterator[JsonlItem]:
+def _iter_lines(
+    fh: IO[bytes], src: str, keep_going: bool, partial: bool, check: bool
+) -> Iterator[JsonlItem]:
     from orchestrace.io.json import parse
 
     for lineno, line in enumerate(fh, 1):
@@ -272,30 +314,38 @@ def _iter_lines(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
             trace = _TRACE.decode(line)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as err:
             if isinstance(err, msgspec.DecodeError) and not complete:
-                p = _line_error(src, lineno, line, err, complete)
-                if partial:
-                    p = Problem(p.code, p.message, p.fix, severity="warning", source=p.source)
-                yield JsonlItem(None, [p], lineno)
+                # a whole trace is lost: an error even for --partial (which covers streams)
+                yield JsonlItem(None, [_line_error(src, lineno, line, err, complete)], lineno)
                 return
+            salvaged: Trace | None
             try:
-                trace, problems = parse(line, source=f"{src}:{lineno}", partial=partial,
-                                        check=check)
+                salvaged, problems = parse(
+                    line, source=f"{src}:{lineno}", partial=partial, check=check
+                )
             except TraceFormatError as fe:
-                problems = [Problem("malformed-json", f"{fe.reason} at {fe.where}",
-                                    "fix or delete this line (--keep-going skips it)",
-                                    source=f"{src}:{lineno}")]
-                trace = None
-            yield JsonlItem(trace, problems, lineno)
+                problems = [
+                    Problem(
+                        "malformed-json",
+                        f"{fe.reason} at {fe.where}",
+                        "fix or delete this line (--keep-going skips it)",
+                        source=f"{src}:{lineno}",
+                    )
+                ]
+                salvaged = None
+            yield JsonlItem(salvaged, problems, lineno)
             if not keep_going and any(p.severity == "error" for p in problems):
                 return
             continue
         trace._mark_decoded()
-        problems = [p.at(f"{src}:{lineno}") for p in check_trace(trace, partial=partial)] if check else []
+        problems = (
+            [p.at(f"{src}:{lineno}") for p in check_trace(trace, partial=partial)] if check else []
+        )
         yield JsonlItem(trace, problems, lineno)
 
 
-def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
-                 check: bool) -> Iterator[JsonlItem]:
+def _iter_stream(
+    fh: IO[bytes], src: str, keep_going: bool, partial: bool, check: bool
+) -> Iterator[JsonlItem]:
     header: _Header | None = None
     start = 0
     events: list[Event] = []
@@ -326,13 +376,15 @@ def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
         )._mark_decoded()
         found = list(problems)
         if check:
-            found += [p.at(f"{src}:{start}") for p in check_trace(trace, partial=partial,
-                                                                   known_ids=bad_ids)]
+            found += [
+                p.at(f"{src}:{start}")
+                for p in check_trace(trace, partial=partial, known_ids=bad_ids)
+            ]
         found.sort(key=lambda p: p.severity != "error")
         return JsonlItem(trace, found, start)
 
     lineno = 0
-    for lineno, line in enumerate(fh, 1):  # noqa: B007 - lineno is used after the loop
+    for lineno, line in enumerate(fh, 1):
         if not line.strip():
             continue
         complete = line.endswith(b"\n")
@@ -342,8 +394,11 @@ def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
             p = _line_error(src, lineno, line, err, complete)
             if not complete:
                 if header is not None:
-                    yield finish(None, f"line {lineno} was cut off mid-record after "
-                                 f"{len(events)} complete event(s)")
+                    yield finish(
+                        None,
+                        f"line {lineno} was cut off mid-record after "
+                        f"{len(events)} complete event(s)",
+                    )
                 else:
                     yield JsonlItem(None, [p], lineno)
                 return
@@ -357,8 +412,10 @@ def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
                 pass
             if not keep_going:
                 if header is not None:
-                    yield finish(None, f"reading stopped at damaged line {lineno} "
-                                 "(--keep-going reads past it)")
+                    yield finish(
+                        None,
+                        f"reading stopped at damaged line {lineno} (--keep-going reads past it)",
+                    )
                 else:
                     yield JsonlItem(None, problems, lineno)
                 return
@@ -368,9 +425,14 @@ def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
                 yield finish(None, f"a new trace starts at line {lineno} before this one closed")
             header, start, events, edges, problems, bad_ids = rec.header, lineno, [], [], [], []
         elif header is None:
-            problems.append(Problem("missing-header", "record before any header",
-                                    "a record stream starts with a {\"header\": ...} line",
-                                    source=f"{src}:{lineno}"))
+            problems.append(
+                Problem(
+                    "missing-header",
+                    "record before any header",
+                    'a record stream starts with a {"header": ...} line',
+                    source=f"{src}:{lineno}",
+                )
+            )
             if not keep_going:
                 yield JsonlItem(None, problems, lineno)
                 return
@@ -382,11 +444,15 @@ def _iter_stream(fh: IO[bytes], src: str, keep_going: bool, partial: bool,
             yield finish(rec.footer, None)
             header = None
         else:
-            problems.append(Problem("invalid-value", "empty record", "delete this line",
-                                    source=f"{src}:{lineno}"))
+            problems.append(
+                Problem(
+                    "invalid-value", "empty record", "delete this line", source=f"{src}:{lineno}"
+                )
+            )
     if header is not None:
-        yield finish(None, f"no footer: the recording stopped after {len(events)} event(s) "
-                     f"(line {lineno})")
+        yield finish(
+            None, f"no footer: the recording stopped after {len(events)} event(s) (line {lineno})"
+        )
 
 
 def _running_costs(events: list[Event]) -> dict[str, float]:
@@ -395,8 +461,9 @@ def _running_costs(events: list[Event]) -> dict[str, float]:
     return default_costs(events)
 
 
-def read_jsonl(path: PathLike, *, keep_going: bool = False, partial: bool = True,
-               check: bool = False) -> list[Trace]:
+def read_jsonl(
+    path: PathLike, *, keep_going: bool = False, partial: bool = True, check: bool = False
+) -> list[Trace]:
     """Read every trace of a JSONL file (either layout).
 
     A recording cut off by a crash is returned with ``meta["partial"] = True`` and every

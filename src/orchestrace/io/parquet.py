@@ -44,12 +44,31 @@ from orchestrace.trace.model import Edge, Event, Trace
 __all__ = ["EVENT_COLUMNS", "read_graph", "read_parquet", "read_tables", "write_parquet"]
 
 #: Event columns in file order (``from`` is the JSON name of ``Event.from_``).
-EVENT_COLUMNS = ("id", "t", "type", "agent", "dur", "role", "from", "to", "tool", "decision",
-                 "step", "content", "content_ref", "trusted", "tokens_in", "tokens_out", "cost",
-                 "error", "attrs")
+EVENT_COLUMNS = (
+    "id",
+    "t",
+    "type",
+    "agent",
+    "dur",
+    "role",
+    "from",
+    "to",
+    "tool",
+    "decision",
+    "step",
+    "content",
+    "content_ref",
+    "trusted",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "error",
+    "attrs",
+)
 assert tuple(f.encode_name for f in msgspec.structs.fields(Event)) == EVENT_COLUMNS
 _ATTR = {c: ("from_" if c == "from" else c) for c in EVENT_COLUMNS}
 _FILES = ("events.parquet", "edges.parquet", "traces.parquet")
+_EVENT: Any = Event  # built positionally from columns in field order
 
 
 def _pa() -> Any:
@@ -64,20 +83,47 @@ def _pa() -> Any:
 def _schemas() -> tuple[Any, Any, Any]:
     pa, _ = _pa()
     s = pa.string()
-    events = pa.schema([
-        ("trace_id", s), ("id", s), ("t", pa.float64()), ("type", s), ("agent", s),
-        ("dur", pa.float64()), ("role", s), ("from", s), ("to", s), ("tool", s), ("decision", s),
-        ("step", pa.int64()), ("content", s), ("content_ref", s), ("trusted", pa.bool_()),
-        ("tokens_in", pa.int64()), ("tokens_out", pa.int64()), ("cost", pa.float64()),
-        ("error", s), ("attrs", s),
-    ])
+    events = pa.schema(
+        [
+            ("trace_id", s),
+            ("id", s),
+            ("t", pa.float64()),
+            ("type", s),
+            ("agent", s),
+            ("dur", pa.float64()),
+            ("role", s),
+            ("from", s),
+            ("to", s),
+            ("tool", s),
+            ("decision", s),
+            ("step", pa.int64()),
+            ("content", s),
+            ("content_ref", s),
+            ("trusted", pa.bool_()),
+            ("tokens_in", pa.int64()),
+            ("tokens_out", pa.int64()),
+            ("cost", pa.float64()),
+            ("error", s),
+            ("attrs", s),
+        ]
+    )
     edges = pa.schema([("trace_id", s), ("src", s), ("dst", s), ("type", s)])
     m = pa.map_(s, pa.float64())
-    traces = pa.schema([
-        ("trace_id", s), ("task_id", s), ("system", s), ("topology", s), ("schema_version", s),
-        ("rewards", m), ("costs", m), ("metrics", m), ("meta", s), ("n_events", pa.int64()),
-        ("n_edges", pa.int64()),
-    ])
+    traces = pa.schema(
+        [
+            ("trace_id", s),
+            ("task_id", s),
+            ("system", s),
+            ("topology", s),
+            ("schema_version", s),
+            ("rewards", m),
+            ("costs", m),
+            ("metrics", m),
+            ("meta", s),
+            ("n_events", pa.int64()),
+            ("n_edges", pa.int64()),
+        ]
+    )
     return events, edges, traces
 
 
@@ -105,18 +151,29 @@ def write_parquet(traces: Iterable[Trace], path: PathLike) -> None:
                 cols[c] = values
             ev_writer.write_table(pa.table(cols, schema=ev_schema))
             ed = tr.edges
-            ed_writer.write_table(pa.table({
-                "trace_id": [tr.trace_id] * len(ed),
-                "src": list(map(attrgetter("src"), ed)),
-                "dst": list(map(attrgetter("dst"), ed)),
-                "type": list(map(attrgetter("type"), ed)),
-            }, schema=ed_schema))
+            ed_writer.write_table(
+                pa.table(
+                    {
+                        "trace_id": [tr.trace_id] * len(ed),
+                        "src": list(map(attrgetter("src"), ed)),
+                        "dst": list(map(attrgetter("dst"), ed)),
+                        "type": list(map(attrgetter("type"), ed)),
+                    },
+                    schema=ed_schema,
+                )
+            )
             for key, value in (
-                ("trace_id", tr.trace_id), ("task_id", tr.task_id), ("system", tr.system),
-                ("topology", tr.topology), ("schema_version", tr.schema_version),
-                ("rewards", list(tr.rewards.items())), ("costs", list(tr.costs.items())),
-                ("metrics", list(tr.metrics.items())), ("meta", enc.encode(tr.meta).decode()),
-                ("n_events", len(ev)), ("n_edges", len(ed)),
+                ("trace_id", tr.trace_id),
+                ("task_id", tr.task_id),
+                ("system", tr.system),
+                ("topology", tr.topology),
+                ("schema_version", tr.schema_version),
+                ("rewards", list(tr.rewards.items())),
+                ("costs", list(tr.costs.items())),
+                ("metrics", list(tr.metrics.items())),
+                ("meta", enc.encode(tr.meta).decode()),
+                ("n_events", len(ev)),
+                ("n_edges", len(ed)),
             ):
                 rows[key].append(value)
     finally:
@@ -134,17 +191,26 @@ def write_parquet(traces: Iterable[Trace], path: PathLike) -> None:
 def _check_dataset(path: PathLike) -> Path:
     p = Path(path)
     if not p.is_dir():
-        raise TraceFormatError(str(path), "dataset", "not a Parquet dataset directory",
-                               "pass the directory written by `orchestrace convert --to parquet`")
+        raise TraceFormatError(
+            str(path),
+            "dataset",
+            "not a Parquet dataset directory",
+            "pass the directory written by `orchestrace convert --to parquet`",
+        )
     for name in _FILES:
         if not (p / name).exists():
-            raise TraceFormatError(str(path), name, "file missing from the dataset",
-                                   "rewrite the dataset with `orchestrace convert`")
+            raise TraceFormatError(
+                str(path),
+                name,
+                "file missing from the dataset",
+                "rewrite the dataset with `orchestrace convert`",
+            )
     return p
 
 
-def read_tables(path: PathLike, columns: list[str] | None = None,
-                trace_id: str | None = None) -> tuple[Any, Any, Any]:
+def read_tables(
+    path: PathLike, columns: list[str] | None = None, trace_id: str | None = None
+) -> tuple[Any, Any, Any]:
     """Read the ``(events, edges, traces)`` Arrow tables of a dataset.
 
     Args:
@@ -164,8 +230,12 @@ def read_tables(path: PathLike, columns: list[str] | None = None,
         edges = pq.read_table(p / _FILES[1], filters=filt)
         traces = pq.read_table(p / _FILES[2], filters=filt)
     except (pa.ArrowInvalid, OSError) as err:
-        raise TraceFormatError(str(path), "dataset", f"cannot read Parquet: {str(err)[:200]}",
-                               "rewrite the dataset with `orchestrace convert`") from None
+        raise TraceFormatError(
+            str(path),
+            "dataset",
+            f"cannot read Parquet: {str(err)[:200]}",
+            "rewrite the dataset with `orchestrace convert`",
+        ) from None
     return events, edges, traces
 
 
@@ -175,8 +245,12 @@ def _json_field(text: Any, where: str, path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        raise TraceFormatError(path, where, "column holds invalid JSON",
-                               "rewrite the dataset with `orchestrace convert`") from None
+        raise TraceFormatError(
+            path,
+            where,
+            "column holds invalid JSON",
+            "rewrite the dataset with `orchestrace convert`",
+        ) from None
 
 
 def read_parquet(path: PathLike) -> list[Trace]:
@@ -195,30 +269,62 @@ def read_parquet(path: PathLike) -> list[Trace]:
     for row in traces.to_pylist():
         n_ev, n_ed = row["n_events"], row["n_edges"]
         if ev_cols["trace_id"][ev_pos : ev_pos + n_ev].count(row["trace_id"]) != n_ev:
-            raise TraceFormatError(src, "events.parquet", "events are not grouped by trace",
-                                   "rewrite the dataset with `orchestrace convert`")
+            raise TraceFormatError(
+                src,
+                "events.parquet",
+                "events are not grouped by trace",
+                "rewrite the dataset with `orchestrace convert`",
+            )
         sl = slice(ev_pos, ev_pos + n_ev)
-        attrs = [None if a is None else _json_field(a, "events.attrs", src) for a in ev_cols["attrs"][sl]]
+        attrs = [
+            None if a is None else _json_field(a, "events.attrs", src) for a in ev_cols["attrs"][sl]
+        ]
         columns = [ev_cols[c][sl] for c in EVENT_COLUMNS[:-1]]
-        evs = tuple(Event(*vals, attrs=a) for *vals, a in zip(*columns, attrs, strict=True))
+        evs = tuple(_EVENT(*vals, attrs=a) for *vals, a in zip(*columns, attrs, strict=True))
         eds = tuple(
-            Edge(s, d, t) for s, d, t in zip(ed_cols["src"][ed_pos : ed_pos + n_ed],
-                                             ed_cols["dst"][ed_pos : ed_pos + n_ed],
-                                             ed_cols["type"][ed_pos : ed_pos + n_ed], strict=True)
+            Edge(s, d, t)
+            for s, d, t in zip(
+                ed_cols["src"][ed_pos : ed_pos + n_ed],
+                ed_cols["dst"][ed_pos : ed_pos + n_ed],
+                ed_cols["type"][ed_pos : ed_pos + n_ed],
+                strict=True,
+            )
         )
-        out.append(Trace(
-            trace_id=row["trace_id"], task_id=row["task_id"], events=evs, edges=eds,
-            rewards=dict(row["rewards"] or []), costs=dict(row["costs"] or []),
-            system=row["system"], topology=row["topology"], metrics=dict(row["metrics"] or []),
-            schema_version=row["schema_version"], meta=_json_field(row["meta"], "traces.meta", src) or {},
-        ))
+        out.append(
+            Trace(
+                trace_id=row["trace_id"],
+                task_id=row["task_id"],
+                events=evs,
+                edges=eds,
+                rewards=dict(row["rewards"] or []),
+                costs=dict(row["costs"] or []),
+                system=row["system"],
+                topology=row["topology"],
+                metrics=dict(row["metrics"] or []),
+                schema_version=row["schema_version"],
+                meta=_json_field(row["meta"], "traces.meta", src) or {},
+            )
+        )
         ev_pos += n_ev
         ed_pos += n_ed
     return out
 
 
-_GRAPH_COLUMNS = ["id", "t", "dur", "type", "agent", "to", "role", "tool", "decision", "step",
-                  "tokens_in", "tokens_out", "cost"]
+_GRAPH_COLUMNS = [
+    "id",
+    "t",
+    "dur",
+    "type",
+    "agent",
+    "to",
+    "role",
+    "tool",
+    "decision",
+    "step",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+]
 
 
 def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph, dict[str, Any]]:
@@ -240,26 +346,44 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     ids = traces.column("trace_id").to_pylist()
     if trace_id is None:
         if len(ids) != 1:
-            raise TraceFormatError(str(path), "traces.parquet", f"dataset holds {len(ids)} traces",
-                                   f"pick one with trace_id= (first: {ids[:3]})")
+            raise TraceFormatError(
+                str(path),
+                "traces.parquet",
+                f"dataset holds {len(ids)} traces",
+                f"pick one with trace_id= (first: {ids[:3]})",
+            )
         trace_id = ids[0]
     elif trace_id not in ids:
-        raise TraceFormatError(str(path), "traces.parquet", f"no trace {trace_id!r}",
-                               f"use one of {ids[:5]}")
-    events, edges, header = read_tables(p, columns=_GRAPH_COLUMNS,
-                                        trace_id=None if len(ids) == 1 else trace_id)
+        raise TraceFormatError(
+            str(path), "traces.parquet", f"no trace {trace_id!r}", f"use one of {ids[:5]}"
+        )
+    events, edges, header = read_tables(
+        p, columns=_GRAPH_COLUMNS, trace_id=None if len(ids) == 1 else trace_id
+    )
     row = header.to_pylist()[0]
     col = events.column
     try:
         graph = TraceGraph.from_columns(
-            col("id"), col("t"), col("dur"), col("type"), col("agent"),
-            edges.column("src"), edges.column("dst"), edges.column("type"),
-            to=col("to"), role=col("role"), tool=col("tool"), decision=col("decision"),
-            step=col("step"), tokens_in=col("tokens_in"), tokens_out=col("tokens_out"),
+            col("id"),
+            col("t"),
+            col("dur"),
+            col("type"),
+            col("agent"),
+            edges.column("src"),
+            edges.column("dst"),
+            edges.column("type"),
+            to=col("to"),
+            role=col("role"),
+            tool=col("tool"),
+            decision=col("decision"),
+            step=col("step"),
+            tokens_in=col("tokens_in"),
+            tokens_out=col("tokens_out"),
             cost=col("cost"),
         )
     except ValueError as err:
-        raise TraceFormatError(str(path), "events.parquet", str(err),
-                               "fix the values or rewrite the dataset") from None
+        raise TraceFormatError(
+            str(path), "events.parquet", str(err), "fix the values or rewrite the dataset"
+        ) from None
     del events, edges
     return graph, row

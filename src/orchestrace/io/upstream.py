@@ -46,27 +46,83 @@ __all__ = [
 ]
 
 UPSTREAM_EVENT_TYPES = frozenset(
-    {"orchestrator_decision", "spawn", "despawn", "message", "tool_call", "tool_result", "return",
-     "aggregate", "human_intervention", "safety_event"}
+    {
+        "orchestrator_decision",
+        "spawn",
+        "despawn",
+        "message",
+        "tool_call",
+        "tool_result",
+        "return",
+        "aggregate",
+        "human_intervention",
+        "safety_event",
+    }
 )
 UPSTREAM_EDGE_TYPES = frozenset(
-    {"temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate",
-     "safety_flow"}
+    {
+        "temporal",
+        "causal",
+        "spawn",
+        "message",
+        "tool_dependency",
+        "return",
+        "aggregate",
+        "safety_flow",
+    }
 )
 UPSTREAM_TOPOLOGIES = frozenset(
-    {"centralized", "planner_executor_critic", "debate", "swarm", "hierarchical", "harness",
-     "mixed", "unknown"}
+    {
+        "centralized",
+        "planner_executor_critic",
+        "debate",
+        "swarm",
+        "hierarchical",
+        "harness",
+        "mixed",
+        "unknown",
+    }
 )
-_UPSTREAM_EVENT_FIELDS = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref",
-                          "trusted")
-_NATIVE_EXTRA_FIELDS = ("dur", "decision", "step", "content", "tokens_in", "tokens_out", "cost",
-                        "error")
+_UPSTREAM_EVENT_FIELDS = (
+    "id",
+    "t",
+    "type",
+    "agent",
+    "role",
+    "from",
+    "to",
+    "tool",
+    "content_ref",
+    "trusted",
+)
+_NATIVE_EXTRA_FIELDS = (
+    "dur",
+    "decision",
+    "step",
+    "content",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "error",
+)
 _TYPE_KEY = "x_orchestrace_type"
 _TRACE_KEY = "x_orchestrace_trace"
-_TOP_FIELDS = ("trace_id", "task_id", "system", "topology", "events", "edges", "rewards", "costs",
-               "metrics")
-_RESERVED = frozenset(_UPSTREAM_EVENT_FIELDS) | frozenset(_NATIVE_EXTRA_FIELDS) | {
-    "attrs", _TYPE_KEY, _TRACE_KEY}
+_TOP_FIELDS = (
+    "trace_id",
+    "task_id",
+    "system",
+    "topology",
+    "events",
+    "edges",
+    "rewards",
+    "costs",
+    "metrics",
+)
+_RESERVED = (
+    frozenset(_UPSTREAM_EVENT_FIELDS)
+    | frozenset(_NATIVE_EXTRA_FIELDS)
+    | {"attrs", _TYPE_KEY, _TRACE_KEY}
+)
 _EXPORT_TYPE = {"llm_call": "tool_call"}
 _EXPORT_TOPOLOGY = {"critic_loop": "mixed"}
 _ENC = msgspec.json.Encoder()
@@ -123,14 +179,22 @@ def from_upstream(
     problems: list[Problem] = []
     extra_top = [k for k in obj if k not in _TOP_FIELDS]
     for key in extra_top:
-        problems.append(Problem("unknown-field", f"unknown top-level field `{key}`",
-                                "the survey schema allows no other top-level fields; remove it",
-                                path="$", severity="warning"))
+        problems.append(
+            Problem(
+                "unknown-field",
+                f"unknown top-level field `{key}`",
+                "the survey schema allows no other top-level fields; remove it",
+                path="$",
+                severity="warning",
+            )
+        )
     trace_extra: dict[str, Any] = {}
     events = obj.get("events")
     native: dict[str, Any] = {k: v for k, v in obj.items() if k in _TOP_FIELDS}
     if isinstance(events, list):
-        native["events"] = [_import_event(e, i, problems, trace_extra) for i, e in enumerate(events)]
+        native["events"] = [
+            _import_event(e, i, problems, trace_extra) for i, e in enumerate(events)
+        ]
     native.setdefault("rewards", {})
     native.setdefault("costs", {})
     native["schema_version"] = SCHEMA_VERSION
@@ -140,9 +204,15 @@ def from_upstream(
         native["meta"] = trace_extra["meta"]
     for key in ("rewards", "costs"):
         if key not in obj:
-            problems.append(Problem("missing-field", f"missing required field `{key}`",
-                                    f"add `{key}` (the survey schema requires it)", path="$",
-                                    severity="warning"))
+            problems.append(
+                Problem(
+                    "missing-field",
+                    f"missing required field `{key}`",
+                    f"add `{key}` (the survey schema requires it)",
+                    path="$",
+                    severity="warning",
+                )
+            )
     trace, found = check_structure(native, partial=partial, semantic=semantic)
     problems.extend(found)
     problems.sort(key=lambda p: p.severity != "error")
@@ -168,8 +238,10 @@ def to_upstream(trace: Trace) -> dict[str, Any]:
         TraceError: The trace has no events (the survey schema requires at least one).
     """
     if not trace.events:
-        raise TraceError("cannot export a trace without events: the survey schema requires at "
-                         "least one event; record one first")
+        raise TraceError(
+            "cannot export a trace without events: the survey schema requires at "
+            "least one event; record one first"
+        )
     events: list[dict[str, Any]] = []
     for e in trace.events:
         d: dict[str, Any] = msgspec.to_builtins(e)
@@ -188,7 +260,7 @@ def to_upstream(trace: Trace) -> dict[str, Any]:
             d["attrs"] = kept
         events.append(d)
     extra: dict[str, Any] = {}
-    topology = trace.topology
+    topology: str | None = trace.topology
     if topology is not None and topology not in UPSTREAM_TOPOLOGIES:
         extra["topology"] = topology
         topology = _EXPORT_TOPOLOGY.get(topology, "mixed")

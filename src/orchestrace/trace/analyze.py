@@ -25,10 +25,28 @@ __all__ = ["SUMMARY_KEYS", "summarize"]
 
 #: Keys of :func:`summarize`'s result, in order (stable: scripts may rely on them).
 SUMMARY_KEYS = (
-    "events", "agents", "work_s", "critical_path_s", "speedup", "critical_steps", "critical_path",
-    "events_by_type", "agents_by_role", "team_size", "trace_length", "steps", "spawn_depth",
-    "makespan_s", "tokens", "tokens_in", "tokens_out", "cost", "messages", "tool_calls",
-    "llm_calls", "errors",
+    "events",
+    "agents",
+    "work_s",
+    "critical_path_s",
+    "speedup",
+    "critical_steps",
+    "critical_path",
+    "events_by_type",
+    "agents_by_role",
+    "team_size",
+    "trace_length",
+    "steps",
+    "spawn_depth",
+    "makespan_s",
+    "tokens",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "messages",
+    "tool_calls",
+    "llm_calls",
+    "errors",
 )
 _SPAWN = EVENT_CODE[EventType.SPAWN]
 

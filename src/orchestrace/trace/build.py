@@ -44,10 +44,10 @@ from orchestrace.trace.model import (
 
 __all__ = ["TraceBuilder", "default_costs"]
 
-_INFER = {
-    EventType.SPAWN: EdgeType.SPAWN,
-    EventType.MESSAGE: EdgeType.MESSAGE,
-    EventType.RETURN: EdgeType.RETURN,
+_INFER: dict[str, EdgeType] = {
+    "spawn": EdgeType.SPAWN,
+    "message": EdgeType.MESSAGE,
+    "return": EdgeType.RETURN,
 }
 
 After = Iterable[str | tuple[str, EdgeType | str]]
@@ -64,9 +64,9 @@ def default_costs(events: Iterable[Event]) -> dict[str, float]:
     for e in events:
         tokens += e.tokens_in + e.tokens_out
         money += e.cost
-        if e.type == EventType.TOOL_CALL:
+        if e.type == "tool_call":
             tool_calls += 1
-        elif e.type == EventType.MESSAGE:
+        elif e.type == "message":
             messages += 1
         t0 = min(t0, e.t)
         t1 = max(t1, e.t + e.dur)
@@ -119,14 +119,14 @@ class TraceBuilder:
     # ------------------------------------------------------------------ core
     def add(
         self,
-        type: EventType | str,  # noqa: A002 - mirrors the JSON field name
+        type: EventType | str,
         agent: str,
         *,
         after: After = (),
         edge: EdgeType | str | None = None,
         t: float | None = None,
         dur: float = 0.0,
-        id: str | None = None,  # noqa: A002
+        id: str | None = None,
         chain: bool | None = None,
         **fields: Any,
     ) -> str:
@@ -160,10 +160,14 @@ class TraceBuilder:
             deps.append((src, kind))
         use_chain = self.chain if chain is None else chain
         prev = self._last.get(agent)
-        if use_chain and etype is not EventType.TOOL_RESULT and prev is not None:
-            # skip when a consumed event already follows the agent's previous one
-            if all(src != prev and prev not in self._preds.get(src, ()) for src, _ in deps):
-                deps.insert(0, (prev, EdgeType.CAUSAL))
+        # chain to the agent's previous event unless a consumed event already follows it
+        if (
+            use_chain
+            and etype != "tool_result"
+            and prev is not None
+            and all(src != prev and prev not in self._preds.get(src, ()) for src, _ in deps)
+        ):
+            deps.insert(0, (prev, EdgeType.CAUSAL))
         if t is None:
             t = max((self._by_id[s].end for s, _ in deps), default=0.0)
             if prev is not None:
@@ -174,7 +178,7 @@ class TraceBuilder:
         ev = Event(id=eid, t=t, type=etype.value, agent=agent, dur=dur, **fields)
         self.events.append(ev)
         self._by_id[eid] = ev
-        if etype is not EventType.TOOL_RESULT or ev.tool != agent:
+        if etype != "tool_result" or ev.tool != agent:
             self._last[agent] = eid
         self.edges.extend(Edge(src, eid, kind.value) for src, kind in deps)
         self._preds[eid] = {src for src, _ in deps}
@@ -182,13 +186,13 @@ class TraceBuilder:
 
     @staticmethod
     def _infer(src: Event, dst_type: EventType) -> EdgeType:
-        if dst_type is EventType.AGGREGATE:
+        if dst_type == "aggregate":
             return EdgeType.AGGREGATE
-        if src.type == EventType.TOOL_CALL and dst_type is EventType.TOOL_RESULT:
+        if src.type == "tool_call" and dst_type == "tool_result":
             return EdgeType.TOOL_DEPENDENCY
         return _INFER.get(src.type, EdgeType.CAUSAL)
 
-    def edge(self, src: str, dst: str, type: EdgeType | str = EdgeType.CAUSAL) -> None:  # noqa: A002
+    def edge(self, src: str, dst: str, type: EdgeType | str = EdgeType.CAUSAL) -> None:
         """Add an edge between two existing events."""
         for x in (src, dst):
             if x not in self._by_id:
@@ -247,7 +251,9 @@ class TraceBuilder:
 
     def decide(self, agent: str, decision: Decision | str, **kw: Any) -> str:
         """Record an orchestrator decision (O1-O5) that has no other event of its own."""
-        return self.add(EventType.ORCHESTRATOR_DECISION, agent, decision=Decision(decision).value, **kw)
+        return self.add(
+            EventType.ORCHESTRATOR_DECISION, agent, decision=Decision(decision).value, **kw
+        )
 
     def stop(self, agent: str, reason: str | None = None, **kw: Any) -> str:
         """Record the stop decision (O5) with its reason."""

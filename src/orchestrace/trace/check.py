@@ -121,8 +121,12 @@ def check_header(ctx: _Ctx) -> Iterator[Problem]:
     for name in ("trace_id", "task_id"):
         value = getattr(tr, name)
         if not isinstance(value, str) or not value:
-            yield Problem("missing-field", f"{name} is empty", f"set {name} to a non-empty string",
-                          path=f"$.{name}")
+            yield Problem(
+                "missing-field",
+                f"{name} is empty",
+                f"set {name} to a non-empty string",
+                path=f"$.{name}",
+            )
     major = str(tr.schema_version).split(".", 1)[0]
     if major != SCHEMA_VERSION.split(".", 1)[0]:
         yield Problem(
@@ -133,14 +137,21 @@ def check_header(ctx: _Ctx) -> Iterator[Problem]:
             path="$.schema_version",
         )
     if tr.topology is not None and tr.topology not in set(Topology):
-        yield Problem("unknown-value", f"unknown topology {_short(str(tr.topology))!r}",
-                      f"use one of: {', '.join(Topology)}", path="$.topology")
+        yield Problem(
+            "unknown-value",
+            f"unknown topology {_short(str(tr.topology))!r}",
+            f"use one of: {', '.join(Topology)}",
+            path="$.topology",
+        )
 
 
 def check_nonempty(ctx: _Ctx) -> Iterator[Problem]:
     """A trace has at least one event."""
-    if ctx.graph.n == 0 and not ctx.partial:
-        yield Problem("no-events", "trace has no events", "record at least one event", path="$.events")
+    n = ctx.graph.n if ctx.graph_only else len(ctx.trace.events)
+    if n == 0 and not ctx.partial:
+        yield Problem(
+            "no-events", "trace has no events", "record at least one event", path="$.events"
+        )
 
 
 def check_fields(ctx: _Ctx) -> Iterator[Problem]:
@@ -152,8 +163,12 @@ def check_fields(ctx: _Ctx) -> Iterator[Problem]:
         empty_agents = {c for c, a in enumerate(g.names) if not a}
         for i in range(g.n):
             if not g.id_at(i) or int(g.agent_code[i]) in empty_agents:
-                yield Problem("empty-id", "event id or agent is empty",
-                              "give every event a unique non-empty id and an agent", path=_ev(i))
+                yield Problem(
+                    "empty-id",
+                    "event id or agent is empty",
+                    "give every event a unique non-empty id and an agent",
+                    path=_ev(i),
+                )
                 break
         return
     events = ctx.trace.events
@@ -162,32 +177,55 @@ def check_fields(ctx: _Ctx) -> Iterator[Problem]:
         if not {e.type for e in events} <= _EVENT_TYPES:
             for i, e in enumerate(events):
                 if e.type not in _EVENT_TYPES:
-                    yield Problem("unknown-type", f"unknown event type {_short(str(e.type))!r}",
-                                  f"use one of: {', '.join(EventType)}", path=_ev(i, "type"),
-                                  event_id=e.id)
+                    yield Problem(
+                        "unknown-type",
+                        f"unknown event type {_short(str(e.type))!r}",
+                        f"use one of: {', '.join(EventType)}",
+                        path=_ev(i, "type"),
+                        event_id=e.id,
+                    )
         decisions = {e.decision for e in events} - {None}
         if not decisions <= _DECISIONS:
             for i, e in enumerate(events):
                 if e.decision is not None and e.decision not in _DECISIONS:
-                    yield Problem("unknown-value", f"unknown decision {_short(str(e.decision))!r}",
-                                  f"use one of: {', '.join(Decision)}", path=_ev(i, "decision"),
-                                  event_id=e.id)
+                    yield Problem(
+                        "unknown-value",
+                        f"unknown decision {_short(str(e.decision))!r}",
+                        f"use one of: {', '.join(Decision)}",
+                        path=_ev(i, "decision"),
+                        event_id=e.id,
+                    )
         for i, e in enumerate(events):
             if not isinstance(e.id, str) or not e.id:
-                yield Problem("empty-id", "event id is empty", "give every event a unique non-empty id",
-                              path=_ev(i, "id"))
+                yield Problem(
+                    "empty-id",
+                    "event id is empty",
+                    "give every event a unique non-empty id",
+                    path=_ev(i, "id"),
+                )
             if not isinstance(e.agent, str) or not e.agent:
-                yield Problem("empty-agent", "event agent is empty",
-                              "name the agent (or tool) that produced the event",
-                              path=_ev(i, "agent"), event_id=e.id)
+                yield Problem(
+                    "empty-agent",
+                    "event agent is empty",
+                    "name the agent (or tool) that produced the event",
+                    path=_ev(i, "agent"),
+                    event_id=e.id,
+                )
 
     yield from _capped(bad_events(), "unknown-type")
     edges = ctx.trace.edges
     if not {e.type for e in edges} <= _EDGE_TYPES:
         yield from _capped(
-            (Problem("unknown-type", f"unknown edge type {_short(str(e.type))!r}",
-                     f"use one of: {', '.join(EdgeType)}", path=f"$.edges[{k}].type")
-             for k, e in enumerate(edges) if e.type not in _EDGE_TYPES),
+            (
+                Problem(
+                    "unknown-type",
+                    f"unknown edge type {_short(str(e.type))!r}",
+                    f"use one of: {', '.join(EdgeType)}",
+                    path=f"$.edges[{k}].type",
+                )
+                for k, e in enumerate(edges)
+                if e.type not in _EDGE_TYPES
+            ),
             "unknown-type",
         )
 
@@ -205,9 +243,13 @@ def check_ids(ctx: _Ctx) -> Iterator[Problem]:
         for i, k in enumerate(id_list):
             j = first.setdefault(k, i)
             if j != i:
-                yield Problem("duplicate-id", f"duplicate event id {_short(k)!r} (first used at "
-                              f"$.events[{j}])", "give every event a unique id", path=_ev(i, "id"),
-                              event_id=k)
+                yield Problem(
+                    "duplicate-id",
+                    f"duplicate event id {_short(k)!r} (first used at $.events[{j}])",
+                    "give every event a unique id",
+                    path=_ev(i, "id"),
+                    event_id=k,
+                )
 
     yield from _capped(dups(), "duplicate-id")
 
@@ -217,8 +259,13 @@ def check_numbers(ctx: _Ctx) -> Iterator[Problem]:
     if ctx.trusted:  # the decoder enforced ranges; JSON has no NaN or infinity
         return
     g = ctx.graph
-    cols = (("t", g.t), ("dur", g.dur), ("cost", g.cost), ("tokens_in", g.tokens_in),
-            ("tokens_out", g.tokens_out))
+    cols = (
+        ("t", g.t),
+        ("dur", g.dur),
+        ("cost", g.cost),
+        ("tokens_in", g.tokens_in),
+        ("tokens_out", g.tokens_out),
+    )
 
     def found() -> Iterator[Problem]:
         for name, arr in cols:
@@ -257,7 +304,11 @@ def check_edges(ctx: _Ctx) -> Iterator[Problem]:
                     "dangling-edge",
                     f"edge points to unknown event {_short(str(target))!r}",
                     f"add an event with id {_short(str(target))!r} or remove the edge"
-                    + (" (a truncated trace may lack it: validate with --partial)" if ctx.partial else ""),
+                    + (
+                        " (a truncated trace may lack it: validate with --partial)"
+                        if ctx.partial
+                        else ""
+                    ),
                     path=f"$.edges[{k}].{end}",
                     severity="warning" if ctx.partial else "error",
                 )
@@ -288,8 +339,13 @@ def check_spawns(ctx: _Ctx) -> Iterator[Problem]:
     g = ctx.graph
     is_spawn = g.type_code == _SPAWN
     for i in np.flatnonzero(is_spawn & (g.to_code < 0)).tolist():
-        yield Problem("missing-field", "spawn event has no `to` (the spawned agent)",
-                      "set `to` to the id of the new agent", path=_ev(i, "to"), event_id=g.id_at(i))
+        yield Problem(
+            "missing-field",
+            "spawn event has no `to` (the spawned agent)",
+            "set `to` to the id of the new agent",
+            path=_ev(i, "to"),
+            event_id=g.id_at(i),
+        )
     names = g.names
     n_names = len(g.names)
     spawned_at = np.full(n_names, np.inf)
@@ -362,18 +418,37 @@ def check_totals(ctx: _Ctx) -> Iterator[Problem]:
     tr = ctx.trace
     for key in ("tokens", "wall_clock_s"):
         if key not in tr.costs:
-            yield Problem("missing-cost", f"costs has no {key!r}",
-                          f"record costs.{key} (the public schema requires it)",
-                          path="$.costs", severity="warning")
-    for section, values, nonneg in (("costs", tr.costs, True), ("rewards", tr.rewards, False),
-                                    ("metrics", tr.metrics, False)):
+            yield Problem(
+                "missing-cost",
+                f"costs has no {key!r}",
+                f"record costs.{key} (the public schema requires it)",
+                path="$.costs",
+                severity="warning",
+            )
+    for section, values, nonneg in (
+        ("costs", tr.costs, True),
+        ("rewards", tr.rewards, False),
+        ("metrics", tr.metrics, False),
+    ):
         for key, value in values.items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-                yield Problem("non-finite", f"{section}.{_short(key)} is {_short(repr(value))}",
-                              "record a finite number", path=f"$.{section}.{_short(key)}")
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+            ):
+                yield Problem(
+                    "non-finite",
+                    f"{section}.{_short(key)} is {_short(repr(value))}",
+                    "record a finite number",
+                    path=f"$.{section}.{_short(key)}",
+                )
             elif nonneg and value < 0:
-                yield Problem("negative-value", f"costs.{_short(key)} is negative ({value})",
-                              "record costs as numbers >= 0", path=f"$.costs.{_short(key)}")
+                yield Problem(
+                    "negative-value",
+                    f"costs.{_short(key)} is negative ({value})",
+                    "record costs as numbers >= 0",
+                    path=f"$.costs.{_short(key)}",
+                )
 
 
 def check_partial(ctx: _Ctx) -> Iterator[Problem]:
@@ -425,8 +500,9 @@ def check_trace(
     return _run(_Ctx(trace, partial=partial, known_ids=frozenset(known_ids)))
 
 
-def check_graph(graph: TraceGraph, header: Trace | None = None, *, partial: bool = False
-                ) -> list[Problem]:
+def check_graph(
+    graph: TraceGraph, header: Trace | None = None, *, partial: bool = False
+) -> list[Problem]:
     """Run the checks on a columnar graph (e.g. from :func:`~orchestrace.io.read_graph`).
 
     Args:
@@ -443,12 +519,23 @@ def _run(ctx: _Ctx) -> list[Problem]:
     out: list[Problem] = []
     for check in CHECKS:
         try:
-            out.extend(check(ctx))
-        except (AttributeError, TypeError, ValueError, KeyError) as err:  # a field of the wrong type
-            out.append(Problem("invalid-value", f"{check.__name__} could not run: {_short(str(err), 200)}",
-                               "check field types against `orchestrace schema`"))
-            if check is check_fields or check is check_ids:
-                break
+            found = list(check(ctx))
+        except (
+            AttributeError,
+            TypeError,
+            ValueError,
+            KeyError,
+        ) as err:  # a field of the wrong type
+            found = [
+                Problem(
+                    "invalid-value",
+                    f"{check.__name__} could not run: {_short(str(err), 200)}",
+                    "check field types against `orchestrace schema`",
+                )
+            ]
+        out.extend(found)
+        if check is check_fields and any(p.severity == "error" for p in found):
+            break  # the other checks need well-typed fields
     out.sort(key=lambda p: p.severity != "error")
     return out
 
@@ -500,30 +587,53 @@ def problem_from_msgspec(err: Exception, prefix: str, *, where: str = "event") -
     path = prefix + sub[1:]
     names = _FIELD.findall(msg)
     if msg.startswith("Object missing required field") and names:
-        required = {"event": "id, t, type and agent", "edge": "src, dst and type",
-                    "trace": "trace_id, task_id and events"}.get(where, "")
-        return Problem("missing-field", f"missing required field `{names[0]}`",
-                       f"add `{names[0]}` (every {where} needs {required})", path=path)
+        required = {
+            "event": "id, t, type and agent",
+            "edge": "src, dst and type",
+            "trace": "trace_id, task_id and events",
+        }.get(where, "")
+        return Problem(
+            "missing-field",
+            f"missing required field `{names[0]}`",
+            f"add `{names[0]}` (every {where} needs {required})",
+            path=path,
+        )
     if msg.startswith("Object contains unknown field") and names:
         home = "attrs" if where == "event" else "meta"
-        return Problem("unknown-field", f"unknown field `{_clip(names[0], 60)}`",
-                       f"remove it, or move it under `{home}`", path=path)
+        return Problem(
+            "unknown-field",
+            f"unknown field `{_clip(names[0], 60)}`",
+            f"remove it, or move it under `{home}`",
+            path=path,
+        )
     if msg.startswith("Invalid enum value"):
         enum = _enum_for(path)
         value = msg[len("Invalid enum value") :].strip()
         what = "event type" if enum is EventType else "edge type" if enum is EdgeType else "value"
-        choices = f"use one of: {', '.join(enum)}" if enum else "see `orchestrace schema`"
-        return Problem("unknown-type" if enum in (EventType, EdgeType) else "unknown-value",
-                       f"unknown {what} {_clip(value, 80)}", choices, path=path)
+        choices = (
+            f"use one of: {', '.join(str(x) for x in enum)}" if enum else "see `orchestrace schema`"
+        )
+        return Problem(
+            "unknown-type" if enum in (EventType, EdgeType) else "unknown-value",
+            f"unknown {what} {_clip(value, 80)}",
+            choices,
+            path=path,
+        )
     if msg.startswith("Expected") and len(names) >= 2:
-        return Problem("wrong-type", f"expected {names[0]}, got {names[1]}",
-                       f"make the value a {names[0]}", path=path)
-    return Problem("invalid-value", _clip(msg), "see `orchestrace schema` for the expected form",
-                   path=path)
+        return Problem(
+            "wrong-type",
+            f"expected {names[0]}, got {names[1]}",
+            f"make the value a {names[0]}",
+            path=path,
+        )
+    return Problem(
+        "invalid-value", _clip(msg), "see `orchestrace schema` for the expected form", path=path
+    )
 
 
-def _convert_each(items: list[Any], kind: type[Any], prefix: str, where: str,
-                  problems: list[Problem]) -> tuple[list[Any], list[str]]:
+def _convert_each(
+    items: list[Any], kind: type[Any], prefix: str, where: str, problems: list[Problem]
+) -> tuple[list[Any], list[str]]:
     good: list[Any] = []
     bad_ids: list[str] = []
     for i, item in enumerate(items):
@@ -551,19 +661,35 @@ def check_structure(
     problems: list[Problem] = []
     if not isinstance(obj, dict):
         kind = type(obj).__name__
-        return None, [Problem("not-an-object", f"top-level JSON value is a {kind}, not an object",
-                              "a trace file holds one JSON object; store many traces as JSONL",
-                              path="$")]
+        return None, [
+            Problem(
+                "not-an-object",
+                f"top-level JSON value is a {kind}, not an object",
+                "a trace file holds one JSON object; store many traces as JSONL",
+                path="$",
+            )
+        ]
     events_raw = obj.get("events")
     edges_raw = obj.get("edges", [])
     for name, value in (("events", events_raw), ("edges", edges_raw)):
         if value is not None and not isinstance(value, list):
-            problems.append(Problem("wrong-type", f"{name} is a {type(value).__name__}, not an array",
-                                    f"make `{name}` a JSON array", path=f"$.{name}"))
+            problems.append(
+                Problem(
+                    "wrong-type",
+                    f"{name} is a {type(value).__name__}, not an array",
+                    f"make `{name}` a JSON array",
+                    path=f"$.{name}",
+                )
+            )
     if events_raw is None:
-        problems.append(Problem("missing-field", "missing required field `events`",
-                                "add `events` (every trace needs trace_id, task_id and events)",
-                                path="$"))
+        problems.append(
+            Problem(
+                "missing-field",
+                "missing required field `events`",
+                "add `events` (every trace needs trace_id, task_id and events)",
+                path="$",
+            )
+        )
     events_list = events_raw if isinstance(events_raw, list) else []
     edges_list = edges_raw if isinstance(edges_raw, list) else []
     events, bad_ids = _convert_each(events_list, Event, "$.events", "event", problems)
@@ -577,7 +703,10 @@ def check_structure(
     if header is None:
         return None, problems
     trace = header.replace(events=tuple(events), edges=tuple(edges))._mark_decoded()
-    if semantic and (events or not events_list):
-        problems.extend(check_trace(trace, partial=partial, known_ids=bad_ids))
+    if semantic:
+        found = check_trace(trace, partial=partial, known_ids=bad_ids)
+        if events_list:  # events exist, they were just malformed
+            found = [p for p in found if p.code != "no-events"]
+        problems.extend(found)
     problems.sort(key=lambda p: p.severity != "error")
     return trace, problems

@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from orchestrace.errors import ConfigError
@@ -111,7 +113,7 @@ def generate_trace(
     work_events = dict(zip(workers, (int(x) + 1 for x in extra), strict=True))
 
     recs: list[tuple[float, int, dict[str, object]]] = []  # (t, seq, fields)
-    links: list[tuple[int, int, str]] = []  # (src seq, dst seq)
+    links: list[tuple[int, int, Any]] = []  # (src seq, dst seq)
     r6 = round
 
     def emit(t: float, **fields: object) -> int:
@@ -122,13 +124,23 @@ def generate_trace(
     def link(src: int, dst: int, kind: str = CAUSAL) -> None:
         links.append((src, dst, kind))
 
-    def llm(agent: int, t: float, step: int, prev: int | None, role: str,
-            kind: str = CAUSAL) -> tuple[int, float]:
+    def llm(
+        agent: int, t: float, step: int, prev: int | None, role: str, kind: str = CAUSAL
+    ) -> tuple[int, float]:
         dur = r6(float(rng.lognormal(0.0, 0.5)), 6)
         tin, tout = int(rng.integers(300, 4000)), int(rng.integers(20, 600))
-        seq = emit(t, type="llm_call", agent=names[agent], dur=dur, role=role, tool="sim",
-                   step=step, tokens_in=tin, tokens_out=tout,
-                   cost=r6((tin * 0.5 + tout * 2.0) * 1e-6, 9))
+        seq = emit(
+            t,
+            type="llm_call",
+            agent=names[agent],
+            dur=dur,
+            role=role,
+            tool="sim",
+            step=step,
+            tokens_in=tin,
+            tokens_out=tout,
+            cost=r6((tin * 0.5 + tout * 2.0) * 1e-6, 9),
+        )
         if prev is not None:
             link(prev, seq, kind)
         return seq, t + dur
@@ -145,17 +157,31 @@ def generate_trace(
             step += 1
             spawns = []
             for c in children[agent]:
-                s = emit(t, type="spawn", agent=name, to=names[c], role="worker"
-                         if not children[c] else "manager", step=step, decision="spawn",
-                         dur=0.0)
+                s = emit(
+                    t,
+                    type="spawn",
+                    agent=name,
+                    to=names[c],
+                    role="worker" if not children[c] else "manager",
+                    step=step,
+                    decision="spawn",
+                    dur=0.0,
+                )
                 link(prev, s, CAUSAL)
                 spawns.append(s)
             step += 1
             ends = [run(c, t, s) for c, s in zip(children[agent], spawns, strict=True)]
             t_agg = max(end for _, end in ends)
             dur = r6(float(rng.uniform(0.05, 0.5)), 6)
-            agg = emit(t_agg, type="aggregate", agent=name, dur=dur, role=role, step=step,
-                       decision="aggregate")
+            agg = emit(
+                t_agg,
+                type="aggregate",
+                agent=name,
+                dur=dur,
+                role=role,
+                step=step,
+                decision="aggregate",
+            )
             link(spawns[-1], agg)
             for last, _ in ends:
                 link(last, agg, AGGREGATE)
@@ -173,19 +199,35 @@ def generate_trace(
                     if left >= 2 and rng.random() < 0.6:
                         tool = _TOOLS[int(rng.integers(len(_TOOLS)))]
                         dur = r6(float(rng.exponential(0.4)), 6)
-                        call = emit(t, type="tool_call", agent=name, tool=tool, dur=dur,
-                                    role=role, step=step)
+                        call = emit(
+                            t,
+                            type="tool_call",
+                            agent=name,
+                            tool=tool,
+                            dur=dur,
+                            role=role,
+                            step=step,
+                        )
                         link(prev, call)
-                        res = emit(t + dur, type="tool_result", agent=tool, tool=tool,
-                                   trusted=False)
+                        res = emit(
+                            t + dur, type="tool_result", agent=tool, tool=tool, trusted=False
+                        )
                         link(call, res, TOOL_DEPENDENCY)
                         prev, t = res, t + dur
                         left -= 2
                     step += 1
                 elif to_parent is not None and rng.random() < 0.2:
-                    msg = emit(t, type="message", agent=name, to=to_parent, role=role,
-                               step=step, dur=0.01, tokens_out=int(rng.integers(10, 100)),
-                               **{"from_": name})
+                    msg = emit(
+                        t,
+                        type="message",
+                        agent=name,
+                        to=to_parent,
+                        role=role,
+                        step=step,
+                        dur=0.01,
+                        tokens_out=int(rng.integers(10, 100)),
+                        **{"from_": name},
+                    )
                     link(prev, msg)  # type: ignore[arg-type]
                     prev, t = msg, t + 0.01
                     step += 1
@@ -195,12 +237,27 @@ def generate_trace(
                     step += 1
                     left -= 1
         if to_parent is None:
-            stop = emit(t, type="orchestrator_decision", agent=name, role=role, step=step,
-                        decision="stop", content="done")
+            stop = emit(
+                t,
+                type="orchestrator_decision",
+                agent=name,
+                role=role,
+                step=step,
+                decision="stop",
+                content="done",
+            )
             link(prev, stop)  # type: ignore[arg-type]
             return stop, t
-        ret = emit(t, type="return", agent=name, to=to_parent, role=role, step=step,
-                   dur=0.0, **{"from_": name})
+        ret = emit(
+            t,
+            type="return",
+            agent=name,
+            to=to_parent,
+            role=role,
+            step=step,
+            dur=0.0,
+            **{"from_": name},
+        )
         link(prev, ret)  # type: ignore[arg-type]
         return ret, t
 

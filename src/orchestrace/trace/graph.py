@@ -1,5 +1,4 @@
-"""Graph analytics over traces: topological order, cycles, critical path, work, speedup,
-spawn tree and PARL Critical Steps.
+"""Graph analytics: order, cycles, critical path, work, speedup, spawn tree, Critical Steps.
 
 A :class:`TraceGraph` is a trace compiled to columns (numpy arrays): times, durations, type
 and agent codes, and edges as ``(src, dst)`` index pairs. It is built from a
@@ -80,9 +79,9 @@ ACTION_TYPES: frozenset[EventType] = frozenset(
 EVENT_TYPES: list[EventType] = list(EventType)
 EDGE_TYPES: list[EdgeType] = list(EdgeType)
 DECISIONS: list[Decision] = list(Decision)
-EVENT_CODE = {t: i for i, t in enumerate(EVENT_TYPES)}
-EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
-DECISION_CODE = {d: i for i, d in enumerate(DECISIONS)}
+EVENT_CODE: dict[str, int] = {t.value: i for i, t in enumerate(EVENT_TYPES)}
+EDGE_CODE: dict[str, int] = {t.value: i for i, t in enumerate(EDGE_TYPES)}
+DECISION_CODE: dict[str, int] = {d.value: i for i, d in enumerate(DECISIONS)}
 _SPAWN = EVENT_CODE[EventType.SPAWN]
 _TOOL_RESULT = EVENT_CODE[EventType.TOOL_RESULT]
 _DELEGATE = DECISION_CODE[Decision.DELEGATE]
@@ -90,7 +89,9 @@ _ACTION_MASK = np.zeros(len(EVENT_TYPES), dtype=bool)
 _ACTION_MASK[[EVENT_CODE[x] for x in ACTION_TYPES]] = True
 # Below this many events a dict maps ids faster than importing pyarrow.
 _ARROW_THRESHOLD = 50_000
-_get_id, _get_t, _get_dur, _get_type, _get_agent = map(attrgetter, ("id", "t", "dur", "type", "agent"))
+_get_id, _get_t, _get_dur, _get_type, _get_agent = map(
+    attrgetter, ("id", "t", "dur", "type", "agent")
+)
 _get_src, _get_dst = attrgetter("src"), attrgetter("dst")
 _CHUNK = 1 << 16
 
@@ -146,7 +147,7 @@ class _Names(dict[str, int]):
         super().__init__()
         self.names: list[str] = []
         for x in names:
-            self[x]  # noqa: B018
+            self[x]
 
     def __missing__(self, name: str) -> int:
         code = self[name] = len(self.names)
@@ -231,7 +232,7 @@ class TraceGraph:
         events = trace.events
         n = len(events)
         names = _Names()
-        cols = {
+        cols: dict[str, np.ndarray] = {
             "t": np.fromiter(map(_get_t, events), dtype=np.float64, count=n),
             "dur": np.fromiter(map(_get_dur, events), dtype=np.float64, count=n),
             "type_code": np.fromiter(
@@ -252,8 +253,19 @@ class TraceGraph:
         edge_code = np.fromiter(
             map(EDGE_CODE.__getitem__, map(_get_type, edges)), dtype=np.int8, count=m
         )
-        return cls(ids, cols, names, _Names(), _Names(), both[:m], both[m:], edge_code,
-                   events=events, edge_refs=edges, lookup=lookup)
+        return cls(
+            ids,
+            cols,
+            names,
+            _Names(),
+            _Names(),
+            both[:m],
+            both[m:],
+            edge_code,
+            events=events,
+            edge_refs=edges,
+            lookup=lookup,
+        )
 
     @classmethod
     def from_columns(
@@ -271,8 +283,14 @@ class TraceGraph:
         """Compile columnar data (pyarrow arrays or sequences) without building events.
 
         Args:
-            ids, t, dur, types, agents: Event columns (``types`` as type names).
-            edge_src, edge_dst, edge_types: Edge columns (``edge_types`` as names).
+            ids: Event ids.
+            t: Start times.
+            dur: Durations.
+            types: Event type names.
+            agents: Producing agent of each event.
+            edge_src: Edge source ids.
+            edge_dst: Edge destination ids.
+            edge_types: Edge type names.
             **optional: Any of ``to``, ``role``, ``tool``, ``decision`` (strings, null for
                 unset), ``step`` (ints, null for unset), ``tokens_in``, ``tokens_out``,
                 ``cost``.
@@ -308,7 +326,7 @@ class TraceGraph:
             local = [table[s] for s in enc.dictionary.to_pylist()]
             remap = np.asarray([*local, -1], dtype=np.int32)
             idx = numeric(enc.indices, np.int64, -1)
-            return remap[idx]
+            return np.asarray(remap[idx])
 
         names, roles, tools = _Names(), _Names(), _Names()
         cols = {
@@ -317,7 +335,11 @@ class TraceGraph:
             "type_code": enum_codes(types, EVENT_TYPES, "event type", np.int8),
             "agent_code": string_codes(agents, names),
         }
-        tables = {"to": ("to_code", names), "role": ("role_code", roles), "tool": ("tool_code", tools)}
+        tables = {
+            "to": ("to_code", names),
+            "role": ("role_code", roles),
+            "tool": ("tool_code", tools),
+        }
         for key, value in optional.items():
             if value is None:
                 continue
@@ -338,11 +360,14 @@ class TraceGraph:
                 cols[key] = np.full(n, missing, dtype=dtype)
         src = _index_in(arr(edge_src), ids_arr, None) if len(edge_src) else np.zeros(0, np.int64)
         dst = _index_in(arr(edge_dst), ids_arr, None) if len(edge_dst) else np.zeros(0, np.int64)
-        ecodes = enum_codes(edge_types, EDGE_TYPES, "edge type", np.int8) if len(edge_types) else (
-            np.zeros(0, np.int8)
+        ecodes = (
+            enum_codes(edge_types, EDGE_TYPES, "edge type", np.int8)
+            if len(edge_types)
+            else (np.zeros(0, np.int8))
         )
-        return cls(ids_arr, cols, names, roles, tools, src, dst, ecodes,
-                   edge_refs=(edge_src, edge_dst))
+        return cls(
+            ids_arr, cols, names, roles, tools, src, dst, ecodes, edge_refs=(edge_src, edge_dst)
+        )
 
     # ------------------------------------------------------------------ columns
     def _col(self, name: str) -> np.ndarray:
@@ -527,6 +552,8 @@ class TraceGraph:
             node = preds[node]
         cycle = path[seen[node] :]
         cycle.reverse()
+        k = cycle.index(min(cycle))
+        cycle = cycle[k:] + cycle[:k]
         return [*cycle, cycle[0]]
 
     def find_cycle(self, edge_types: Iterable[EdgeType] = tuple(EdgeType)) -> list[int] | None:
@@ -568,8 +595,9 @@ class TraceGraph:
         pred = array("q", [-1]) * n
         durl = array("d", dur.tobytes())
         for lo in range(0, len(src), _CHUNK):
-            for u, v in zip(src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(),
-                            strict=True):
+            for u, v in zip(
+                src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=True
+            ):
                 f = start[u] + durl[u]
                 if f > start[v]:
                     start[v] = f
@@ -620,8 +648,9 @@ class TraceGraph:
             return {}
         idx = idx[np.argsort(self.t[idx], kind="stable")]
         out: dict[int, tuple[int, int]] = {}
-        for i, child, parent in zip(idx.tolist(), self.to_code[idx].tolist(),
-                                    self.agent_code[idx].tolist(), strict=True):
+        for i, child, parent in zip(
+            idx.tolist(), self.to_code[idx].tolist(), self.agent_code[idx].tolist(), strict=True
+        ):
             if child != parent and child not in out:
                 out[child] = (parent, i)
         return out
@@ -727,7 +756,9 @@ def _step_structure(g: TraceGraph) -> StepStructure:
 
     # entries: spawns and delegations open an episode of the target agent
     to = g.to_code.astype(np.int64)
-    entry = act & (to >= 0) & (to != agent) & ((type_code == _SPAWN) | (g.decision_code == _DELEGATE))
+    entry = (
+        act & (to >= 0) & (to != agent) & ((type_code == _SPAWN) | (g.decision_code == _DELEGATE))
+    )
     ent_idx = np.flatnonzero(entry)
     ent_idx = ent_idx[np.lexsort((ent_idx, t[ent_idx], to[ent_idx]))]
     ent_child = to[ent_idx]
@@ -765,7 +796,9 @@ def _step_structure(g: TraceGraph) -> StepStructure:
         new_step[1:] |= (step[1:] != step[:-1]) | (step[1:] < 0)
     new_stage = new_step & (new_ep | waits[a_idx])
     stage_id = np.cumsum(new_stage) - 1
-    stage_main = np.bincount(stage_id[new_step], minlength=int(stage_id[-1]) + 1 if len(stage_id) else 0)
+    stage_main = np.bincount(
+        stage_id[new_step], minlength=int(stage_id[-1]) + 1 if len(stage_id) else 0
+    )
     stage_episode = ep_id[np.flatnonzero(new_stage)]
 
     # attach each episode to the parent stage holding its entry event
@@ -783,8 +816,12 @@ def _step_structure(g: TraceGraph) -> StepStructure:
         found = key_ep[order][pos] == key_ent
         target = order[pos[found]]
         parent_stage[target] = stage_of_event[ent_idx[found]]
-    return StepStructure(stage_main.astype(np.int64), stage_episode.astype(np.int64),
-                         parent_stage, episode_agent.astype(np.int64))
+    return StepStructure(
+        stage_main.astype(np.int64),
+        stage_episode.astype(np.int64),
+        parent_stage,
+        episode_agent.astype(np.int64),
+    )
 
 
 # ---------------------------------------------------------------------- functional API
@@ -795,7 +832,9 @@ def _graph(trace: GraphLike) -> TraceGraph:
     return trace if isinstance(trace, TraceGraph) else trace.graph
 
 
-def critical_path(trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES) -> CriticalPath:
+def critical_path(
+    trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES
+) -> CriticalPath:
     """The longest ``dur``-weighted chain of dependent events of a trace (or graph).
 
     Follows causal, spawn, message, tool_dependency, return and aggregate edges by default
@@ -807,7 +846,9 @@ def critical_path(trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_
     return _graph(trace).critical_path(edge_types)
 
 
-def critical_path_length(trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES) -> float:
+def critical_path_length(
+    trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES
+) -> float:
     """Length in seconds of :func:`critical_path`."""
     return critical_path(trace, edge_types).length
 
@@ -823,8 +864,9 @@ def speedup(trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES)
 
 
 def critical_steps(trace: GraphLike) -> int:
-    """PARL Critical Steps: over the orchestrator's stages, main steps plus the longest
-    sub-agent branch of the stage, applied recursively down the spawn tree.
+    """PARL Critical Steps: per stage, main steps plus the longest sub-agent branch.
+
+    Applied recursively down the spawn tree and summed over the root's stages.
 
     Definitions (also in ``docs/trace-format.md``):
 

@@ -13,7 +13,7 @@ Example:
     >>> e2 = Event(id="e2", t=0.5, type="return", agent="w1", to="lead", dur=2.0)
     >>> tr = Trace(trace_id="t1", task_id="demo", events=(e1, e2),
     ...            edges=(Edge("e1", "e2", "spawn"),))
-    >>> tr.events[1].type == EventType.RETURN
+    >>> tr.events[1].type == "return"
     True
     >>> tr.n_events
     2
@@ -154,7 +154,14 @@ EventTypeName = Literal[
 ]
 #: Edge type names as stored on :class:`Edge`.
 EdgeTypeName = Literal[
-    "temporal", "causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow"
+    "temporal",
+    "causal",
+    "spawn",
+    "message",
+    "tool_dependency",
+    "return",
+    "aggregate",
+    "safety_flow",
 ]
 #: Decision names as stored on :class:`Event` (O1..O5).
 DecisionName = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
@@ -243,7 +250,7 @@ class Edge(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A dependency: event ``dst`` consumed (or followed) event ``src``.
 
     Example:
-        >>> Edge("e1", "e2", "causal").type == EdgeType.CAUSAL
+        >>> Edge("e1", "e2", "causal").type == "causal"
         True
     """
 

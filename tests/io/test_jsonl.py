@@ -1,0 +1,145 @@
+import contextlib
+import json
+
+import pytest
+
+from orchestrace import TraceValidationError, dumps, generate_trace
+from orchestrace.io import StreamWriter, iter_jsonl, load, load_all, read_jsonl, write_jsonl
+
+
+def write_stream(path, tr, close=True):
+    w = StreamWriter(
+        path,
+        trace_id=tr.trace_id,
+        task_id=tr.task_id,
+        topology=tr.topology,
+        system=tr.system,
+        meta=tr.meta,
+    )
+    # interleave like a live recorder: each event followed by the edges into it
+    by_dst = {}
+    for e in tr.edges:
+        by_dst.setdefault(e.dst, []).append(e)
+    for ev in tr.events:
+        w.event(ev)
+        for e in by_dst.get(ev.id, []):
+            w.edge(e)
+    if close:
+        w.close(rewards=tr.rewards, costs=tr.costs, metrics=tr.metrics)
+    else:
+        w.abandon()
+
+
+def test_trace_lines_roundtrip(tmp_path):
+    traces = [generate_trace(5, 50, 1, seed=s) for s in range(4)]
+    p = tmp_path / "many.jsonl"
+    assert write_jsonl(traces, p) == 4
+    assert read_jsonl(p) == traces
+    assert load_all(p) == traces
+    with pytest.raises(Exception, match="holds 4 traces"):
+        load(p)
+
+
+def test_stream_roundtrip(tmp_path, medium_trace):
+    p = tmp_path / "run.jsonl"
+    write_stream(p, medium_trace)
+    (back,) = read_jsonl(p)
+    assert back.events == medium_trace.events
+    assert set(back.edges) == set(medium_trace.edges)
+    assert back.costs == medium_trace.costs and not back.meta.get("partial")
+
+
+def test_stream_cut_at_every_byte_keeps_complete_events(tmp_path, small_trace):
+    full = tmp_path / "full.jsonl"
+    write_stream(full, small_trace)
+    data = full.read_bytes()
+    header_end = data.index(b"\n") + 1
+    cut = tmp_path / "cut.jsonl"
+    for n in range(header_end, len(data)):
+        cut.write_bytes(data[:n])
+        items = list(iter_jsonl(cut, partial=True))
+        assert len(items) == 1
+        tr = items[0].trace
+        head, _, last = data[:n].rpartition(b"\n")
+        complete = head.count(b'{"event"')
+        with contextlib.suppress(ValueError):
+            complete += "event" in json.loads(last)
+        assert tr.n_events == complete
+        assert tr.events == small_trace.events[:complete]
+        footer_done = n == len(data)
+        assert bool(tr.meta.get("partial")) != footer_done or n == len(data) - 1
+        errors = [p for p in items[0].problems if p.severity == "error"]
+        assert errors == [], (n, errors)
+        # without --partial the truncation is an error naming what was kept
+        strict = next(iter(iter_jsonl(cut, partial=False)))
+        if strict.trace is not None and strict.trace.meta.get("partial"):
+            assert any(p.code == "truncated" and p.severity == "error" for p in strict.problems)
+
+
+def test_damaged_line_stops_or_is_skipped(tmp_path, small_trace):
+    p = tmp_path / "run.jsonl"
+    write_stream(p, small_trace)
+    lines = p.read_bytes().split(b"\n")
+    lines[4] = b'{"event": {"id": "e4", "t": "garbage"'
+    p.write_bytes(b"\n".join(lines))
+    (item,) = list(iter_jsonl(p))
+    assert item.trace is not None and item.trace.meta["partial"]
+    first = str(item.problems[0])
+    assert first == (
+        f"{p}:5: $.event.t: expected float, got str; make the value a float "
+        "(--keep-going skips this line)"
+    )
+    kept = next(iter(iter_jsonl(p, keep_going=True)))
+    assert kept.trace.n_events == small_trace.n_events - 1
+    assert not kept.trace.meta.get("partial")
+    codes = {q.code for q in kept.problems if q.severity == "error"}
+    assert "malformed-json" in codes or "wrong-type" in codes
+
+
+def test_trace_lines_cut_mid_line(tmp_path):
+    traces = [generate_trace(3, 20, 1, seed=s) for s in range(3)]
+    p = tmp_path / "many.jsonl"
+    write_jsonl(traces, p)
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) - 40])
+    items = list(iter_jsonl(p))
+    assert [i.trace for i in items[:2]] == traces[:2]
+    assert items[2].trace is None and items[2].problems[0].code == "truncated"
+    assert read_jsonl(p, keep_going=True) == traces[:2]
+    with pytest.raises(TraceValidationError, match=r"many.jsonl:3: \$: last line is incomplete"):
+        read_jsonl(p)
+
+
+def test_bad_line_in_trace_lines(tmp_path):
+    traces = [generate_trace(3, 20, 1, seed=s) for s in range(3)]
+    p = tmp_path / "many.jsonl"
+    rows = [dumps(t) for t in traces]
+    bad = json.loads(rows[1])
+    bad["events"][0]["type"] = "dream"
+    rows[1] = json.dumps(bad).encode()
+    p.write_bytes(b"\n".join([*rows, b"not json at all", b""]))
+    items = list(iter_jsonl(p, keep_going=True))
+    assert [i.trace == t for i, t in zip(items, traces, strict=False)][:1] == [True]
+    assert str(items[1].problems[0]).startswith(
+        f"{p}:2: $.events[0].type: unknown event type 'dream'"
+    )
+    assert items[3].trace is None and "malformed" in items[3].problems[0].message
+    assert len(list(iter_jsonl(p))) == 2  # stops at the first bad line
+
+
+def test_writer_append_and_multi_trace_stream(tmp_path):
+    p = tmp_path / "two.jsonl"
+    a, b = generate_trace(3, 15, 1, seed=1), generate_trace(3, 15, 1, seed=2)
+    write_stream(p, a)
+    w = StreamWriter(p, trace_id=b.trace_id, task_id=b.task_id, append=True)
+    for e in b.events:
+        w.event(e)
+    for e in b.edges:
+        w.edge(e)
+    w.close(costs=b.costs)
+    got = read_jsonl(p)
+    assert [t.trace_id for t in got] == [a.trace_id, b.trace_id]
+    assert got[1].events == b.events
+    w.close()  # idempotent
+    with pytest.raises(Exception, match="writer is closed"):
+        w.event(b.events[0])

@@ -1,0 +1,90 @@
+"""Fuzzing: no input makes `orchestrace validate` crash or print a traceback."""
+
+import json
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrace import dumps, generate_trace
+from orchestrace.cli import main
+
+BASE = json.loads(dumps(generate_trace(6, 60, 2, seed=1)))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+def mutate(doc, rng, value):
+    """Replace, delete or add one field somewhere in the trace."""
+    target = rng.choice([doc, *doc["events"], *doc["edges"], doc.get("costs", {})])
+    keys = list(target)
+    action = rng.random()
+    if keys and action < 0.4:
+        target[rng.choice(keys)] = value
+    elif keys and action < 0.6:
+        del target[rng.choice(keys)]
+    else:
+        target[rng.choice(["id", "src", "dst", "t", "type", "x", "to", "events"])] = value
+    return doc
+
+
+def check_cli(tmp_path, data, capsys):
+    p = tmp_path / "f.json"
+    p.write_bytes(data)
+    code = main(["validate", str(p)])
+    out = capsys.readouterr()
+    assert code in (0, 1), out
+    assert "Traceback" not in out.out + out.err
+    assert (
+        main(["validate", "--partial", "--keep-going", str(p.with_suffix(".jsonl"))]) in (0, 1)
+        if p.with_suffix(".jsonl").exists()
+        else True
+    )
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, 2**32), json_values)
+def test_mutated_traces(tmp_path, capsys, seed, value):
+    rng = random.Random(seed)
+    doc = json.loads(json.dumps(BASE))
+    for _ in range(rng.randint(1, 3)):
+        doc = mutate(doc, rng, value)
+    check_cli(tmp_path, json.dumps(doc).encode(), capsys)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=300))
+def test_random_bytes(tmp_path, capsys, data):
+    check_cli(tmp_path, data, capsys)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, len(dumps(generate_trace(6, 60, 2, seed=1)))), st.binary(max_size=5))
+def test_truncated_and_spliced(tmp_path, capsys, cut, junk):
+    data = dumps(generate_trace(6, 60, 2, seed=1))
+    check_cli(tmp_path, data[:cut] + junk, capsys)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.binary(max_size=80), max_size=6))
+def test_jsonl_garbage(tmp_path, capsys, lines):
+    p = tmp_path / "f.jsonl"
+    good = [dumps(generate_trace(3, 12, 1, seed=0))]
+    p.write_bytes(b"\n".join(good + lines))
+    for flags in ([], ["--keep-going"], ["--partial"]):
+        code = main(["validate", *flags, str(p)])
+        out = capsys.readouterr()
+        assert code in (0, 1) and "Traceback" not in out.out + out.err

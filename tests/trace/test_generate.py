@@ -1,0 +1,46 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrace import ConfigError, check_trace, dumps, generate_trace
+from orchestrace.trace.generate import min_events
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 800), st.integers(0, 6), st.integers(0, 2**31))
+def test_generated_traces_are_valid_and_exact(agents, steps, depth, seed):
+    if agents > 1 and depth == 0:
+        depth = 1
+    tr = generate_trace(agents, steps, depth, seed)
+    assert check_trace(tr) == []
+    assert tr.n_events == max(steps, min_events(agents, depth))
+    g = tr.graph
+    assert len(g.agent_codes()) == agents
+    assert g.spawn_depth() == (min(depth, agents - 1) if agents > 1 else 0)
+
+
+def test_same_seed_same_bytes():
+    a = dumps(generate_trace(30, 500, 2, seed=11))
+    assert a == dumps(generate_trace(30, 500, 2, seed=11))
+    assert a != dumps(generate_trace(30, 500, 2, seed=12))
+
+
+def test_edges_point_forward_and_times_are_sorted():
+    tr = generate_trace(50, 2000, 3, seed=1)
+    g = tr.graph
+    assert (g.src < g.dst).all()
+    assert (g.t[1:] >= g.t[:-1]).all()
+
+
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"agents": 0}, "agents must be an integer >= 1"),
+        ({"steps": -5}, "steps must be an integer >= 1"),
+        ({"depth": 1000}, "depth must be <= 256"),
+        ({"agents": 5, "depth": 0}, "depth 0 means a lone agent"),
+    ],
+)
+def test_bad_arguments(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        generate_trace(**kw)
