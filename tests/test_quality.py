@@ -21,9 +21,12 @@ from conftest import ROOT
 )
 def test_tool_passes(cmd):
     tool = cmd[2]
-    if shutil.which(tool) is None and subprocess.run(
-        [sys.executable, "-m", tool, "--version"], capture_output=True, check=False
-    ).returncode:
+    if (
+        shutil.which(tool) is None
+        and subprocess.run(
+            [sys.executable, "-m", tool, "--version"], capture_output=True, check=False
+        ).returncode
+    ):
         pytest.skip(f"{tool} not installed")
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
