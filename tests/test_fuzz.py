@@ -21,7 +21,10 @@ json_values = st.recursive(
 
 def mutate(doc, rng, value):
     """Replace, delete or add one field somewhere in the trace."""
-    target = rng.choice([doc, *doc["events"], *doc["edges"], doc.get("costs", {})])
+    parts = [doc.get("events"), doc.get("edges")]
+    items = [x for p in parts if isinstance(p, list) for x in p if isinstance(x, dict)]
+    costs = doc.get("costs")
+    target = rng.choice([doc, *items, *([costs] if isinstance(costs, dict) else [])])
     keys = list(target)
     action = rng.random()
     if keys and action < 0.4:

@@ -28,13 +28,20 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from orchestrace.errors import Problem, TraceError, TraceValidationError
-from orchestrace.trace.check import check_structure
-from orchestrace.trace.model import SCHEMA_VERSION, Event, Trace
+from orchestrace.trace.check import check_structure, check_trace
+from orchestrace.trace.model import (
+    SCHEMA_VERSION,
+    Edge,
+    Event,
+    EventTypeName,
+    NonEmptyStr,
+    Trace,
+)
 
 __all__ = [
     "UPSTREAM_EDGE_TYPES",
@@ -126,6 +133,94 @@ _RESERVED = (
 _EXPORT_TYPE = {"llm_call": "tool_call"}
 _EXPORT_TOPOLOGY = {"critic_loop": "mixed"}
 _ENC = msgspec.json.Encoder()
+
+
+class _UpEvent(Event, forbid_unknown_fields=True, gc=False, frozen=True, omit_defaults=True):
+    """An exported event: native fields plus the export markers."""
+
+    x_orchestrace_type: EventTypeName | None = None
+    x_orchestrace_trace: dict[str, Any] | None = None
+
+
+class _UpTrace(msgspec.Struct, forbid_unknown_fields=True):
+    trace_id: NonEmptyStr
+    task_id: NonEmptyStr
+    events: list[_UpEvent]
+    edges: tuple[Edge, ...]
+    rewards: dict[str, float]
+    costs: dict[str, float]
+    system: str | None = None
+    topology: (
+        Literal[
+            "centralized",
+            "planner_executor_critic",
+            "debate",
+            "swarm",
+            "hierarchical",
+            "harness",
+            "mixed",
+            "unknown",
+        ]
+        | None
+    ) = None
+    metrics: dict[str, float] = {}
+
+
+_UP_DECODER = msgspec.json.Decoder(_UpTrace)
+_N_EVENT_FIELDS = len(msgspec.structs.fields(Event))
+_EVENT: Any = Event
+
+
+def decode_upstream_fast(
+    data: Any, *, partial: bool = False, check: bool = True
+) -> tuple[Trace, list[Problem]] | None:
+    """Typed decode of a survey-schema file whose events carry only known fields.
+
+    Returns ``None`` when the file needs the general (field-by-field) import.
+    """
+    try:
+        up = _UP_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return None
+    astuple = msgspec.structs.astuple
+    n = _N_EVENT_FIELDS
+    events: list[Event] = []
+    extra: dict[str, Any] = {}
+    for e in up.events:
+        fields = astuple(e)
+        if fields[n] is not None or fields[n + 1] is not None:
+            if fields[n + 1] is not None and not events:
+                extra = fields[n + 1]
+            vals = list(fields[:n])
+            if fields[n] is not None:
+                vals[2] = fields[n]
+            events.append(_EVENT(*vals))
+        else:
+            events.append(_EVENT(*fields[:n]))
+    topology: Any = extra.get("topology") if isinstance(extra.get("topology"), str) else up.topology
+    meta: dict[str, Any] = extra["meta"] if isinstance(extra.get("meta"), dict) else {}
+    trace = Trace(
+        trace_id=up.trace_id,
+        task_id=up.task_id,
+        events=tuple(events),
+        edges=up.edges,
+        rewards=up.rewards,
+        costs=up.costs,
+        system=up.system,
+        topology=topology,
+        metrics=up.metrics,
+        schema_version=SCHEMA_VERSION,
+        meta=meta,
+    )
+    if topology is not None and topology != up.topology:
+        try:
+            msgspec.convert(
+                {"trace_id": "x", "task_id": "x", "events": [], "topology": topology}, Trace
+            )
+        except msgspec.ValidationError:
+            return None
+    trace._mark_decoded()
+    return trace, (check_trace(trace, partial=partial) if check else [])
 
 
 def looks_upstream(obj: Any) -> bool:

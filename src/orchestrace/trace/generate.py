@@ -67,6 +67,7 @@ def generate_trace(
     seed: int = 0,
     *,
     task_id: str | None = None,
+    llm_events: bool = True,
 ) -> Trace:
     """Generate a valid synthetic hierarchical trace.
 
@@ -76,6 +77,9 @@ def generate_trace(
         depth: Spawn tree depth D (0 for a lone agent; at most ``agents - 1``).
         seed: Seed of every random draw; the same arguments give the same trace.
         task_id: Task id (default ``synthetic-K{agents}-L{steps}-D{depth}``).
+        llm_events: Record LLM turns as ``llm_call`` events; ``False`` records them as
+            ``tool_call`` events with tool ``"llm"``, the way survey-schema producers do (the
+            trace then uses only the survey schema's ten event types).
 
     Raises:
         ConfigError: An argument is out of range (the message says the allowed range).
@@ -88,6 +92,7 @@ def generate_trace(
     if agents > 1 and depth == 0:
         raise ConfigError("depth 0 means a lone agent: use --agents 1, or --depth >= 1")
     rng = np.random.default_rng(seed)
+    llm_type, llm_tool = ("llm_call", "sim") if llm_events else ("tool_call", "llm")
     levels = _levels(agents, depth)
     # parents: each agent of level l picks a parent on level l-1 (every parent gets one first)
     names = ["orchestrator"]
@@ -131,11 +136,11 @@ def generate_trace(
         tin, tout = int(rng.integers(300, 4000)), int(rng.integers(20, 600))
         seq = emit(
             t,
-            type="llm_call",
+            type=llm_type,
             agent=names[agent],
             dur=dur,
             role=role,
-            tool="sim",
+            tool=llm_tool,
             step=step,
             tokens_in=tin,
             tokens_out=tout,

@@ -28,6 +28,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -87,8 +88,6 @@ _TOOL_RESULT = EVENT_CODE[EventType.TOOL_RESULT]
 _DELEGATE = DECISION_CODE[Decision.DELEGATE]
 _ACTION_MASK = np.zeros(len(EVENT_TYPES), dtype=bool)
 _ACTION_MASK[[EVENT_CODE[x] for x in ACTION_TYPES]] = True
-# Below this many events a dict maps ids faster than importing pyarrow.
-_ARROW_THRESHOLD = 50_000
 _get_id, _get_t, _get_dur, _get_type, _get_agent = map(
     attrgetter, ("id", "t", "dur", "type", "agent")
 )
@@ -140,6 +139,19 @@ class CriticalPath:
     ids: tuple[str, ...]
 
 
+class _NoneAware(dict[Any, int]):
+    """A view of a :class:`_Names` table that maps ``None`` to -1 (C-level lookups)."""
+
+    def __init__(self, table: _Names) -> None:
+        super().__init__(table)
+        self[None] = -1
+        self._table = table
+
+    def __missing__(self, name: str) -> int:
+        code = self[name] = self._table[name]
+        return code
+
+
 class _Names(dict[str, int]):
     """An append-only string table: ``table[name]`` gives the code, adding new names."""
 
@@ -162,20 +174,72 @@ def _is_arrow(x: Any) -> bool:
     return type(x).__module__.startswith("pyarrow")
 
 
-def _index_in(values: Any, ids: Any, lookup: dict[str, int] | None) -> np.ndarray:
-    """Map each string in ``values`` to its position in ``ids`` (-1 when absent)."""
-    if lookup is not None and not _is_arrow(values):
-        get = lookup.get
-        return np.fromiter((get(v, -1) for v in values), dtype=np.int64, count=len(values))
+def _index_in(values: Any, ids: Any) -> np.ndarray:
+    """Map each string of the Arrow array ``values`` to its position in ``ids`` (-1: absent)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    id_arr = ids if _is_arrow(ids) else pa.array(ids, pa.string())
-    val_arr = values if _is_arrow(values) else pa.array(values, pa.string())
-    if isinstance(id_arr, pa.ChunkedArray):
-        id_arr = id_arr.combine_chunks()
-    out = pc.index_in(val_arr, value_set=id_arr)
+    id_arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    out = pc.index_in(values, value_set=id_arr)
     return np.asarray(out.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+_POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
+_DIGITS = frozenset("0123456789")
+
+
+def _int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
+    """Parse ids of the exact form ``prefix + canonical decimal`` in bulk, else ``None``.
+
+    Every step is a C-level string operation, so this is several times faster than hashing a
+    million strings. It only accepts ids that the integer identifies uniquely.
+    """
+    n = len(strs)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    joined = " ".join(strs)
+    if prefix:
+        if not joined.startswith(prefix) or joined.count(prefix) != n:
+            return None
+        if joined.count(" " + prefix) != n - 1:
+            return None
+        joined = joined.replace(prefix, "")
+    digits = joined.replace(" ", "")
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    with np.errstate(all="ignore"):
+        ints = np.fromstring(joined, dtype=np.int64, sep=" ")
+    if len(ints) != n or (ints < 0).any():
+        return None
+    # canonical: no leading zeros, so the digit count is exactly the decimal width
+    width = np.maximum(np.searchsorted(_POW10, ints, side="right"), 1)
+    if int(width.sum()) != len(digits):
+        return None
+    return np.asarray(ints)
+
+
+def _map_ids(ids: list[str], refs: list[str]) -> tuple[np.ndarray, bool, dict[str, int] | None]:
+    """``(index of each ref or -1, ids are unique, id -> index dict or None)``."""
+    n = len(ids)
+    prefix = ids[0].rstrip("0123456789") if n else ""
+    if n >= 1024 and " " not in prefix and not (_DIGITS & set(prefix)):
+        id_ints = _int_ids(ids, prefix)
+        if id_ints is not None:
+            top = int(id_ints.max()) + 1
+            if top <= 4 * n + 1024:
+                table = np.full(top, -1, dtype=np.int64)
+                table[id_ints[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+                unique = bool(np.count_nonzero(table >= 0) == n)
+                ref_ints = _int_ids(refs, prefix)
+                if ref_ints is not None:
+                    ok = ref_ints < top
+                    out = np.full(len(refs), -1, dtype=np.int64)
+                    out[ok] = table[ref_ints[ok]]
+                    return out, unique, None
+                # refs in another form cannot name these ids, except by the general path
+    lookup = dict(zip(reversed(ids), range(n - 1, -1, -1), strict=True))
+    idx = np.fromiter(map(lookup.get, refs, repeat(-1)), dtype=np.int64, count=len(refs))
+    return idx, len(lookup) == n, lookup
 
 
 class TraceGraph:
@@ -209,8 +273,10 @@ class TraceGraph:
         events: Sequence[Event] | None = None,
         edge_refs: tuple[Any, Any] | Sequence[Any] | None = None,
         lookup: dict[str, int] | None = None,
+        unique: bool | None = None,
     ) -> None:
         self.ids = ids
+        self._unique = unique
         self._edge_refs = edge_refs
         self._cols = columns
         self._names = names
@@ -245,10 +311,8 @@ class TraceGraph:
         ids = list(map(_get_id, events))
         edges = trace.edges
         refs = [*map(_get_src, edges), *map(_get_dst, edges)]
-        lookup = None
-        if n < _ARROW_THRESHOLD:
-            lookup = dict(zip(reversed(ids), range(n - 1, -1, -1), strict=True))
-        both = _index_in(refs, ids, lookup)
+        both, unique, lookup = _map_ids(ids, refs)
+        del refs
         m = len(edges)
         edge_code = np.fromiter(
             map(EDGE_CODE.__getitem__, map(_get_type, edges)), dtype=np.int8, count=m
@@ -265,6 +329,7 @@ class TraceGraph:
             events=events,
             edge_refs=edges,
             lookup=lookup,
+            unique=unique,
         )
 
     @classmethod
@@ -358,8 +423,8 @@ class TraceGraph:
         for key, (dtype, missing) in _COLUMNS.items():
             if key not in cols:
                 cols[key] = np.full(n, missing, dtype=dtype)
-        src = _index_in(arr(edge_src), ids_arr, None) if len(edge_src) else np.zeros(0, np.int64)
-        dst = _index_in(arr(edge_dst), ids_arr, None) if len(edge_dst) else np.zeros(0, np.int64)
+        src = _index_in(arr(edge_src), ids_arr) if len(edge_src) else np.zeros(0, np.int64)
+        dst = _index_in(arr(edge_dst), ids_arr) if len(edge_dst) else np.zeros(0, np.int64)
         ecodes = (
             enum_codes(edge_types, EDGE_TYPES, "edge type", np.int8)
             if len(edge_types)
@@ -387,7 +452,8 @@ class TraceGraph:
         if name in ("to_code", "role_code", "tool_code"):
             attr = name[:-5]
             table = {"to": self._names, "role": self._roles, "tool": self._tools}[attr]
-            gen = (-1 if v is None else table[v] for v in map(attrgetter(attr), events))
+            get = _NoneAware(table).__getitem__
+            gen = map(get, map(attrgetter(attr), events))
         elif name == "decision_code":
             dc = DECISION_CODE
             gen = (-1 if v is None else dc[v] for v in map(attrgetter("decision"), events))
@@ -450,13 +516,16 @@ class TraceGraph:
 
     def ids_unique(self) -> bool:
         """``True`` when no two events share an id."""
-        if self._lookup is not None:
-            return len(self._lookup) == self.n
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        if self._unique is None:
+            if self._lookup is not None:
+                self._unique = len(self._lookup) == self.n
+            elif isinstance(self.ids, list):
+                self._unique = len(set(self.ids)) == self.n
+            else:
+                import pyarrow.compute as pc
 
-        ids = self.ids if _is_arrow(self.ids) else pa.array(self.ids, pa.string())
-        return bool(pc.count_distinct(ids).as_py() == self.n)
+                self._unique = bool(pc.count_distinct(self.ids).as_py() == self.n)
+        return self._unique
 
     def index_of(self, event_id: str) -> int:
         """Index of the (first) event with id ``event_id``.
