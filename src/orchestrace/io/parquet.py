@@ -69,6 +69,8 @@ assert tuple(f.encode_name for f in msgspec.structs.fields(Event)) == EVENT_COLU
 _ATTR = {c: ("from_" if c == "from" else c) for c in EVENT_COLUMNS}
 _FILES = ("events.parquet", "edges.parquet", "traces.parquet")
 _EVENT: Any = Event  # built positionally from columns in field order
+# rows per row group: small groups let readers stream a trace in bounded memory
+_ROW_GROUP = 1 << 16
 
 
 def _pa() -> Any:
@@ -149,7 +151,7 @@ def write_parquet(traces: Iterable[Trace], path: PathLike) -> None:
                 if c == "attrs":
                     values = [None if v is None else enc.encode(v).decode() for v in values]
                 cols[c] = values
-            ev_writer.write_table(pa.table(cols, schema=ev_schema))
+            ev_writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
             ed = tr.edges
             ed_writer.write_table(
                 pa.table(
@@ -160,7 +162,8 @@ def write_parquet(traces: Iterable[Trace], path: PathLike) -> None:
                         "type": list(map(attrgetter("type"), ed)),
                     },
                     schema=ed_schema,
-                )
+                ),
+                row_group_size=_ROW_GROUP,
             )
             for key, value in (
                 ("trace_id", tr.trace_id),
@@ -330,6 +333,9 @@ _GRAPH_COLUMNS = [
 def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph, dict[str, Any]]:
     """Compile one trace of a dataset straight from its columns (no event objects).
 
+    Events are read row group by row group and kept only as compact numpy columns, so the
+    peak memory stays within about twice the size of the events table.
+
     Args:
         path: The dataset directory.
         trace_id: Which trace (required when the dataset holds several).
@@ -340,10 +346,18 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     Raises:
         TraceFormatError: Not a dataset, several traces and no ``trace_id``, or unknown id.
     """
-    _, pq = _pa()
+    pa, pq = _pa()
     p = _check_dataset(path)
-    traces = pq.read_table(p / _FILES[2])
-    ids = traces.column("trace_id").to_pylist()
+    try:
+        traces = pq.read_table(p / _FILES[2]).to_pylist()
+    except (pa.ArrowInvalid, OSError) as err:
+        raise TraceFormatError(
+            str(path),
+            _FILES[2],
+            f"cannot read Parquet: {str(err)[:200]}",
+            "rewrite the dataset with `orchestrace convert`",
+        ) from None
+    ids = [row["trace_id"] for row in traces]
     if trace_id is None:
         if len(ids) != 1:
             raise TraceFormatError(
@@ -357,33 +371,44 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         raise TraceFormatError(
             str(path), "traces.parquet", f"no trace {trace_id!r}", f"use one of {ids[:5]}"
         )
-    events, edges, header = read_tables(
-        p, columns=_GRAPH_COLUMNS, trace_id=None if len(ids) == 1 else trace_id
-    )
-    row = header.to_pylist()[0]
-    col = events.column
+    k = ids.index(trace_id)
+    row = traces[k]
+    ev_lo = sum(r["n_events"] for r in traces[:k])
+    ed_lo = sum(r["n_edges"] for r in traces[:k])
+
+    def rows(file: str, columns: list[str], lo: int, count: int) -> Any:
+        """Yield record batches covering rows [lo, lo + count) of ``file``."""
+        pf = pq.ParquetFile(p / file, pre_buffer=False)
+        pos = 0
+        for batch in pf.iter_batches(batch_size=1 << 16, columns=columns, use_threads=False):
+            start, stop = max(lo - pos, 0), min(lo + count - pos, batch.num_rows)
+            pos += batch.num_rows
+            if stop > start:
+                yield batch.slice(start, stop - start)
+            if pos >= lo + count:
+                break
+
+    def edge_ref(k: int, end: str) -> str:
+        table = pq.read_table(p / _FILES[1], columns=[end])
+        return str(table.column(end)[ed_lo + k].as_py())
+
     try:
-        graph = TraceGraph.from_columns(
-            col("id"),
-            col("t"),
-            col("dur"),
-            col("type"),
-            col("agent"),
-            edges.column("src"),
-            edges.column("dst"),
-            edges.column("type"),
-            to=col("to"),
-            role=col("role"),
-            tool=col("tool"),
-            decision=col("decision"),
-            step=col("step"),
-            tokens_in=col("tokens_in"),
-            tokens_out=col("tokens_out"),
-            cost=col("cost"),
+        graph = TraceGraph.from_batches(
+            rows(_FILES[0], _GRAPH_COLUMNS, ev_lo, row["n_events"]),
+            rows(_FILES[1], ["src", "dst", "type"], ed_lo, row["n_edges"]),
+            n_events=row["n_events"],
+            n_edges=row["n_edges"],
+            edge_refs=edge_ref,
         )
     except ValueError as err:
         raise TraceFormatError(
             str(path), "events.parquet", str(err), "fix the values or rewrite the dataset"
         ) from None
-    del events, edges
+    except (pa.ArrowInvalid, OSError, KeyError) as err:
+        raise TraceFormatError(
+            str(path),
+            "dataset",
+            f"cannot read Parquet: {str(err)[:200]}",
+            "rewrite the dataset with `orchestrace convert`",
+        ) from None
     return graph, row

@@ -160,16 +160,22 @@ def check_fields(ctx: _Ctx) -> Iterator[Problem]:
         return
     if ctx.graph_only:  # column compilation rejected unknown names; check emptiness
         g = ctx.graph
-        empty_agents = {c for c, a in enumerate(g.names) if not a}
-        for i in range(g.n):
-            if not g.id_at(i) or int(g.agent_code[i]) in empty_agents:
-                yield Problem(
-                    "empty-id",
-                    "event id or agent is empty",
-                    "give every event a unique non-empty id and an agent",
-                    path=_ev(i),
-                )
-                break
+        empty_agents = np.array([not a for a in g.names] or [False], dtype=bool)
+        bad = empty_agents[g.agent_code] if g.n else np.zeros(0, bool)
+        if isinstance(g.ids, list):
+            bad = bad | np.fromiter((not x for x in g.ids), dtype=bool, count=g.n)
+        else:
+            import pyarrow.compute as pc
+
+            lengths = pc.utf8_length(g.ids).fill_null(0).to_numpy(zero_copy_only=False)
+            bad = bad | (np.asarray(lengths) == 0)
+        for i in np.flatnonzero(bad)[:1].tolist():
+            yield Problem(
+                "empty-id",
+                "event id or agent is empty",
+                "give every event a unique non-empty id and an agent",
+                path=_ev(i),
+            )
         return
     events = ctx.trace.events
 

@@ -218,28 +218,104 @@ def _int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
     return np.asarray(ints)
 
 
+def _arrow_int_ids(values: Any, prefix: str) -> np.ndarray | None:
+    """Arrow twin of :func:`_int_ids`: parse ``prefix + canonical decimal`` strings, else None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if values.null_count or not pc.all(pc.starts_with(values, prefix)).as_py():
+        return None
+    digits = pc.utf8_slice_codeunits(values, start=len(prefix)) if prefix else values
+    if not pc.all(pc.string_is_ascii(digits)).as_py():
+        return None
+    if not pc.all(pc.ascii_is_decimal(digits)).as_py():
+        return None
+    lengths = np.asarray(pc.utf8_length(digits).to_numpy(zero_copy_only=False))
+    if (lengths == 0).any() or (lengths > 18).any():
+        return None
+    try:
+        ints = np.asarray(pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    width = np.maximum(np.searchsorted(_POW10, ints, side="right"), 1)
+    if not np.array_equal(width, lengths):
+        return None
+    return ints
+
+
+def _dense_table(id_ints: np.ndarray, n: int) -> tuple[np.ndarray, bool] | None:
+    """Position of each integer id (first occurrence), and whether all ids are distinct."""
+    top = int(id_ints.max()) + 1 if len(id_ints) else 0
+    if top > 4 * n + 1024:
+        return None
+    table = np.full(top, -1, dtype=np.int64)
+    table[id_ints[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    return table, bool(np.count_nonzero(table >= 0) == n)
+
+
+def _lookup_ints(table: np.ndarray, ref_ints: np.ndarray) -> np.ndarray:
+    ok = ref_ints < len(table)
+    out = np.full(len(ref_ints), -1, dtype=np.int64)
+    out[ok] = table[ref_ints[ok]]
+    return out
+
+
 def _map_ids(ids: list[str], refs: list[str]) -> tuple[np.ndarray, bool, dict[str, int] | None]:
     """``(index of each ref or -1, ids are unique, id -> index dict or None)``."""
     n = len(ids)
     prefix = ids[0].rstrip("0123456789") if n else ""
     if n >= 1024 and " " not in prefix and not (_DIGITS & set(prefix)):
         id_ints = _int_ids(ids, prefix)
-        if id_ints is not None:
-            top = int(id_ints.max()) + 1
-            if top <= 4 * n + 1024:
-                table = np.full(top, -1, dtype=np.int64)
-                table[id_ints[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
-                unique = bool(np.count_nonzero(table >= 0) == n)
-                ref_ints = _int_ids(refs, prefix)
-                if ref_ints is not None:
-                    ok = ref_ints < top
-                    out = np.full(len(refs), -1, dtype=np.int64)
-                    out[ok] = table[ref_ints[ok]]
-                    return out, unique, None
-                # refs in another form cannot name these ids, except by the general path
+        dense = _dense_table(id_ints, n) if id_ints is not None else None
+        if dense is not None:
+            ref_ints = _int_ids(refs, prefix)
+            if ref_ints is not None:
+                return _lookup_ints(dense[0], ref_ints), dense[1], None
     lookup = dict(zip(reversed(ids), range(n - 1, -1, -1), strict=True))
     idx = np.fromiter(map(lookup.get, refs, repeat(-1)), dtype=np.int64, count=len(refs))
     return idx, len(lookup) == n, lookup
+
+
+class _Columns:
+    """Numpy columns filled batch by batch (preallocated when the total is known)."""
+
+    def __init__(self, spec: dict[str, tuple[Any, Any]], total: int | None) -> None:
+        self.spec = spec
+        self.total = total
+        self.pos = 0
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in spec}
+        self.full = (
+            {k: np.full(total, 0 if m is None else m, dtype=d) for k, (d, m) in spec.items()}
+            if total is not None
+            else None
+        )
+
+    def append(self, got: dict[str, np.ndarray], count: int) -> None:
+        for key, (dtype, missing) in self.spec.items():
+            if self.full is not None:
+                if self.pos + count > len(self.full[key]):
+                    raise ValueError(f"more rows than the {self.total} announced")
+                if key in got:
+                    self.full[key][self.pos : self.pos + count] = got[key]
+            else:
+                value = got.get(key)
+                self.parts[key].append(
+                    value if value is not None else np.full(count, missing, dtype=dtype)
+                )
+        self.pos += count
+
+    def finish(self) -> dict[str, np.ndarray]:
+        if self.full is not None:
+            if self.pos != self.total:
+                raise ValueError(f"expected {self.total} rows, got {self.pos}")
+            return self.full
+        return {
+            k: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.zeros(0, self.spec[k][0])
+            for k, v in self.parts.items()
+        }
 
 
 class TraceGraph:
@@ -363,11 +439,47 @@ class TraceGraph:
         Raises:
             ValueError: A type or decision name is unknown (the message names it).
         """
+        batch = {"id": ids, "t": t, "dur": dur, "type": types, "agent": agents, **optional}
+        edges = {"src": edge_src, "dst": edge_dst, "type": edge_types}
+        graph = cls.from_batches([batch], [edges])
+        graph._edge_refs = (edge_src, edge_dst)
+        return graph
+
+    @classmethod
+    def from_batches(
+        cls,
+        event_batches: Iterable[Any],
+        edge_batches: Iterable[Any],
+        *,
+        n_events: int | None = None,
+        n_edges: int | None = None,
+        edge_refs: Callable[[int, str], str] | None = None,
+    ) -> TraceGraph:
+        """Compile columns arriving in batches (e.g. Parquet row groups), in bounded memory.
+
+        Each event batch is a mapping (or ``pyarrow.RecordBatch``) with the event columns named
+        as in the Parquet ``events`` table (``id``, ``t``, ``dur``, ``type``, ``agent`` and
+        optionally ``to``, ``role``, ``tool``, ``decision``, ``step``, ``tokens_in``,
+        ``tokens_out``, ``cost``); each edge batch has ``src``, ``dst`` and ``type``. Only
+        compact numpy columns are kept; with ``n_events``/``n_edges`` they are allocated once.
+
+        Args:
+            event_batches: Event column batches, in event order.
+            edge_batches: Edge column batches, read after all events.
+            n_events: Number of events, when known.
+            n_edges: Number of edges, when known.
+            edge_refs: ``f(k, "src"|"dst")`` giving edge ``k``'s id string, for messages.
+
+        Raises:
+            ValueError: A type or decision name is unknown (the message names it).
+        """
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        pool = pa.default_memory_pool()
+
         def arr(x: Any) -> Any:
-            out = x if _is_arrow(x) else pa.array(x)
+            out = x if _is_arrow(x) else pa.array(x, pa.string() if not len(x) else None)
             return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
         def numeric(x: Any, dtype: Any, missing: Any) -> np.ndarray:
@@ -376,62 +488,120 @@ class TraceGraph:
                 a = a.fill_null(missing)
             return np.asarray(a.to_numpy(zero_copy_only=False), dtype=dtype)
 
-        def enum_codes(x: Any, members: list[Any], what: str, dtype: Any) -> np.ndarray:
+        member_sets = {
+            "event type": pa.array([m.value for m in EVENT_TYPES], pa.string()),
+            "edge type": pa.array([m.value for m in EDGE_TYPES], pa.string()),
+            "decision": pa.array([m.value for m in DECISIONS], pa.string()),
+        }
+
+        def enum_codes(x: Any, what: str, dtype: Any) -> np.ndarray:
             a = pc.cast(arr(x), pa.string())
-            names_arr = pa.array([str(m) for m in members], pa.string())
-            out = pc.index_in(a, value_set=names_arr)
+            out = pc.index_in(a, value_set=member_sets[what])
             unknown = pc.and_(pc.is_null(out), pc.is_valid(a))
             if pc.any(unknown).as_py():
                 bad = pc.filter(a, unknown).unique().to_pylist()[:5]
-                raise ValueError(f"unknown {what} {bad}; use one of {[str(m) for m in members]}")
+                choices = member_sets[what].to_pylist()
+                raise ValueError(f"unknown {what} {bad}; use one of {choices}")
             return numeric(out, dtype, -1)
 
         def string_codes(x: Any, table: _Names) -> np.ndarray:
             enc = pc.dictionary_encode(pc.cast(arr(x), pa.string()))
             local = [table[s] for s in enc.dictionary.to_pylist()]
             remap = np.asarray([*local, -1], dtype=np.int32)
-            idx = numeric(enc.indices, np.int64, -1)
-            return np.asarray(remap[idx])
+            return np.asarray(remap[numeric(enc.indices, np.int64, -1)])
 
+        def as_dict(raw: Any) -> dict[str, Any]:
+            if hasattr(raw, "schema"):
+                return {k: raw.column(k) for k in raw.schema.names}
+            return dict(raw)
+
+        # ---- events
         names, roles, tools = _Names(), _Names(), _Names()
-        cols = {
-            "t": numeric(t, np.float64, np.nan),
-            "dur": numeric(dur, np.float64, 0.0),
-            "type_code": enum_codes(types, EVENT_TYPES, "event type", np.int8),
-            "agent_code": string_codes(agents, names),
-        }
         tables = {
             "to": ("to_code", names),
             "role": ("role_code", roles),
             "tool": ("tool_code", tools),
         }
-        for key, value in optional.items():
-            if value is None:
-                continue
-            if key in tables:
-                col, table = tables[key]
-                cols[col] = string_codes(value, table)
-            elif key == "decision":
-                cols["decision_code"] = enum_codes(value, DECISIONS, "decision", np.int8)
-            elif key in ("step", "tokens_in", "tokens_out", "cost"):
-                dtype, missing = _COLUMNS[key]
-                cols[key] = numeric(value, dtype, missing)
-            else:
-                raise TypeError(f"unknown column {key!r}")
-        ids_arr = arr(ids)
+        grow = _Columns(_COLUMNS, n_events)
+        id_parts: list[Any] = []
+        for raw in event_batches:
+            batch = as_dict(raw)
+            id_parts.append(pc.cast(arr(batch["id"]), pa.string()))
+            got = {
+                "t": numeric(batch["t"], np.float64, np.nan),
+                "dur": numeric(batch["dur"], np.float64, 0.0),
+                "type_code": enum_codes(batch["type"], "event type", np.int8),
+                "agent_code": string_codes(batch["agent"], names),
+            }
+            for key, value in batch.items():
+                if value is None or key in ("id", "t", "dur", "type", "agent", "trace_id"):
+                    continue
+                if key in tables:
+                    col, table = tables[key]
+                    got[col] = string_codes(value, table)
+                elif key == "decision":
+                    got["decision_code"] = enum_codes(value, "decision", np.int8)
+                elif key in ("step", "tokens_in", "tokens_out", "cost"):
+                    dtype, missing = _COLUMNS[key]
+                    got[key] = numeric(value, dtype, missing)
+                elif key not in ("from", "content", "content_ref", "trusted", "error", "attrs"):
+                    raise TypeError(f"unknown column {key!r}")
+            grow.append(got, len(id_parts[-1]))
+            del got, batch, raw
+            pool.release_unused()
+        cols = grow.finish()
+        ids_arr = pa.concat_arrays(id_parts) if id_parts else pa.array([], pa.string())
+        del id_parts
         n = len(ids_arr)
-        for key, (dtype, missing) in _COLUMNS.items():
-            if key not in cols:
-                cols[key] = np.full(n, missing, dtype=dtype)
-        src = _index_in(arr(edge_src), ids_arr) if len(edge_src) else np.zeros(0, np.int64)
-        dst = _index_in(arr(edge_dst), ids_arr) if len(edge_dst) else np.zeros(0, np.int64)
-        ecodes = (
-            enum_codes(edge_types, EDGE_TYPES, "edge type", np.int8)
-            if len(edge_types)
-            else (np.zeros(0, np.int8))
+
+        # ---- edges: ids of the form prefix+integer map through a dense table
+        first = ids_arr[0].as_py() if n else ""
+        prefix = first.rstrip("0123456789")
+        id_ints = _arrow_int_ids(ids_arr, prefix) if n >= 1024 else None
+        dense = _dense_table(id_ints, n) if id_ints is not None else None
+        del id_ints
+        edge_cols = _Columns(
+            {"src": (np.int64, -1), "dst": (np.int64, -1), "code": (np.int8, 0)}, n_edges
         )
+        kept: list[tuple[Any, Any]] = []
+        for raw in edge_batches:
+            batch = as_dict(raw)
+            src_b = pc.cast(arr(batch["src"]), pa.string())
+            dst_b = pc.cast(arr(batch["dst"]), pa.string())
+            got = {"code": enum_codes(batch["type"], "edge type", np.int8)}
+            for key, refs in (("src", src_b), ("dst", dst_b)):
+                ints = _arrow_int_ids(refs, prefix) if dense is not None else None
+                got[key] = (
+                    _lookup_ints(dense[0], ints)
+                    if dense is not None and ints is not None
+                    else (_index_in(refs, ids_arr) if len(refs) else np.zeros(0, np.int64))
+                )
+            edge_cols.append(got, len(src_b))
+            if edge_refs is None:
+                kept.append((src_b, dst_b))
+            del got, batch, raw, src_b, dst_b
+            pool.release_unused()
+        ecols = edge_cols.finish()
+        unique = dense[1] if dense is not None else None
+        del dense
+        pool.release_unused()
+        refs_out: Any = edge_refs
+        if edge_refs is None:
+            refs_out = (
+                pa.concat_arrays([a for a, _ in kept]) if kept else pa.array([], pa.string()),
+                pa.concat_arrays([b for _, b in kept]) if kept else pa.array([], pa.string()),
+            )
         return cls(
-            ids_arr, cols, names, roles, tools, src, dst, ecodes, edge_refs=(edge_src, edge_dst)
+            ids_arr,
+            cols,
+            names,
+            roles,
+            tools,
+            ecols["src"],
+            ecols["dst"],
+            ecols["code"],
+            edge_refs=refs_out,
+            unique=unique,
         )
 
     # ------------------------------------------------------------------ columns
@@ -509,6 +679,8 @@ class TraceGraph:
         refs = self._edge_refs
         if refs is None:
             return "?"
+        if callable(refs):
+            return str(refs(k, end))
         if isinstance(refs, tuple) and len(refs) == 2 and not hasattr(refs[0], "src"):
             v = refs[0 if end == "src" else 1][k]
             return v if isinstance(v, str) else str(v.as_py())

@@ -1,0 +1,104 @@
+"""Helpers shared by the benchmarks: cached inputs, timing, peak memory in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+DATA = ROOT / ".data"
+RESULTS: list[dict[str, Any]] = []
+
+
+def data_path(name: str) -> Path:
+    DATA.mkdir(exist_ok=True)
+    return DATA / name
+
+
+def cached_trace_file(
+    name: str,
+    agents: int,
+    steps: int,
+    depth: int,
+    *,
+    fmt: str = "json",
+    llm_events: bool = True,
+    seed: int = 3,
+) -> Path:
+    """Generate (once) and return a trace file for the benchmarks."""
+    from orchestrace import dump, generate_trace
+
+    path = data_path(name)
+    if not path.exists():
+        tr = generate_trace(agents, steps, depth, seed, llm_events=llm_events)
+        dump(tr, path, format=fmt)
+    return path
+
+
+def best_of(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
+    """Minimum wall time over ``repeat`` runs, and the last result."""
+    best = float("inf")
+    out = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def in_fresh_process(
+    code: str, *, env: dict[str, str] | None = None, timeout: int = 1800
+) -> dict[str, Any]:
+    """Run ``code`` in a new interpreter; it must print one JSON object as its last line."""
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"benchmark child failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def report(
+    name: str,
+    value: float,
+    unit: str,
+    *,
+    baseline: str | None = None,
+    baseline_value: float | None = None,
+    target: str | None = None,
+    ok: bool | None = None,
+    note: str = "",
+) -> None:
+    """Print one figure (and its ratio against a baseline measured in the same run)."""
+    row = {
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "baseline": baseline,
+        "baseline_value": baseline_value,
+        "target": target,
+        "ok": ok,
+        "note": note,
+    }
+    if baseline_value:
+        row["ratio"] = baseline_value / value if value else float("inf")
+    RESULTS.append(row)
+    line = f"  {name:<58} {value:>12.4g} {unit}"
+    if baseline_value is not None:
+        line += f"   {baseline}: {baseline_value:.4g} {unit} -> {row['ratio']:.1f}x"
+    if target:
+        line += f"   [target {target}: {'met' if ok else 'NOT met'}]"
+    if note:
+        line += f"   ({note})"
+    print(line, flush=True)

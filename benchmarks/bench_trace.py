@@ -1,0 +1,283 @@
+"""Trace core figures: decoder choice, load+validate vs jsonschema, critical path vs networkx
+(and linearity), peak memory of a 1,000,000-event analysis vs its Arrow events table.
+
+    python benchmarks/bench_trace.py            # full size (1,000,000 events; several minutes)
+    python benchmarks/bench_trace.py --quick    # 100,000 events
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+
+from _common import best_of, cached_trace_file, in_fresh_process, report
+
+
+def bench_decoder(n: int) -> None:
+    """msgspec (chosen) vs pydantic v2 decoding the same typed model from the same bytes."""
+    from typing import Any, Literal
+
+    import msgspec
+    import pydantic
+
+    from orchestrace.trace.model import Trace
+
+    path = cached_trace_file(f"decoder-{n}.json", 200, n, 2)
+    data = path.read_bytes()
+    etype = Literal[
+        "orchestrator_decision",
+        "spawn",
+        "despawn",
+        "message",
+        "tool_call",
+        "tool_result",
+        "return",
+        "aggregate",
+        "human_intervention",
+        "safety_event",
+        "llm_call",
+    ]
+
+    class PEvent(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+        id: str = pydantic.Field(min_length=1)
+        t: float = pydantic.Field(ge=0)
+        type: etype
+        agent: str = pydantic.Field(min_length=1)
+        dur: float = pydantic.Field(0.0, ge=0)
+        role: str | None = None
+        from_: str | None = pydantic.Field(None, alias="from")
+        to: str | None = None
+        tool: str | None = None
+        decision: Literal["spawn", "delegate", "communicate", "aggregate", "stop"] | None = None
+        step: int | None = pydantic.Field(None, ge=0)
+        content: str | None = None
+        content_ref: str | None = None
+        trusted: bool | None = None
+        tokens_in: int = pydantic.Field(0, ge=0)
+        tokens_out: int = pydantic.Field(0, ge=0)
+        cost: float = pydantic.Field(0.0, ge=0)
+        error: str | None = None
+        attrs: dict[str, Any] | None = None
+
+    class PEdge(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+        src: str = pydantic.Field(min_length=1)
+        dst: str = pydantic.Field(min_length=1)
+        type: Literal[
+            "temporal",
+            "causal",
+            "spawn",
+            "message",
+            "tool_dependency",
+            "return",
+            "aggregate",
+            "safety_flow",
+        ]
+
+    class PTrace(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+        trace_id: str
+        task_id: str
+        events: tuple[PEvent, ...]
+        edges: tuple[PEdge, ...] = ()
+        rewards: dict[str, float] = {}
+        costs: dict[str, float] = {}
+        system: str | None = None
+        topology: str | None = None
+        metrics: dict[str, float] = {}
+        schema_version: str = "1.0"
+        meta: dict[str, Any] = {}
+
+    dec = msgspec.json.Decoder(Trace)
+    t_ms, tr = best_of(lambda: dec.decode(data), 3)
+    t_pd, ptr = best_of(lambda: PTrace.model_validate_json(data), 2)
+    assert len(ptr.events) == len(tr.events) == n
+    report(
+        f"decode {n:,} events (msgspec, chosen)",
+        t_ms,
+        "s",
+        baseline="pydantic v2",
+        baseline_value=t_pd,
+    )
+
+
+def bench_load_validate(n: int, *, with_jsonschema: bool = True) -> None:
+    """orchestrace load + check_trace vs jsonschema on the same survey-schema file."""
+    path = cached_trace_file(
+        f"upstream-{n}.json", 1000 if n >= 100_000 else 100, n, 3, fmt="upstream", llm_events=False
+    )
+    ours_code = textwrap.dedent(f"""
+        import json, time
+        t0 = time.perf_counter()
+        from orchestrace.io import load
+        tr = load({str(path)!r})          # decode + check_trace (raises on any error)
+        print(json.dumps({{"s": time.perf_counter() - t0, "n": tr.n_events}}))
+    """)
+    tuned = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    runs = [in_fresh_process(ours_code, env=tuned) for _ in range(3)]
+    ours = min(r["s"] for r in runs)
+    plain = min(in_fresh_process(ours_code)["s"] for _ in range(2))
+    cli = in_fresh_process(
+        textwrap.dedent(f"""
+        import json, subprocess, time
+        t0 = time.perf_counter()
+        r = subprocess.run(["orchestrace", "validate", {str(path)!r}], capture_output=True)
+        assert r.returncode == 0, r.stdout
+        print(json.dumps({{"s": time.perf_counter() - t0}}))
+    """)
+    )["s"]
+    if with_jsonschema:
+        schema = _reference_schema()
+        base = in_fresh_process(
+            textwrap.dedent(f"""
+            import json, time, jsonschema
+            schema = json.loads({json.dumps(schema)!r})
+            t0 = time.perf_counter()
+            doc = json.load(open({str(path)!r}))
+            jsonschema.Draft202012Validator(schema).validate(doc)
+            print(json.dumps({{"s": time.perf_counter() - t0}}))
+        """),
+            timeout=3600,
+        )["s"]
+    else:
+        base = None
+    report(
+        f"load+validate {n:,} events (one core, fresh process)",
+        ours,
+        "s",
+        baseline="jsonschema" if base else None,
+        baseline_value=base,
+        target="<2 s and >=20x" if n >= 1_000_000 else ">=20x",
+        ok=(base is None or base / ours >= 20) and (n < 1_000_000 or ours < 2.0),
+        note=f"without THP malloc {plain:.2f} s; `orchestrace validate` CLI {cli:.2f} s",
+    )
+
+
+def _reference_schema() -> dict:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import reference_dir
+
+    ref = reference_dir()
+    if ref is None:
+        raise SystemExit("the public schema (../shared/reference/trace_schema.json) is needed")
+    return json.loads((ref / "trace_schema.json").read_text())
+
+
+def bench_critical_path(n: int) -> None:
+    """TraceGraph (compile + DP) vs networkx (build + dag_longest_path) on a loaded trace."""
+    import networkx as nx
+
+    from orchestrace import load
+    from orchestrace.trace.graph import TraceGraph
+
+    times = {}
+    for size in (n // 10, n):
+        tr = load(
+            cached_trace_file(f"native-{size}.json", 1000 if size >= 100_000 else 100, size, 3)
+        )
+        t, cp = best_of(lambda tr=tr: TraceGraph.from_trace(tr).critical_path(), 3)
+        times[size] = t
+
+    def with_networkx():
+        g = nx.DiGraph()
+        dur = {e.id: e.dur for e in tr.events}
+        g.add_nodes_from(dur)
+        g.add_weighted_edges_from(
+            (e.src, e.dst, dur[e.src])
+            for e in tr.edges
+            if e.type not in ("temporal", "safety_flow")
+        )
+        g.add_weighted_edges_from((k, "__sink__", d) for k, d in dur.items())
+        path = nx.dag_longest_path(g)
+        return nx.path_weight(g, path, "weight")
+
+    t_nx, length = best_of(with_networkx, 1)
+    assert abs(length - cp.length) < 1e-6 * max(1.0, length), (length, cp.length)
+    report(
+        f"critical path {n:,} events (compile + longest path)",
+        times[n],
+        "s",
+        baseline="networkx",
+        baseline_value=t_nx,
+        target=">=5x",
+        ok=t_nx / times[n] >= 5,
+    )
+    growth = times[n] / times[n // 10]
+    report(
+        f"critical path time ratio {n:,} / {n // 10:,} events",
+        growth,
+        "x",
+        target="<=12x",
+        ok=growth <= 12,
+    )
+
+
+def bench_memory(n: int) -> None:
+    """Peak memory of analysing a Parquet trace vs its events table in memory."""
+    from orchestrace import dump, load
+
+    pq_path = cached_trace_file(f"native-{n}.json", 1000 if n >= 100_000 else 100, n, 3)
+    ds = pq_path.with_suffix(".parquet")
+    if not ds.exists():
+        dump(load(pq_path), ds)
+    code = textwrap.dedent(f"""
+        import json, resource
+        import pyarrow.parquet as pq
+        from orchestrace.io import read_graph
+        from orchestrace.trace.analyze import summarize
+        from orchestrace.trace.check import check_graph
+        def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096
+        base = rss()
+        g, head = read_graph({str(ds)!r})
+        problems = check_graph(g)
+        s = summarize(g)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        assert not [p for p in problems if p.severity == "error"]
+        print(json.dumps({{"peak": peak - base, "events": s["events"]}}))
+    """)
+    table_code = textwrap.dedent(f"""
+        import json, pyarrow.parquet as pq
+        t = pq.read_table({str(ds / "events.parquet")!r})
+        print(json.dumps({{"nbytes": t.nbytes}}))
+    """)
+    json_code = textwrap.dedent(f"""
+        import json, resource
+        from orchestrace import load
+        from orchestrace.trace.analyze import summarize
+        def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096
+        base = rss()
+        s = summarize(load({str(pq_path)!r}))
+        print(json.dumps({{"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base}}))
+    """)
+    peak = in_fresh_process(code)["peak"]
+    table = in_fresh_process(table_code)["nbytes"]
+    json_peak = in_fresh_process(json_code)["peak"]
+    report(
+        f"peak memory, analyze {n:,}-event Parquet trace",
+        peak / 2**20,
+        "MiB",
+        target="<=2x events table",
+        ok=peak <= 2 * table,
+        note=f"events table {table / 2**20:.0f} MiB -> {peak / table:.2f}x; "
+        f"JSON path (event objects) {json_peak / 2**20:.0f} MiB = {json_peak / table:.1f}x",
+    )
+
+
+def main(quick: bool = False) -> None:
+    n = 100_000 if quick else 1_000_000
+    print(f"trace core ({n:,} events)")
+    bench_decoder(n // 5)
+    bench_load_validate(n)
+    bench_critical_path(n)
+    bench_memory(n)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    main(ap.parse_args().quick)
