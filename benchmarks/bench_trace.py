@@ -226,17 +226,20 @@ def bench_memory(n: int) -> None:
     if not ds.exists():
         dump(load(pq_path), ds)
     code = textwrap.dedent(f"""
-        import json, resource
+        import json
         import pyarrow.parquet as pq
         from orchestrace.io import read_graph
         from orchestrace.trace.analyze import summarize
         from orchestrace.trace.check import check_graph
-        def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096
-        base = rss()
+        def status(key):  # VmHWM resets at exec, unlike ru_maxrss, which a child inherits
+            for line in open('/proc/self/status'):
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        base = status("VmRSS")
         g, head = read_graph({str(ds)!r})
         problems = check_graph(g)
         s = summarize(g)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak = status("VmHWM")
         assert not [p for p in problems if p.severity == "error"]
         print(json.dumps({{"peak": peak - base, "events": s["events"]}}))
     """)
@@ -246,13 +249,16 @@ def bench_memory(n: int) -> None:
         print(json.dumps({{"nbytes": t.nbytes}}))
     """)
     json_code = textwrap.dedent(f"""
-        import json, resource
+        import json
         from orchestrace import load
         from orchestrace.trace.analyze import summarize
-        def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096
-        base = rss()
+        def status(key):
+            for line in open('/proc/self/status'):
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        base = status("VmRSS")
         s = summarize(load({str(pq_path)!r}))
-        print(json.dumps({{"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base}}))
+        print(json.dumps({{"peak": status("VmHWM") - base}}))
     """)
     peak = in_fresh_process(code)["peak"]
     table = in_fresh_process(table_code)["nbytes"]

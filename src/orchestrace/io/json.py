@@ -19,7 +19,7 @@ import msgspec
 
 from orchestrace.errors import Problem, TraceValidationError
 from orchestrace.io._common import PathLike, atomic_write, format_error, read_bytes
-from orchestrace.io.upstream import decode_upstream_fast, from_upstream, looks_upstream
+from orchestrace.io.upstream import from_upstream, looks_upstream, restore_markers
 from orchestrace.trace.check import check_structure, check_trace
 from orchestrace.trace.model import Trace
 
@@ -61,7 +61,8 @@ def parse(
     """
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    # 1. the native decoder (also takes survey-schema files whose events have only known fields)
+    # 1. the typed decoder: native files, and survey-schema files (ours included) whose events
+    #    carry only known fields
     try:
         trace = _DECODER.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -69,16 +70,14 @@ def parse(
     except RecursionError as err:
         raise format_error(source, data, err) from None
     else:
-        if upstream is not False or b'"schema_version"' in data:
+        native = data.rfind(b'"schema_version"') >= 0
+        if upstream is not False or native:
             trace._mark_decoded()
+            if not native:
+                trace = restore_markers(trace)
             problems = check_trace(trace, partial=partial) if check else []
             return trace, [p.at(source) for p in problems]
-    # 2. typed decode of an exported survey-schema file (with its x_orchestrace markers)
-    if upstream is not False:
-        fast = decode_upstream_fast(data, partial=partial, check=check)
-        if fast is not None:
-            return fast[0], [p.at(source) for p in fast[1]]
-    # 3. field-by-field, reporting every problem
+    # 2. field by field, reporting every problem
     try:
         obj = msgspec.json.decode(data)
     except (msgspec.DecodeError, RecursionError) as err:

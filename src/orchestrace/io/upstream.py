@@ -8,10 +8,12 @@ top level do not. The mapping is lossless both ways:
   native field of the right type (``dur``, ``tokens_in``...) become that field, any other extra
   property is kept in ``attrs``.
 * **Export**: native-only event fields are written as extra event properties; ``attrs`` keys are
-  flattened into the event (those that would collide with a defined name stay under ``attrs``);
-  ``llm_call`` events are exported as ``tool_call`` with ``x_orchestrace_type``; trace-level
-  native data (``meta``, a native-only topology) goes into the first event's
-  ``x_orchestrace_trace`` property, so the file validates and imports back unchanged.
+  flattened into the event (keys that would collide with a defined name stay under ``attrs``).
+  What the survey schema cannot say is kept under reserved ``attrs`` keys: an ``llm_call`` event
+  is exported as a ``tool_call`` with ``attrs.x_orchestrace_type``, and trace-level native data
+  (``meta``, a native-only topology) rides in the first event's ``attrs.x_orchestrace_trace``.
+  The file validates under the survey schema and imports back unchanged; since every exported
+  event has only native fields, it decodes on the fast typed path.
 
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
@@ -19,7 +21,7 @@ Example:
     >>> _ = b.llm("w", tokens_in=5, dur=1.0)
     >>> tr = b.build()
     >>> doc = to_upstream(tr)
-    >>> doc["topology"], doc["events"][0]["type"], doc["events"][0]["x_orchestrace_type"]
+    >>> doc["topology"], doc["events"][0]["type"], doc["events"][0]["attrs"]["x_orchestrace_type"]
     ('mixed', 'tool_call', 'llm_call')
     >>> back, problems = from_upstream(doc)
     >>> problems, back == tr
@@ -28,20 +30,13 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from orchestrace.errors import Problem, TraceError, TraceValidationError
-from orchestrace.trace.check import check_structure, check_trace
-from orchestrace.trace.model import (
-    SCHEMA_VERSION,
-    Edge,
-    Event,
-    EventTypeName,
-    NonEmptyStr,
-    Trace,
-)
+from orchestrace.trace.check import check_structure
+from orchestrace.trace.model import Event, EventType, Topology, Trace
 
 __all__ = [
     "UPSTREAM_EDGE_TYPES",
@@ -49,6 +44,7 @@ __all__ = [
     "UPSTREAM_TOPOLOGIES",
     "from_upstream",
     "looks_upstream",
+    "restore_markers",
     "to_upstream",
 ]
 
@@ -91,136 +87,25 @@ UPSTREAM_TOPOLOGIES = frozenset(
     }
 )
 _UPSTREAM_EVENT_FIELDS = (
-    "id",
-    "t",
-    "type",
-    "agent",
-    "role",
-    "from",
-    "to",
-    "tool",
-    "content_ref",
-    "trusted",
-)
+    "id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted",
+)  # fmt: skip
 _NATIVE_EXTRA_FIELDS = (
-    "dur",
-    "decision",
-    "step",
-    "content",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-    "error",
-)
-_TYPE_KEY = "x_orchestrace_type"
-_TRACE_KEY = "x_orchestrace_trace"
+    "dur", "decision", "step", "content", "tokens_in", "tokens_out", "cost", "error",
+)  # fmt: skip
+TYPE_KEY = "x_orchestrace_type"
+TRACE_KEY = "x_orchestrace_trace"
 _TOP_FIELDS = (
-    "trace_id",
-    "task_id",
-    "system",
-    "topology",
-    "events",
-    "edges",
-    "rewards",
-    "costs",
-    "metrics",
-)
+    "trace_id", "task_id", "system", "topology", "events", "edges", "rewards", "costs", "metrics",
+)  # fmt: skip
 _RESERVED = (
     frozenset(_UPSTREAM_EVENT_FIELDS)
     | frozenset(_NATIVE_EXTRA_FIELDS)
-    | {"attrs", _TYPE_KEY, _TRACE_KEY}
+    | {"attrs", TYPE_KEY, TRACE_KEY}
 )
 _EXPORT_TYPE = {"llm_call": "tool_call"}
 _EXPORT_TOPOLOGY = {"critic_loop": "mixed"}
-_ENC = msgspec.json.Encoder()
-
-
-class _UpEvent(Event, forbid_unknown_fields=True, gc=False, frozen=True, omit_defaults=True):
-    """An exported event: native fields plus the export markers."""
-
-    x_orchestrace_type: EventTypeName | None = None
-    x_orchestrace_trace: dict[str, Any] | None = None
-
-
-class _UpTrace(msgspec.Struct, forbid_unknown_fields=True):
-    trace_id: NonEmptyStr
-    task_id: NonEmptyStr
-    events: list[_UpEvent]
-    edges: tuple[Edge, ...]
-    rewards: dict[str, float]
-    costs: dict[str, float]
-    system: str | None = None
-    topology: (
-        Literal[
-            "centralized",
-            "planner_executor_critic",
-            "debate",
-            "swarm",
-            "hierarchical",
-            "harness",
-            "mixed",
-            "unknown",
-        ]
-        | None
-    ) = None
-    metrics: dict[str, float] = {}
-
-
-_UP_DECODER = msgspec.json.Decoder(_UpTrace)
-_N_EVENT_FIELDS = len(msgspec.structs.fields(Event))
-_EVENT: Any = Event
-
-
-def decode_upstream_fast(
-    data: Any, *, partial: bool = False, check: bool = True
-) -> tuple[Trace, list[Problem]] | None:
-    """Typed decode of a survey-schema file whose events carry only known fields.
-
-    Returns ``None`` when the file needs the general (field-by-field) import.
-    """
-    try:
-        up = _UP_DECODER.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        return None
-    astuple = msgspec.structs.astuple
-    n = _N_EVENT_FIELDS
-    events: list[Event] = []
-    extra: dict[str, Any] = {}
-    for e in up.events:
-        fields = astuple(e)
-        if fields[n] is not None or fields[n + 1] is not None:
-            if fields[n + 1] is not None and not events:
-                extra = fields[n + 1]
-            vals = list(fields[:n])
-            if fields[n] is not None:
-                vals[2] = fields[n]
-            events.append(_EVENT(*vals))
-        else:
-            events.append(_EVENT(*fields[:n]))
-    topology: Any = extra.get("topology") if isinstance(extra.get("topology"), str) else up.topology
-    meta: dict[str, Any] = extra["meta"] if isinstance(extra.get("meta"), dict) else {}
-    trace = Trace(
-        trace_id=up.trace_id,
-        task_id=up.task_id,
-        events=tuple(events),
-        edges=up.edges,
-        rewards=up.rewards,
-        costs=up.costs,
-        system=up.system,
-        topology=topology,
-        metrics=up.metrics,
-        schema_version=SCHEMA_VERSION,
-        meta=meta,
-    )
-    if topology is not None and topology != up.topology:
-        try:
-            msgspec.convert(
-                {"trace_id": "x", "task_id": "x", "events": [], "topology": topology}, Trace
-            )
-        except msgspec.ValidationError:
-            return None
-    trace._mark_decoded()
-    return trace, (check_trace(trace, partial=partial) if check else [])
+_NATIVE_TYPES = frozenset(t.value for t in EventType)
+_NATIVE_TOPOLOGIES = frozenset(t.value for t in Topology)
 
 
 def looks_upstream(obj: Any) -> bool:
@@ -237,7 +122,47 @@ def _fits(name: str, value: Any) -> bool:
     return True
 
 
-def _import_event(ev: Any, index: int, problems: list[Problem], trace_extra: dict[str, Any]) -> Any:
+def restore_markers(trace: Trace) -> Trace:
+    """Undo the export markers (``attrs.x_orchestrace_type`` / ``x_orchestrace_trace``).
+
+    Events whose ``attrs`` hold no marker are left as they are (the same objects).
+    """
+    events = trace.events
+    changes: dict[int, Event] = {}
+    extra: dict[str, Any] = {}
+    for i, e in enumerate(events):
+        attrs = e.attrs
+        if not attrs or (TYPE_KEY not in attrs and TRACE_KEY not in attrs):
+            continue
+        rest = dict(attrs)
+        new_type = rest.pop(TYPE_KEY, None)
+        trace_extra = rest.pop(TRACE_KEY, None)
+        if i == 0 and isinstance(trace_extra, dict):
+            extra = trace_extra
+        elif trace_extra is not None:
+            rest[TRACE_KEY] = trace_extra
+        if new_type is not None and new_type not in _NATIVE_TYPES:
+            rest[TYPE_KEY] = new_type  # not ours: keep it
+            new_type = None
+        changes[i] = msgspec.structs.replace(e, type=new_type or e.type, attrs=rest or None)
+    if not changes:
+        return trace
+    new_events = list(events)
+    for i, e in changes.items():
+        new_events[i] = e
+    updates: dict[str, Any] = {"events": tuple(new_events)}
+    topology = extra.get("topology")
+    if isinstance(topology, str) and topology in _NATIVE_TOPOLOGIES:
+        updates["topology"] = topology
+    if isinstance(extra.get("meta"), dict):
+        updates["meta"] = extra["meta"]
+    out = trace.replace(**updates)
+    if trace.decoded:
+        out._mark_decoded()
+    return out
+
+
+def _import_event(ev: Any) -> Any:
     if not isinstance(ev, dict):
         return ev  # reported by the structural check
     out: dict[str, Any] = {}
@@ -245,10 +170,6 @@ def _import_event(ev: Any, index: int, problems: list[Problem], trace_extra: dic
     for key, value in ev.items():
         if key in _UPSTREAM_EVENT_FIELDS:
             out[key] = value
-        elif key == _TYPE_KEY:
-            out["type"] = value
-        elif key == _TRACE_KEY and index == 0 and isinstance(value, dict):
-            trace_extra.update(value)
         elif key == "attrs" and isinstance(value, dict):
             attrs.update(value)
         elif key in _NATIVE_EXTRA_FIELDS and _fits(key, value):
@@ -263,7 +184,12 @@ def _import_event(ev: Any, index: int, problems: list[Problem], trace_extra: dic
 def from_upstream(
     obj: Any, *, partial: bool = False, semantic: bool = True
 ) -> tuple[Trace | None, list[Problem]]:
-    """Import a decoded survey-schema trace (``semantic``: also run ``check_trace``).
+    """Import a decoded survey-schema trace, field by field.
+
+    Args:
+        obj: The decoded JSON object.
+        partial: Accept a truncated recording (see ``check_trace``).
+        semantic: Also run ``check_trace`` on what was imported.
 
     Returns:
         ``(trace, problems)``: the native trace (``None`` when the top level is unusable) and
@@ -272,33 +198,23 @@ def from_upstream(
     if not isinstance(obj, dict):
         return check_structure(obj, semantic=semantic)
     problems: list[Problem] = []
-    extra_top = [k for k in obj if k not in _TOP_FIELDS]
-    for key in extra_top:
-        problems.append(
-            Problem(
-                "unknown-field",
-                f"unknown top-level field `{key}`",
-                "the survey schema allows no other top-level fields; remove it",
-                path="$",
-                severity="warning",
+    for key in obj:
+        if key not in _TOP_FIELDS:
+            problems.append(
+                Problem(
+                    "unknown-field",
+                    f"unknown top-level field `{key}`",
+                    "the survey schema allows no other top-level fields; remove it",
+                    path="$",
+                    severity="warning",
+                )
             )
-        )
-    trace_extra: dict[str, Any] = {}
-    events = obj.get("events")
     native: dict[str, Any] = {k: v for k, v in obj.items() if k in _TOP_FIELDS}
-    if isinstance(events, list):
-        native["events"] = [
-            _import_event(e, i, problems, trace_extra) for i, e in enumerate(events)
-        ]
-    native.setdefault("rewards", {})
-    native.setdefault("costs", {})
-    native["schema_version"] = SCHEMA_VERSION
-    if isinstance(trace_extra.get("topology"), str):
-        native["topology"] = trace_extra["topology"]
-    if isinstance(trace_extra.get("meta"), dict):
-        native["meta"] = trace_extra["meta"]
+    if isinstance(obj.get("events"), list):
+        native["events"] = [_import_event(e) for e in obj["events"]]
     for key in ("rewards", "costs"):
         if key not in obj:
+            native[key] = {}
             problems.append(
                 Problem(
                     "missing-field",
@@ -308,7 +224,13 @@ def from_upstream(
                     severity="warning",
                 )
             )
-    trace, found = check_structure(native, partial=partial, semantic=semantic)
+    trace, found = check_structure(native, partial=partial, semantic=False)
+    if trace is not None:
+        trace = restore_markers(trace)
+        if semantic and not any(p.severity == "error" for p in found):
+            from orchestrace.trace.check import check_trace
+
+            found += check_trace(trace, partial=partial)
     problems.extend(found)
     problems.sort(key=lambda p: p.severity != "error")
     return trace, problems
@@ -341,11 +263,11 @@ def to_upstream(trace: Trace) -> dict[str, Any]:
     for e in trace.events:
         d: dict[str, Any] = msgspec.to_builtins(e)
         attrs = d.pop("attrs", None) or {}
+        kept: dict[str, Any] = {}
         etype = d["type"]
         if etype not in UPSTREAM_EVENT_TYPES:
             d["type"] = _EXPORT_TYPE.get(etype, "safety_event")
-            d[_TYPE_KEY] = etype
-        kept: dict[str, Any] = {}
+            kept[TYPE_KEY] = etype
         for key, value in attrs.items():
             if key in _RESERVED or key in d:
                 kept[key] = value
@@ -362,7 +284,7 @@ def to_upstream(trace: Trace) -> dict[str, Any]:
     if trace.meta:
         extra["meta"] = msgspec.to_builtins(trace.meta)
     if extra:
-        events[0][_TRACE_KEY] = extra
+        events[0].setdefault("attrs", {})[TRACE_KEY] = extra
     costs = dict(trace.costs)
     if "tokens" not in costs or "wall_clock_s" not in costs:
         from orchestrace.trace.build import default_costs
