@@ -2,6 +2,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -170,7 +171,10 @@ def test_console_script_and_module(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     r = subprocess.run(
-        ["orchestrace", "validate", str(p)], capture_output=True, text=True, check=False
+        [str(Path(sys.executable).parent / "orchestrace"), "validate", str(p)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert r.returncode == 0 and re.search(r"ok \(200 events, \d+ edges\)\n$", r.stdout), r.stdout
 

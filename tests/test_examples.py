@@ -1,0 +1,22 @@
+"""Every example runs."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs(path, tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
