@@ -179,9 +179,10 @@ def test_console_script_and_module(tmp_path):
     assert r.returncode == 0 and re.search(r"ok \(200 events, \d+ edges\)\n$", r.stdout), r.stdout
 
 
-def test_demo(capsys):
-    code, out, _ = run(capsys, "demo", "--agents", "8", "--steps", "100")
-    assert code == 0 and "critical steps" in out
+def test_demo(capsys, tmp_path):
+    code, out, _ = run(capsys, "demo", "--agents", "8", "-o", str(tmp_path / "demo.jsonl"))
+    assert code == 0 and "critical steps" in out and "swarm" in out
+    assert (tmp_path / "demo.jsonl").exists()
 
 
 def test_usage_errors_exit_2(capsys):
@@ -189,3 +190,44 @@ def test_usage_errors_exit_2(capsys):
         main(["analyze"])
     assert e.value.code == 2
     assert main([]) == 2
+
+
+def test_run_and_replay_commands(tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    code, text, _ = run(
+        capsys,
+        "run",
+        "debate",
+        "--task",
+        "arith",
+        "--agents",
+        "3",
+        "-o",
+        str(out),
+        "-O",
+        "rounds=1",
+        "--no-progress",
+    )
+    assert code == 0 and "backend calls" in text and "critical steps" in text
+    code, text, _ = run(capsys, "replay", str(out))
+    assert code == 0 and "identical trace" in text
+    first_msg = next(e.id for e in load(out).events if e.type == "message")
+    code, text, _ = run(
+        capsys, "replay", str(out), "--drop-message", first_msg, "-o", str(tmp_path / "f.json")
+    )
+    assert code == 0 and "fork with DropMessage" in text and "backend call(s)" in text
+    code, text, _ = run(capsys, "run", "swarm", "--json", "--agents", "2", "--no-progress")
+    assert code == 0 and json.loads(text)["events"] > 0
+
+
+def test_run_bad_input_is_a_clear_error(capsys):
+    for args, msg in (
+        (["run", "mesh"], "unknown topology 'mesh'"),
+        (["run", "swarm", "--task", "chess"], "unknown task 'chess'"),
+        (["run", "swarm", "-O", "rounds"], "--option takes KEY=VALUE"),
+        (["run", "swarm", "--agents", "0"], "agents must be >= 1"),
+        (["run", "swarm", "--backend", "hf"], "needs --model"),
+        (["replay", "nope.jsonl"], "no such file"),
+    ):
+        code, _, err = run(capsys, *args)
+        assert code == 1 and msg in err and "Traceback" not in err

@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "analyze": "orchestrace.cli.analyze",
     "generate": "orchestrace.cli.generate",
     "convert": "orchestrace.cli.convert",
+    "run": "orchestrace.cli.run",
+    "replay": "orchestrace.cli.replay",
 }
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for

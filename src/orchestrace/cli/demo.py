@@ -1,6 +1,7 @@
 """``orchestrace demo``: the main job on embedded defaults (no network, no GPU, no key).
 
-Generates a sample hierarchical trace, writes it, validates it and prints its analysis.
+Runs a parallel swarm on the simulated backend, streams its trace to a JSONL file, validates it
+and prints its analysis.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.cli.analyze import _text
-from orchestrace.io import dump, load
+from orchestrace.cli.run import result_lines
+from orchestrace.io import load
+from orchestrace.runtime import run
 from orchestrace.trace.analyze import summarize
-from orchestrace.trace.generate import generate_trace
 
 
 def add_parser(sub: Any) -> None:
@@ -21,22 +23,29 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
         help="run the main job on embedded defaults and print the analysis",
-        description="Generate a sample trace, save it, validate it and analyse it.",
+        description="Run a 64-worker swarm on the wide-search task (5 documents "
+        "per worker) with the simulated backend, save and validate its trace, "
+        "print the analysis.",
     )
     p.add_argument("-o", "--output", help="where to write the trace (default: a temp dir)")
     p.add_argument("--agents", type=int, default=64)
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--depth", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_cmd)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Generate, save, reload (validated) and analyse a trace."""
-    out = Path(args.output) if args.output else Path(tempfile.mkdtemp()) / "demo.jsonl"
-    trace = generate_trace(args.agents, args.steps, args.depth, args.seed)
-    dump(trace, out)
-    back = load(out)
-    print(f"wrote and validated {out}")
+def run_cmd(args: argparse.Namespace) -> int:
+    """Run, validate, analyse."""
+    out = Path(args.output) if args.output else Path(tempfile.mkdtemp()) / "swarm.jsonl"
+    res = run(
+        "swarm",
+        "wide-search-v0",
+        agents=args.agents,
+        seed=args.seed,
+        task_size=5 * args.agents,
+        output=out,
+        gossip=0.2,
+    )
+    back = load(out)  # validated on load
+    print("\n".join(result_lines(res, str(out))))
     print(_text(back.trace_id, summarize(back), 8))
     return 0

@@ -1,0 +1,152 @@
+"""``orchestrace run TOPOLOGY --task NAME``: run a topology, stream the trace, print the analysis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from orchestrace.errors import ConfigError
+from orchestrace.runtime import TASKS, TOPOLOGIES, RunConfig, run
+from orchestrace.runtime.backends import BACKENDS
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "run",
+        help="run a topology on a task and record its trace",
+        description="Run one orchestration. The trace streams to the output file as it is "
+        "recorded (crash-safe JSONL); the analysis is printed at the end.",
+    )
+    p.add_argument("topology", help=f"one of: {', '.join(sorted(TOPOLOGIES))}")
+    p.add_argument("--task", default="arith-mapreduce-v0", help=f"one of: {', '.join(TASKS)}")
+    add_run_options(p)
+    p.add_argument("-o", "--output", help="trace file (.jsonl streams as it runs)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_cmd)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by the commands that run orchestrations."""
+    p.add_argument("--agents", "-k", type=int, default=8, help="team size (workers)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulator and policies")
+    p.add_argument("--task-seed", type=int, help="seed of the task instance (default: --seed)")
+    p.add_argument("--task-size", type=int, help="size of the task instance")
+    p.add_argument("--backend", default="sim", choices=BACKENDS, help="LLM backend")
+    p.add_argument("--model", help="openai: model name; hf: model directory or hub id")
+    p.add_argument("--base-url", help="openai: server URL ending in /v1 (or env)")
+    p.add_argument("--timeout", type=float, default=60.0, help="openai: seconds per request")
+    p.add_argument("--retries", type=int, default=3, help="openai: retries per request")
+    p.add_argument("--concurrency", type=int, default=16, help="openai: requests in flight")
+    p.add_argument("--max-steps", type=int, default=100_000, help="budget: agent steps")
+    p.add_argument("--max-agents", type=int, default=1000, help="budget: agents")
+    p.add_argument("--max-depth", type=int, default=8, help="budget: spawn depth")
+    p.add_argument("--max-tokens", type=int, default=100_000_000, help="budget: tokens")
+    p.add_argument("--max-wall", type=float, help="budget: seconds (virtual on sim)")
+    p.add_argument("--on-error", choices=["continue", "stop"], default="continue")
+    p.add_argument("--tool-failure-rate", type=float, default=0.0, help="inject tool failures")
+    p.add_argument(
+        "--option",
+        "-O",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topology option, e.g. rounds=3, gossip=0.2, chunks=4 (repeatable)",
+    )
+
+
+def _options(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option takes KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def config_from(args: argparse.Namespace) -> RunConfig:
+    """The run configuration the options describe."""
+    return RunConfig(
+        agents=args.agents,
+        seed=args.seed,
+        max_agents=args.max_agents,
+        max_depth=args.max_depth,
+        max_steps=args.max_steps,
+        max_tokens=args.max_tokens,
+        max_wall_s=args.max_wall,
+        on_error=args.on_error,
+        tool_failure_rate=args.tool_failure_rate,
+        options=_options(args.option),
+    )
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Backend factory options from the command line."""
+    if args.backend == "openai":
+        return {
+            "base_url": args.base_url,
+            "model": args.model,
+            "timeout_s": args.timeout,
+            "retries": args.retries,
+            "concurrency": args.concurrency,
+        }
+    if args.backend == "hf":
+        if not args.model:
+            raise ConfigError("the hf backend needs --model (a local model directory)")
+        return {"model": args.model}
+    return {}
+
+
+def result_lines(res: Any, output: str | None) -> list[str]:
+    """The run's headline, before the analysis."""
+    m = res.trace.meta["result"]
+    return [
+        f"{'solved' if res.success else 'failed'}: answer {m['answer']!r} (truth {m['truth']!r}); "
+        f"stop: {m['stop_reason']}",
+        f"backend calls {res.backend_calls}, CPU {res.cpu_s:.2f} s, wall {res.wall_s:.2f} s"
+        + (f"; trace in {output}" if output else ""),
+    ]
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Run and report."""
+    from orchestrace.cli.analyze import _text
+    from orchestrace.trace.analyze import summarize
+
+    cfg = config_from(args)
+    res = run(
+        args.topology,
+        args.task,
+        config=cfg,
+        task_seed=args.task_seed,
+        task_size=args.task_size,
+        backend=args.backend,
+        backend_options=backend_options(args),
+        output=args.output,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    if args.output and not args.output.endswith(".jsonl"):
+        from orchestrace.io import dump
+
+        dump(res.trace, args.output)
+    summary = summarize(res.trace)
+    if args.json:
+        out = {
+            "success": res.success,
+            "answer": res.answer,
+            "backend_calls": res.backend_calls,
+            "cpu_s": res.cpu_s,
+            **summary,
+        }
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
+    else:
+        print("\n".join(result_lines(res, args.output)))
+        print(_text(res.trace.trace_id, summary, 8))
+    return 0

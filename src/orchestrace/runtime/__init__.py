@@ -1,0 +1,171 @@
+"""The orchestration runtime: run a topology on a task with a backend, recording the trace.
+
+Example:
+    >>> from orchestrace.runtime import run
+    >>> res = run("swarm", "arith", agents=4, seed=1)
+    >>> res.trace.topology, res.success, res.backend_calls > 0
+    ('swarm', True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrace.runtime.backends import Backend, make_backend
+from orchestrace.runtime.clock import run_real, run_virtual
+from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.core import (
+    BudgetExceeded,
+    Context,
+    Handle,
+    Message,
+    Result,
+    Runtime,
+    ToolResult,
+)
+from orchestrace.runtime.recorder import JsonlExporter, Processor, ProgressBar, Recorder
+from orchestrace.runtime.tasks import TASKS, Task, make_task
+from orchestrace.runtime.topologies import TOPOLOGIES, get_topology
+from orchestrace.trace.model import Trace
+
+__all__ = [
+    "TASKS",
+    "TOPOLOGIES",
+    "BudgetExceeded",
+    "Context",
+    "Handle",
+    "Message",
+    "Processor",
+    "Recorder",
+    "Result",
+    "RunConfig",
+    "RunResult",
+    "Runtime",
+    "ToolResult",
+    "make_task",
+    "run",
+]
+
+
+@dataclass
+class RunResult:
+    """What a run produced.
+
+    Attributes:
+        trace: The recorded trace.
+        answer: The orchestrator's final answer.
+        success: Whether the task's checker accepts it.
+        backend_calls: Calls that reached the backend (cache misses).
+        cache_hits: Calls answered from the replay cache.
+        cpu_s: Process CPU seconds the run took.
+        wall_s: Real seconds the run took.
+    """
+
+    trace: Trace
+    answer: Any
+    success: bool
+    backend_calls: int
+    cache_hits: int
+    cpu_s: float
+    wall_s: float
+
+
+def run(
+    topology: str = "swarm",
+    task: str | Task = "arith-mapreduce-v0",
+    *,
+    agents: int = 8,
+    seed: int = 0,
+    task_seed: int | None = None,
+    task_size: int | None = None,
+    backend: str | Backend = "sim",
+    backend_options: Mapping[str, Any] | None = None,
+    config: RunConfig | None = None,
+    output: str | Path | None = None,
+    progress: bool = False,
+    processors: Sequence[Processor] = (),
+    interventions: Sequence[Any] = (),
+    cache: dict[str, Any] | None = None,
+    **options: Any,
+) -> RunResult:
+    """Run ``topology`` on ``task`` and record the trace.
+
+    Args:
+        topology: One of :data:`TOPOLOGIES` (``swarm``, ``centralized``, ...).
+        task: A task id (``arith-mapreduce-v0``, ...) or instance.
+        agents: Team size hint (workers).
+        seed: Seed of the simulator and policy draws.
+        task_seed: Seed of the task instance (default: ``seed``).
+        task_size: Size of the task instance (default: the task's).
+        backend: ``sim``, ``openai``, ``hf``, or a backend object.
+        backend_options: Options for the backend factory.
+        config: Full configuration (overrides ``agents``/``seed``/``options``).
+        output: Stream the trace to this ``.jsonl`` file as it is recorded.
+        progress: Show a progress bar.
+        processors: Extra recording processors.
+        interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.replay`).
+        cache: Replay cache to answer calls from.
+        **options: :class:`RunConfig` fields (``max_steps``, ``tool_failure_rate``...) and
+            topology options (``rounds``, ``managers``, ``gossip``, ``chunks``...).
+
+    Raises:
+        ConfigError: Unknown topology, task or backend, or a bad option value.
+    """
+    spec = get_topology(topology)
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    given = {k: v for k, v in options.items() if k in fields}
+    topo_options = {k: v for k, v in options.items() if k not in fields}
+    cfg = config or RunConfig(agents=agents, seed=seed, options=topo_options, **given)
+    inst = (
+        task
+        if isinstance(task, Task)
+        else make_task(task, seed=cfg.seed if task_seed is None else task_seed, size=task_size)
+    )
+    be = (
+        backend
+        if not isinstance(backend, str)
+        else make_backend(
+            backend,
+            **({"seed": cfg.seed} if backend == "sim" else {}),
+            **dict(backend_options or {}),
+        )
+    )
+    procs = list(processors)
+    if output is not None:
+        procs.insert(0, JsonlExporter(output))
+    if progress:
+        procs.append(ProgressBar(desc=f"{spec.name}/{inst.name}", force=True))
+    rt = Runtime(
+        task=inst,
+        backend=be,
+        config=cfg,
+        recorder=Recorder(procs),
+        interventions=interventions,
+        cache=cache,
+        topology=spec.trace_topology,
+        meta={"runner": {"topology": spec.name}},
+    )
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    runner = run_virtual if be.virtual else run_real
+    trace = runner(_run_and_close(rt, be, spec.root))
+    return RunResult(
+        trace,
+        rt.answer,
+        bool(trace.metrics.get("task_success")),
+        rt.backend_calls,
+        rt.cache_hits,
+        time.process_time() - cpu0,
+        time.perf_counter() - wall0,
+    )
+
+
+async def _run_and_close(rt: Runtime, backend: Backend, root: Any) -> Trace:
+    try:
+        return await rt.run(root)
+    finally:
+        await backend.aclose()

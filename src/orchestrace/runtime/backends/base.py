@@ -1,0 +1,114 @@
+"""The backend protocol: one LLM call in (:class:`LLMRequest`), one answer out (:class:`LLMResponse`).
+
+Every backend (simulated, OpenAI-compatible server, local transformers model) implements
+``async complete(request) -> LLMResponse``. The harness renders prompts into ``messages``;
+``payload`` carries the structured form of the same request (the simulator reads it, real models
+read the messages). ``latency`` is the time the call took (virtual seconds for the simulator).
+
+Example:
+    >>> req = LLMRequest(agent="w1", role="worker", kind="solve", messages=[
+    ...     {"role": "user", "content": "2+2?"}], payload={"truth": 4})
+    >>> len(request_key(req, 0)), request_key(req, 0) == request_key(req, 0) != request_key(req, 1)
+    (32, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = ["Backend", "BackendError", "LLMRequest", "LLMResponse", "request_key"]
+
+_ENC = msgspec.json.Encoder(order="deterministic")
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One LLM call.
+
+    Attributes:
+        agent: Calling agent.
+        role: Its role (the simulator's skill and latency depend on it).
+        kind: What is asked: ``solve``, ``plan``, ``judge``, ``critique``, ``revise``, ...
+        messages: Chat messages (``{"role", "content"}``) rendered by the harness.
+        payload: Structured form of the request (JSON-serialisable).
+        max_tokens: Completion budget.
+        temperature: Sampling temperature (real backends).
+    """
+
+    agent: str
+    role: str
+    kind: str
+    messages: list[dict[str, str]]
+    payload: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int = 512
+    temperature: float = 0.0
+
+    def fingerprint(self) -> bytes:
+        """Canonical bytes of everything that determines the answer."""
+        return _ENC.encode(
+            [self.role, self.kind, self.messages, self.payload, self.max_tokens, self.temperature]
+        )
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    """One LLM answer.
+
+    Attributes:
+        text: The completion.
+        answer: The parsed answer (``None`` when the text held none).
+        tokens_in: Prompt tokens.
+        tokens_out: Completion tokens.
+        latency: Seconds the call took.
+        cost: Monetary or abstract cost.
+        model: Model name.
+        error: Set when the call failed (the text is then empty).
+    """
+
+    text: str
+    answer: Any = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency: float = 0.0
+    cost: float = 0.0
+    model: str = ""
+    error: str | None = None
+
+
+class BackendError(Exception):
+    """A backend call failed after its retries (recorded as a failed ``llm_call``)."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """An LLM backend."""
+
+    name: str
+    #: True when ``latency`` is simulated (the run uses virtual time).
+    virtual: bool
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Answer one request. Raises :class:`BackendError` when it cannot."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and models."""
+        ...
+
+
+def request_key(request: LLMRequest, occurrence: int) -> str:
+    """Replay key of a call: agent, hash of its inputs, and how often it made this call before.
+
+    Counting repeats of the same inputs (instead of a global call index) keeps the keys of
+    unchanged calls stable when a counterfactual fork changes other calls.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    h.update(request.agent.encode("utf-8", "surrogatepass"))
+    h.update(b"\x00")
+    h.update(request.fingerprint())
+    h.update(occurrence.to_bytes(8, "little"))
+    return h.hexdigest()

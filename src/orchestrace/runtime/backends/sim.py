@@ -1,0 +1,168 @@
+"""The simulated backend: a seeded model of skill, latency and tokens on virtual time.
+
+Every answer is a pure function of ``(seed, request key)``, so runs are reproducible bit for bit
+and a counterfactual fork that changes one call leaves every other call's answer intact.
+
+* **Skill**: each role has a skill (``worker`` 0.9, ``expert`` 0.97, ``novice`` 0.75, ...), varied
+  a little per agent. A ``solve`` request is answered correctly unless an error strikes, with
+  probability ``(1 - skill) * hardness`` where the task sets ``hardness`` from the part's size
+  (quadratic: big parts are disproportionately error-prone). A wrong input (a previous hop
+  answered wrongly) gives a wrong answer.
+* **Verification**: ``critique`` accepts a correct answer (and rejects a wrong one) with
+  probability ``skill``; ``judge`` picks the correct candidate with probability ``skill``;
+  ``revise`` moves towards the answers peers hold.
+* **Latency**: time to first token plus ``tokens_out / tokens_per_s``, jittered (virtual seconds).
+* **Tokens**: prompt tokens from the rendered messages (4 characters each); completion tokens
+  from a per-kind mean, jittered.
+
+Example:
+    >>> import asyncio
+    >>> from orchestrace.runtime.backends.base import LLMRequest
+    >>> sim = SimBackend(seed=0)
+    >>> req = LLMRequest("w1", "worker", "solve", [{"role": "user", "content": "2+2?"}],
+    ...                  {"truth": 4, "hardness": 0.0, "wrong": "int"})
+    >>> r = asyncio.run(sim.complete(req))
+    >>> r.answer, r.text.endswith("ANSWER: 4"), r.latency > 0
+    (4, True, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrace.errors import ConfigError
+from orchestrace.runtime.backends.base import LLMRequest, LLMResponse, request_key
+
+__all__ = ["DEFAULT_SKILLS", "SimBackend"]
+
+#: Skill per role (probability of getting a unit-size part right).
+DEFAULT_SKILLS: dict[str, float] = {
+    "orchestrator": 0.95, "manager": 0.92, "worker": 0.9, "expert": 0.97, "novice": 0.75,
+    "critic": 0.85, "judge": 0.85, "debater": 0.8, "planner": 0.9, "executor": 0.9,
+    "aggregator": 0.95,
+}  # fmt: skip
+_OUT_TOKENS = {"solve": 60, "plan": 90, "critique": 30, "judge": 25, "revise": 50, "aggregate": 40}
+
+
+@dataclass
+class SimBackend:
+    """Seeded skill/latency/token model (virtual time).
+
+    Args:
+        seed: Seed of every draw.
+        skills: Skill per role (defaults: :data:`DEFAULT_SKILLS`).
+        skill_spread: Per-agent variation of skill (uniform +- spread).
+        ttft_s: Mean time to first token (virtual seconds).
+        tokens_per_s: Generation speed.
+        latency_scale: Multiplies all latencies (0 for zero-latency benchmarks).
+        price_in: Cost per prompt token.
+        price_out: Cost per completion token.
+        fail_rate: Probability that a call fails (an injected backend fault).
+    """
+
+    seed: int = 0
+    skills: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SKILLS))
+    skill_spread: float = 0.03
+    ttft_s: float = 0.4
+    tokens_per_s: float = 60.0
+    latency_scale: float = 1.0
+    price_in: float = 0.5e-6
+    price_out: float = 2.0e-6
+    fail_rate: float = 0.0
+    name: str = "sim"
+    virtual: bool = True
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        for role, s in self.skills.items():
+            if not 0.0 <= s <= 1.0:
+                raise ConfigError(f"skill of role {role!r} must be in [0, 1], got {s}")
+        if self.latency_scale < 0 or self.tokens_per_s <= 0 or self.ttft_s < 0:
+            raise ConfigError("latency_scale and ttft_s must be >= 0 and tokens_per_s > 0")
+        if not 0.0 <= self.fail_rate <= 1.0:
+            raise ConfigError(f"fail_rate must be in [0, 1], got {self.fail_rate}")
+
+    def skill(self, agent: str, role: str) -> float:
+        """Skill of ``agent`` (its role's skill, varied per agent, in [0, 1])."""
+        base = self.skills.get(role, self.skills.get("worker", 0.9))
+        h = hashlib.blake2b(f"{self.seed}:{agent}".encode(), digest_size=8).digest()
+        jitter = (int.from_bytes(h, "little") / 2**64 * 2 - 1) * self.skill_spread
+        return min(1.0, max(0.0, base + jitter))
+
+    def _rng(self, request: LLMRequest) -> random.Random:
+        key = request_key(request, 0)
+        return random.Random(f"{self.seed}:{key}")
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Answer ``request`` (instantly; ``latency`` says how long it took in virtual time)."""
+        self.calls += 1
+        rng = self._rng(request)
+        p = request.payload
+        skill = self.skill(request.agent, request.role)
+        answer = self._answer(request.kind, p, skill, rng)
+        tokens_in = sum(len(m.get("content", "")) for m in request.messages) // 4 + 8
+        mean_out = _OUT_TOKENS.get(request.kind, 50) + 2 * int(p.get("size", 0) or 0)
+        tokens_out = max(1, min(request.max_tokens, int(mean_out * rng.lognormvariate(0, 0.3))))
+        latency = self.latency_scale * (
+            self.ttft_s * rng.uniform(0.5, 1.5) + tokens_out / self.tokens_per_s
+        )
+        cost = tokens_in * self.price_in + tokens_out * self.price_out
+        if self.fail_rate and rng.random() < self.fail_rate:
+            return LLMResponse(
+                "", None, tokens_in, 0, latency, cost, self.name, error="simulated backend failure"
+            )
+        text = f"ANSWER: {json.dumps(answer)}"
+        return LLMResponse(text, answer, tokens_in, tokens_out, round(latency, 6), cost, self.name)
+
+    @staticmethod
+    def _wrong(truth: Any, p: dict[str, Any], rng: random.Random) -> Any:
+        if p.get("wrong") == "choice" or not isinstance(truth, int | float):
+            choices = [c for c in p.get("choices") or [] if c != truth]
+            return rng.choice(choices) if choices else f"not-{truth}"
+        delta = rng.choice([-3, -2, -1, 1, 2, 3]) * rng.randint(1, 3)
+        return truth + delta
+
+    def _answer(self, kind: str, p: dict[str, Any], skill: float, rng: random.Random) -> Any:
+        truth = p.get("truth")
+        if kind == "solve":
+            if "expected_input" in p and p.get("input") != p["expected_input"]:
+                return self._wrong(truth, p, rng)
+            error = min(0.98, (1.0 - skill) * float(p.get("hardness", 1.0)))
+            return truth if rng.random() >= error else self._wrong(truth, p, rng)
+        if kind == "critique":
+            right = p.get("candidate") == truth
+            sees = rng.random() < skill
+            return "accept" if right == sees else "reject"
+        if kind == "judge":
+            cands = list(p.get("candidates") or [])
+            if not cands:
+                return None
+            good = [i for i, c in enumerate(cands) if c == truth]
+            if good and rng.random() < skill:
+                return good[0]
+            return rng.randrange(len(cands))
+        if kind == "revise":
+            own, peers = p.get("own"), list(p.get("peers") or [])
+            everyone = [own, *peers]
+            if truth in everyone and own != truth:
+                share = everyone.count(truth) / len(everyone)
+                if rng.random() < skill * (0.5 + share):
+                    return truth
+            if own == truth and peers and rng.random() < (1 - skill) * 0.5:
+                top = Counter(json.dumps(x, sort_keys=True) for x in peers).most_common(1)[0][0]
+                return json.loads(top)  # conformity: the majority of peers, right or wrong
+            return own
+        if kind == "plan":
+            return int(p.get("suggest", 4))
+        if kind == "aggregate":
+            parts = p.get("parts") or []
+            return truth if rng.random() < skill else (parts[0] if parts else None)
+        return truth
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

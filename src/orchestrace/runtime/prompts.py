@@ -1,0 +1,86 @@
+"""Prompt templates: the harness side of an LLM call, separate from the policy that decides.
+
+:func:`render` turns a request kind and its structured payload into chat messages; real models
+answer in text ending with ``ANSWER: <value>``, which :func:`parse` reads back. The simulator
+reads the payload instead, so the same topology code drives both.
+
+Example:
+    >>> msgs = render("solve", {"prompt": "What is 2+2? Reply with ANSWER: <integer>."}, "worker")
+    >>> msgs[0]["role"], msgs[-1]["content"]
+    ('system', 'What is 2+2? Reply with ANSWER: <integer>.')
+    >>> parse("I think... ANSWER: 4")
+    4
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrace.runtime.tasks.base import parse_answer
+
+__all__ = ["SYSTEM", "parse", "public", "render"]
+
+#: System prompt per role.
+SYSTEM: dict[str, str] = {
+    "orchestrator": "You coordinate a team of agents. Be brief and precise.",
+    "manager": "You lead a sub-team: split your part, then combine your workers' answers.",
+    "worker": "You solve the sub-task you are given. Show minimal work.",
+    "expert": "You are an expert solver. Be careful and exact.",
+    "novice": "You solve the sub-task you are given.",
+    "critic": "You check answers. Reply ANSWER: accept or ANSWER: reject.",
+    "judge": "You pick the best answer among candidates.",
+    "debater": "You argue for the correct answer and update when others convince you.",
+    "planner": "You plan how to split a task into independent parts.",
+    "executor": "You carry out the plan step by step.",
+    "aggregator": "You combine partial answers into the final answer.",
+}
+_HIDDEN = ("truth", "hardness", "wrong", "choices", "expected_input")
+
+
+def public(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload without the fields only the simulator may see (ground truth)."""
+    return {k: v for k, v in payload.items() if k not in _HIDDEN}
+
+
+def _fmt(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def render(kind: str, payload: dict[str, Any], role: str) -> list[dict[str, str]]:
+    """Chat messages for a request (never includes ground truth)."""
+    p = public(payload)
+    prompt = str(p.get("prompt", ""))
+    if kind == "solve":
+        if "input" in p:
+            prompt = prompt.replace("{previous}", _fmt(p["input"]))
+        user = prompt
+    elif kind == "plan":
+        user = (
+            f"{prompt}\nHow many parallel workers should split this? Reply with ANSWER: <integer>."
+        )
+    elif kind == "critique":
+        user = f"{prompt}\nProposed answer: {_fmt(p.get('candidate'))}\nIs it correct? ANSWER: accept|reject"
+    elif kind == "judge":
+        options = "\n".join(f"[{i}] {_fmt(c)}" for i, c in enumerate(p.get("candidates", [])))
+        user = f"{prompt}\nCandidates:\n{options}\nReply with ANSWER: <index of the correct one>."
+    elif kind == "revise":
+        peers = "; ".join(_fmt(x) for x in p.get("peers", []))
+        user = (
+            f"{prompt}\nYour answer: {_fmt(p.get('own'))}. Other agents answered: {peers}.\n"
+            "Give your final answer. ANSWER: <value>"
+        )
+    elif kind == "aggregate":
+        parts = "; ".join(_fmt(x) for x in p.get("parts", []))
+        user = f"{prompt}\nPartial answers: {parts}\nCombine them. ANSWER: <value>"
+    else:
+        user = prompt or json.dumps(p, sort_keys=True)
+    return [
+        {"role": "system", "content": SYSTEM.get(role, SYSTEM["worker"])},
+        {"role": "user", "content": user},
+    ]
+
+
+def parse(text: str) -> Any:
+    """The answer in a model's text (``None`` when absent)."""
+    return parse_answer(text)

@@ -1,0 +1,90 @@
+"""``multihop-v0``: follow a chain of relations through a generated knowledge table.
+
+Starting from an entity, follow ``size`` relations (``manager``, ``city``, ``mentor``...) with the
+``lookup`` tool. Each hop needs the previous hop's answer, so parts run in sequence: the task
+tests orchestration where parallelism cannot help.
+
+Example:
+    >>> t = MultiHopTask(seed=3, size=4)
+    >>> parts = t.subtasks(4)
+    >>> [p.size for p in parts], parts[-1].truth == t.answer
+    ([1, 1, 1, 1], True)
+    >>> t.tools()["lookup"]({"entity": t.start, "relation": t.relations[0]}) == parts[0].truth
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrace.runtime.tasks.base import Subtask, Task
+
+__all__ = ["MultiHopTask"]
+
+_RELATIONS = ["manager", "mentor", "sibling", "neighbor", "rival", "partner"]
+
+
+class MultiHopTask(Task):
+    """Answer ``relation_k(...relation_1(start))``."""
+
+    name = "multihop-v0"
+    wrong_kind = "choice"
+    unit = 2.0
+    parallel = False
+
+    def __init__(self, seed: int = 0, size: int = 4) -> None:
+        super().__init__(seed, size)
+        r = self.rng
+        self.entities = [f"entity_{i}" for i in range(40)]
+        self.table = {
+            (e, rel): self.entities[int(r.integers(len(self.entities)))]
+            for e in self.entities
+            for rel in _RELATIONS
+        }
+        self.start = self.entities[int(r.integers(len(self.entities)))]
+        self.relations = [_RELATIONS[int(r.integers(len(_RELATIONS)))] for _ in range(size)]
+        chain = [self.start]
+        for rel in self.relations:
+            chain.append(self.table[(chain[-1], rel)])
+        self.chain = chain
+        self.answer = chain[-1]
+        self.choices = list(self.entities)
+        path = " of the ".join(reversed(self.relations))
+        self.question = f"Who is the {path} of {self.start}? Reply with ANSWER: <entity>."
+
+    def _part(self, index: int, lo: int, hi: int) -> Subtask:
+        rels = self.relations[lo:hi]
+        path = " of the ".join(reversed(rels))
+        return Subtask(
+            index,
+            f"Using the lookup tool, find the {path} of {self.chain[lo]}. "
+            "Reply with ANSWER: <entity>.",
+            self.chain[hi],
+            len(rels),
+            {"relations": rels, "start": self.chain[lo], "lo": lo, "hi": hi},
+        )
+
+    def whole(self) -> Subtask:
+        """The task as a single part."""
+        return self._part(0, 0, self.size)
+
+    def split(self, part: Subtask, k: int) -> list[Subtask]:
+        """Split ``part`` into ``k`` contiguous parts."""
+        lo, hi = part.data["lo"], part.data["hi"]
+        b = self.bounds(hi - lo, k)
+        return [self._part(i, lo + b[i], lo + b[i + 1]) for i in range(len(b) - 1)]
+
+    def combine(self, parts: list[Any]) -> Any:
+        """Put part answers together (in part order)."""
+        return parts[-1] if parts else None
+
+    def tools(self) -> dict[str, Any]:
+        """Tools bound to this instance."""
+
+        def lookup(args: dict[str, Any]) -> str:
+            key = (str(args.get("entity", "")), str(args.get("relation", "")))
+            if key not in self.table:
+                raise ValueError(f"no entry for {key[0]!r} / {key[1]!r}")
+            return self.table[key]
+
+        return {"lookup": lookup}

@@ -1,0 +1,64 @@
+"""Debate / committee with a judge: debaters answer, exchange and revise; a judge picks.
+
+Option ``rounds`` (default 2) rounds of exchange; option ``debaters`` (default: the team size,
+at most 7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrace.runtime.core import Context
+
+__all__ = ["orchestrate"]
+
+
+async def debater(ctx: Context, others: list[str], rounds: int) -> Any:
+    """Answer, then revise after hearing the others, round by round."""
+    task = ctx.task
+    whole = task.whole()
+    r = await ctx.generate("solve", ctx.payload(whole))
+    own = r.answer
+    ctx.remember(own)
+    for k in range(rounds):
+        await ctx.broadcast(others, own, data={"round": k, "answer": own})
+        heard: list[Any] = []
+        patience = float(ctx.option("patience", 300.0))
+        while len(heard) < len(others):
+            msg = await ctx.receive(timeout=patience)
+            if msg is None:  # a peer went silent: revise with what was heard
+                break
+            if isinstance(msg.data, dict) and msg.data.get("round") == k:
+                heard.append(msg.data["answer"])
+        r = await ctx.generate(
+            "revise", {"prompt": task.question, "own": own, "peers": heard, "truth": task.answer}
+        )
+        own = r.answer
+        ctx.remember(own)
+    return own
+
+
+async def judge(ctx: Context, candidates: list[Any]) -> Any:
+    """Pick the best candidate."""
+    task = ctx.task
+    return await ctx.aggregate(
+        candidates, "judge", payload={"prompt": task.question, "truth": task.answer}
+    )
+
+
+async def orchestrate(ctx: Context) -> Any:
+    """The orchestrator."""
+    n = int(ctx.decide("n_workers", min(ctx.config.agents, int(ctx.option("debaters", 7)))))
+    n = max(2, n)
+    rounds = int(ctx.option("rounds", 2))
+    names = [f"debater{i + 1}" for i in range(n)]
+    kids = [
+        await ctx.spawn(
+            "debater", debater, name=name, others=[m for m in names if m != name], rounds=rounds
+        )
+        for name in names
+    ]
+    results = await ctx.wait(kids)
+    j = await ctx.spawn("judge", judge, candidates=[r.value for r in results], content="judge")
+    (verdict,) = await ctx.wait([j])
+    return verdict.value

@@ -1,0 +1,64 @@
+"""Parallel swarm with an aggregator agent.
+
+Workers solve in parallel and report to the aggregator (with option ``gossip``, they also tell
+a peer); the aggregator combines and returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrace.runtime.core import Context
+from orchestrace.runtime.tasks.base import Subtask
+from orchestrace.runtime.topologies.common import solve_part, worker_role
+
+__all__ = ["orchestrate"]
+
+
+async def swarm_worker(ctx: Context, part: Subtask, aggregator: str, peers: list[str]) -> Any:
+    """Solve, maybe tell a peer, report to the aggregator."""
+    value = await solve_part(ctx, part)
+    gossip = float(ctx.option("gossip", 0.0))
+    if peers and gossip > 0 and ctx.random() < gossip:
+        peer = peers[int(ctx.random() * len(peers))]
+        await ctx.send(peer, f"part {part.index} done", data={"index": part.index})
+    await ctx.send(aggregator, value, data={"index": part.index, "value": value})
+    return value
+
+
+async def aggregator(ctx: Context, n: int) -> Any:
+    """Collect ``n`` reports, combine them in part order."""
+    values: dict[int, Any] = {}
+    patience = float(ctx.option("patience", 300.0))
+    while len(values) < n:
+        msg = await ctx.receive(timeout=patience)
+        if msg is None:  # a report never came: combine what arrived
+            break
+        if isinstance(msg.data, dict) and "value" in msg.data:
+            values[int(msg.data["index"])] = msg.data["value"]
+    ordered = [values.get(i) for i in range(n)]
+    return await ctx.aggregate(ordered, str(ctx.decide("aggregate", "combine")))
+
+
+async def orchestrate(ctx: Context) -> Any:
+    """The orchestrator."""
+    task = ctx.task
+    n = int(ctx.decide("n_workers", ctx.config.agents))
+    await ctx.generate("plan", {"prompt": task.question, "suggest": n})
+    parts = task.subtasks(n)
+    agg = await ctx.spawn("aggregator", aggregator, n=len(parts), content="combine the reports")
+    names = [f"{worker_role(ctx, i)}{i + 1}" for i in range(len(parts))]
+    for i, p in enumerate(parts):
+        peers = [m for m in names if m != names[i]]
+        await ctx.spawn(
+            worker_role(ctx, i),
+            swarm_worker,
+            name=names[i],
+            part=p,
+            aggregator=agg.name,
+            peers=peers,
+            content=p.prompt,
+        )
+    (result,) = await ctx.wait([agg])
+    ctx.remember(result.value)
+    return result.value

@@ -1,0 +1,107 @@
+import pytest
+
+from orchestrace import TraceError, dumps, generate_trace
+from orchestrace.runtime import TOPOLOGIES, run
+from orchestrace.runtime.replay import (
+    DropMessage,
+    ForceDecision,
+    ForceStop,
+    ReplaceMessage,
+    cache_from_trace,
+    fork,
+    replay,
+    spawn_one_more,
+)
+
+
+@pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("task", ["arith", "search", "multihop"])
+def test_replay_reproduces_exactly(topology, task):
+    original = run(topology, task, agents=5, seed=3).trace
+    res = replay(original)
+    assert res.backend_calls == 0
+    assert dumps(res.trace) == dumps(original)
+
+
+def test_replay_of_failures_and_budget_stops():
+    original = run("swarm", "search", agents=6, seed=3, tool_failure_rate=0.3).trace
+    assert any(e.error for e in original.events)
+    assert dumps(replay(original).trace) == dumps(original)
+    stopped = run("debate", "arith", agents=4, seed=1, max_steps=9).trace
+    assert stopped.meta["result"]["stop_reason"].startswith("budget exceeded: max_steps")
+    assert dumps(replay(stopped).trace) == dumps(stopped)
+
+
+def test_drop_message_only_reruns_descendants():
+    original = run("debate", "arith", agents=5, seed=2, rounds=2).trace
+    llm_calls = sum(e.type == "llm_call" for e in original.events)
+    msgs = [e for e in original.events if e.type == "message"]
+    last_round = msgs[-1]
+    res = fork(original, [DropMessage.of(original, last_round.id)])
+    # only the receiver's final revision, and the judge after it, can change
+    assert 1 <= res.backend_calls <= 2
+    assert res.backend_calls + res.cache_hits == sum(e.type == "llm_call" for e in res.trace.events)
+    assert res.trace.n_events == original.n_events - 1
+    assert llm_calls > 10
+
+
+def test_message_nothing_consumed_changes_nothing():
+    original = run("swarm", "arith", agents=6, seed=2, gossip=1.0).trace
+    gossip = next(e for e in original.events if e.type == "message" and "done" in e.content)
+    res = fork(original, [DropMessage.of(original, gossip.id)])
+    assert res.backend_calls == 0
+    assert res.trace.meta["result"]["answer"] == original.meta["result"]["answer"]
+
+
+def test_replace_message_and_forced_decisions():
+    original = run("debate", "arith", agents=3, seed=4, rounds=1).trace
+    first = next(e for e in original.events if e.type == "message")
+    res = fork(
+        original,
+        [
+            ReplaceMessage.of(
+                original, first.id, "999", {"round": 0, "answer": 999}, replace_data=True
+            )
+        ],
+    )
+    new_msg = next(e for e in res.trace.events if e.type == "message")
+    assert new_msg.content == "999" and res.backend_calls >= 1
+    stop = fork(original, [ForceStop(step=0)])
+    assert stop.trace.meta["result"]["stop_reason"].startswith("forced stop at step 0")
+    assert stop.backend_calls == 0
+    more = fork(
+        run("centralized", "arith", agents=4, seed=4).trace, [ForceDecision("n_workers", 5)]
+    )
+    assert more.trace.metrics["agents"] == 6
+
+
+def test_spawn_one_more_uses_recorded_team_size():
+    original = run("centralized", "arith", agents=4, seed=0).trace
+    iv = spawn_one_more(original)
+    assert iv.value == 5
+    assert fork(original, [iv]).trace.metrics["agents"] == 6
+
+
+def test_bad_requests():
+    original = run("centralized", "arith", agents=2, seed=0).trace
+    with pytest.raises(TraceError, match="is a llm_call, not a message"):
+        DropMessage.of(original, "e1")
+    with pytest.raises(TraceError, match="no event 'e999'"):
+        DropMessage.of(original, "e999")
+    with pytest.raises(TraceError, match="does not say how to re-run it"):
+        replay(generate_trace(3, 20))
+    assert len(cache_from_trace(original)) == sum(e.type == "llm_call" for e in original.events)
+
+
+def test_edited_trace_does_not_replay():
+    import msgspec
+
+    original = run("centralized", "arith", agents=2, seed=0).trace
+    events = [
+        msgspec.structs.replace(e, attrs={**e.attrs, "key": "tampered"})
+        if e.type == "llm_call"
+        else e
+        for e in original.events
+    ]
+    with pytest.raises(TraceError, match="diverged"):
+        replay(original.replace(events=tuple(events)))
