@@ -332,6 +332,16 @@ class Context:
         a.pending.append((msg.event_id, "message"))
         return msg
 
+    def poll(self) -> list[Message]:
+        """Every message already delivered, without waiting (they feed the next event)."""
+        a = self._a
+        out = []
+        while not a.inbox.empty():
+            msg = a.inbox.get_nowait()
+            a.pending.append((msg.event_id, "message"))
+            out.append(msg)
+        return out
+
     async def wait(self, handles: Sequence[Handle]) -> list[Result]:
         """Wait for children to return; their return events feed this agent's next event."""
         a = self._a

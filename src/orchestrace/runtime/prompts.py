@@ -54,6 +54,8 @@ def render(kind: str, payload: dict[str, Any], role: str) -> list[dict[str, str]
     if kind == "solve":
         if "input" in p:
             prompt = prompt.replace("{previous}", _fmt(p["input"]))
+        if p.get("notes"):
+            prompt += "\nNotes from other agents: " + "; ".join(map(_fmt, p["notes"]))
         user = prompt
     elif kind == "plan":
         user = (

@@ -22,6 +22,9 @@ async def solve_part(ctx: Context, part: Subtask, input: Any = None, **extra: An
     answers = []
     for piece in pieces:
         payload = ctx.payload(piece, **extra)
+        notes = [m.content for m in ctx.poll()]  # what peers shared so far
+        if notes:
+            payload["notes"] = notes
         if input is not None:
             payload["input"] = input
             payload["expected_input"] = piece.data.get("start")

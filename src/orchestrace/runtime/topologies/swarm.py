@@ -21,7 +21,7 @@ async def swarm_worker(ctx: Context, part: Subtask, aggregator: str, peers: list
     gossip = float(ctx.option("gossip", 0.0))
     if peers and gossip > 0 and ctx.random() < gossip:
         peer = peers[int(ctx.random() * len(peers))]
-        await ctx.send(peer, f"part {part.index} done", data={"index": part.index})
+        await ctx.send(peer, f"part {part.index}: {value}", data={"index": part.index})
     await ctx.send(aggregator, value, data={"index": part.index, "value": value})
     return value
 
