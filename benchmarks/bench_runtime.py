@@ -11,8 +11,6 @@ import statistics
 import time
 from typing import Annotated, Any, TypedDict
 
-from _common import best_of, report
-
 from orchestrace.runtime import RunConfig, Runtime, make_task, run
 from orchestrace.runtime.backends.base import LLMRequest
 from orchestrace.runtime.backends.sim import SimBackend
@@ -20,6 +18,8 @@ from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.prompts import render
 from orchestrace.runtime.topologies import get_topology
 from orchestrace.trace.analyze import summarize
+
+from _common import best_of, report
 
 
 # ---------------------------------------------------------------------- overhead per event
@@ -81,7 +81,7 @@ def bench_overhead(n: int) -> None:
         )
         return run_virtual(rt.run(spec.root))
 
-    t_bare, answer = best_of(lambda: _bare_swarm(task, SimBackend(seed=1, latency_scale=0.0), n), 5)
+    t_bare, _ = best_of(lambda: _bare_swarm(task, SimBackend(seed=1, latency_scale=0.0), n), 5)
     t_ours, trace = best_of(ours, 5)
     per_event = (t_ours - t_bare) / trace.n_events * 1e6
     report(
