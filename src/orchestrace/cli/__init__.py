@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "convert": "orchestrace.cli.convert",
     "run": "orchestrace.cli.run",
     "replay": "orchestrace.cli.replay",
+    "reward": "orchestrace.cli.reward",
+    "credit": "orchestrace.cli.credit",
 }
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for

@@ -266,6 +266,11 @@ class Context:
         attrs: dict[str, Any] = {"kind": kind, "key": key}
         if resp.answer is not None:
             attrs["answer"] = resp.answer
+        if "truth" in body:  # ground truth of what was asked, for rewards and credit
+            attrs["truth"] = body["truth"]
+            for k in ("candidate", "candidates"):
+                if k in body:
+                    attrs[k] = body[k]
         rt.record(
             a,
             "llm_call",
@@ -641,8 +646,20 @@ class Runtime:
         if name in self.agents:
             raise ConfigError(f"agent name {name!r} is taken; pass another name=")
         assert self._loop is not None
+        parts = [v for v in inputs.values() if isinstance(v, Subtask)]
+        attrs = None
+        if parts:
+            lo, hi = parts[0].span
+            attrs = {"part": {"index": parts[0].index, "size": parts[0].size, "lo": lo, "hi": hi}}
         eid = self.record(
-            a, "spawn", self.now(), to=name, role=role, decision="spawn", content=content
+            a,
+            "spawn",
+            self.now(),
+            to=name,
+            role=role,
+            decision="spawn",
+            content=content,
+            attrs=attrs,
         )
         future: asyncio.Future[Result] = self._loop.create_future()
         child = self._new_agent(name, role, a, eid, future)
@@ -684,6 +701,8 @@ class Runtime:
     def _return(self, a: _Agent, value: Any) -> str:
         self.check_alive(a)
         self.open_step(a)
+        for iv in self.interventions:
+            value = iv.returned(a.name, value)
         eid = self.record(
             a,
             "return",

@@ -45,6 +45,7 @@ __all__ = [
     "ForkResult",
     "Intervention",
     "ReplaceMessage",
+    "Silence",
     "cache_from_trace",
     "fork",
     "replay",
@@ -68,6 +69,10 @@ class Intervention:
     ) -> tuple[str, Any] | None:
         """The message to send (``None`` drops it)."""
         return content, data
+
+    def returned(self, agent: str, value: Any) -> Any:
+        """The value ``agent`` returns (default: unchanged)."""
+        return value
 
     def describe(self) -> dict[str, Any]:
         """JSON description (recorded in the forked trace's meta)."""
@@ -171,6 +176,26 @@ class ForceDecision(Intervention):
     def decision(self, agent: str, name: str, value: Any) -> Any:
         """The forced value for the targeted decision."""
         return self.value if (agent, name) == (self.agent, self.name) else value
+
+
+@dataclass
+class Silence(Intervention):
+    """The agent's work is lost: its messages are never sent and it returns nothing (``None``).
+
+    Used for coalition values (Shapley) and leave-one-out credit: the team without the agent.
+    """
+
+    agent: str
+
+    def message(
+        self, sender: str, step: int, index: int, to: str, content: str, data: Any
+    ) -> tuple[str, Any] | None:
+        """Drop every message of the silenced agent."""
+        return None if sender == self.agent else (content, data)
+
+    def returned(self, agent: str, value: Any) -> Any:
+        """The silenced agent returns ``None``."""
+        return None if agent == self.agent else value
 
 
 def spawn_one_more(trace: Trace) -> ForceDecision:

@@ -77,12 +77,14 @@ class ArithmeticTask(Task):
     def _sum(self, xs: list[int]) -> int:
         return int(sum((self.a * x + self.b) % self.m for x in xs))
 
-    def _part(self, index: int, xs: list[int]) -> Subtask:
+    def _part(self, index: int, xs: list[int], lo: int = 0) -> Subtask:
         prompt = (
             f"Compute the sum of ({self.a}*x + {self.b}) mod {self.m} for x in {xs}. "
             "Reply with ANSWER: <integer>."
         )
-        return Subtask(index, prompt, self._sum(xs), len(xs), {"xs": xs})
+        return Subtask(
+            index, prompt, self._sum(xs), len(xs), {"xs": xs, "lo": lo, "hi": lo + len(xs)}
+        )
 
     def whole(self) -> Subtask:
         """The task as a single part."""
@@ -90,9 +92,13 @@ class ArithmeticTask(Task):
 
     def split(self, part: Subtask, k: int) -> list[Subtask]:
         """Split ``part`` into ``k`` contiguous parts."""
-        xs = part.data["xs"]
+        xs, lo = part.data["xs"], part.data["lo"]
         b = self.bounds(len(xs), k)
-        return [self._part(i, xs[b[i] : b[i + 1]]) for i in range(len(b) - 1)]
+        return [self._part(i, xs[b[i] : b[i + 1]], lo + b[i]) for i in range(len(b) - 1)]
+
+    def span_truth(self, lo: int, hi: int) -> Any:
+        """Sum over numbers ``lo..hi-1``."""
+        return self._sum(self.xs[lo:hi])
 
     def combine(self, parts: list[Any]) -> Any:
         """Put part answers together (in part order)."""

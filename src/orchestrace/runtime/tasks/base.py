@@ -52,6 +52,11 @@ class Subtask:
     size: int
     data: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def span(self) -> tuple[int, int]:
+        """The items ``[lo, hi)`` of the whole task this part covers."""
+        return int(self.data.get("lo", 0)), int(self.data.get("hi", self.size))
+
     def payload(self, task: Task) -> dict[str, Any]:
         """What the simulator needs: truth, error rate, and how to be wrong."""
         return {
@@ -124,6 +129,10 @@ class Task:
     def hardness(self, size: int) -> float:
         """Error-rate multiplier of a part of ``size``: grows quadratically with size."""
         return float((size / self.unit) ** 2)
+
+    def span_truth(self, lo: int, hi: int) -> Any:
+        """Ground truth of the part covering items ``[lo, hi)`` of the whole task."""
+        raise NotImplementedError
 
     def check(self, answer: Any) -> bool:
         """Whether ``answer`` is the correct final answer."""

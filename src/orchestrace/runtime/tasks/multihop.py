@@ -74,6 +74,10 @@ class MultiHopTask(Task):
         b = self.bounds(hi - lo, k)
         return [self._part(i, lo + b[i], lo + b[i + 1]) for i in range(len(b) - 1)]
 
+    def span_truth(self, lo: int, hi: int) -> Any:
+        """The entity reached after hop ``hi``."""
+        return self.chain[hi]
+
     def combine(self, parts: list[Any]) -> Any:
         """Put part answers together (in part order)."""
         return parts[-1] if parts else None

@@ -63,7 +63,7 @@ class WideSearchTask(Task):
             f"the people who work in {self.city}. Reply with ANSWER: <integer>.",
             self._count(self.docs[start:end]),
             end - start,
-            {"start": start, "end": end, "city": self.city},
+            {"start": start, "end": end, "city": self.city, "lo": start, "hi": end},
         )
 
     def whole(self) -> Subtask:
@@ -75,6 +75,10 @@ class WideSearchTask(Task):
         start, end = part.data["start"], part.data["end"]
         b = self.bounds(end - start, k)
         return [self._part(i, start + b[i], start + b[i + 1]) for i in range(len(b) - 1)]
+
+    def span_truth(self, lo: int, hi: int) -> Any:
+        """Matches among documents ``lo..hi-1``."""
+        return self._count(self.docs[lo:hi])
 
     def combine(self, parts: list[Any]) -> Any:
         """Put part answers together (in part order)."""

@@ -1,0 +1,61 @@
+"""``orchestrace credit TRACE --unit U --method M``: assign credit, print the table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
+from orchestrace.io import load
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "credit",
+        help="assign a trace's reward to units (team ... token)",
+        description="Assign credit. Methods: uniform, discounted (along causal paths), shapley "
+        "(exact, or Monte-Carlo with --samples), loo (leave-one-out), counterfactual (messages, "
+        "by replaying without each one).",
+    )
+    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("--unit", default="agent", choices=UNITS)
+    p.add_argument("--method", default="uniform", choices=sorted(ASSIGNERS))
+    p.add_argument(
+        "--samples", type=int, help="shapley: permutations; counterfactual: forks per message"
+    )
+    p.add_argument("--gamma", type=float, default=0.95, help="discounted: discount per hop")
+    p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
+    p.add_argument("--top", type=int, default=20, help="text output: rows to show")
+    p.add_argument("--json", action="store_true", help="print rows {unit, id, value}, one per line")
+    p.set_defaults(func=run_cmd)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Assign and print."""
+    trace = load(args.trace)
+    kw: dict[str, Any] = {}
+    if args.method == "discounted":
+        kw["gamma"] = args.gamma
+    if args.samples is not None and args.method in ("shapley", "counterfactual"):
+        kw["samples"] = args.samples
+    table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
+    for p in check_credit(table, trace):
+        print(f"{args.trace}: {p}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(table.to_json() + ("\n" if table.rows else ""))
+        return 0
+    rows = sorted(table.rows, key=lambda r: -abs(r.value))
+    print(
+        f"{args.method} credit at unit {args.unit} of {trace.trace_id}: reward "
+        f"{table.reward}, {len(rows)} rows, sum {table.total(args.unit):.4f}"
+        + (" (efficient)" if table.efficient else "")
+    )
+    for k, v in table.stats.items():
+        print(f"  {k}: {v:.4g}" if isinstance(v, float) else f"  {k}: {v}")
+    for r in rows[: args.top]:
+        print(f"  {r.id:<32} {r.value:+.4f}")
+    if len(rows) > args.top:
+        print(f"  ... {len(rows) - args.top} more (--top N or --json)")
+    return 0

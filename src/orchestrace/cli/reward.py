@@ -1,0 +1,57 @@
+"""``orchestrace reward TRACE... --spec rewards.toml``: score traces, one row per trace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from orchestrace.io import load_all
+from orchestrace.rewards import Composite, load_spec
+
+_DEFAULT = {"team": {"weight": 1.0}, "parl": {"weight": 1.0}, "orchestration": {"weight": 0.0}}
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "reward",
+        help="score traces with reward functions (R1-R8, PARL)",
+        description="Score traces. The spec is TOML: one [reward.NAME] table per reward with "
+        "its weight, its family (default: NAME; R1..R8, team, agent, role, process, tool, "
+        "verifier, orchestration, hybrid, parl) and parameters. Without --spec: team, parl, "
+        "orchestration.",
+    )
+    p.add_argument("traces", nargs="+", metavar="TRACE")
+    p.add_argument("--spec", help="reward spec (TOML)")
+    p.add_argument("--step", type=int, default=0, help="training step (for annealed weights)")
+    p.add_argument("--json", action="store_true", help="one JSON object per trace")
+    p.set_defaults(func=run_cmd)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Score and print."""
+    combo = load_spec(args.spec) if args.spec else Composite.from_spec(_DEFAULT)
+    traces = [tr for path in args.traces for tr in load_all(path, check=True)]
+    parts = combo.components(traces, step=args.step)
+    totals = combo.total(parts)
+    names = list(parts)
+    if args.json:
+        for i, tr in enumerate(traces):
+            row = {
+                "trace_id": tr.trace_id,
+                **{f"rewards/{n}": parts[n][i] for n in names},
+                "rewards/total": totals[i],
+            }
+            sys.stdout.write(json.dumps(row) + "\n")
+        return 0
+    width = max(len(tr.trace_id) for tr in traces)
+    print(f"{'trace':<{width}}  " + "  ".join(f"{n:>13}" for n in [*names, "total"]))
+    for i, tr in enumerate(traces):
+        cells = [parts[n][i] for n in names] + [totals[i]]
+        print(
+            f"{tr.trace_id:<{width}}  "
+            + "  ".join(f"{'-':>13}" if v is None else f"{v:>13.4f}" for v in cells)
+        )
+    return 0
