@@ -266,6 +266,8 @@ class Context:
         attrs: dict[str, Any] = {"kind": kind, "key": key}
         if resp.answer is not None:
             attrs["answer"] = resp.answer
+        if resp.confidence is not None:
+            attrs["confidence"] = resp.confidence
         if "truth" in body:  # ground truth of what was asked, for rewards and credit
             attrs["truth"] = body["truth"]
             for k in ("candidate", "candidates"):

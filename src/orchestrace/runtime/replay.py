@@ -230,6 +230,7 @@ def cache_from_trace(trace: Trace) -> dict[str, Any]:
                 cost=e.cost,
                 model=e.tool or "",
                 error=e.error,
+                confidence=attrs.get("confidence"),
             )
         elif e.type == "tool_call":
             res = by_id.get(results.get(e.id, ""))

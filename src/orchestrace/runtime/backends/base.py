@@ -67,6 +67,7 @@ class LLMResponse:
         cost: Monetary or abstract cost.
         model: Model name.
         error: Set when the call failed (the text is then empty).
+        confidence: The model's confidence in its answer, in [0, 1], when it reports one.
     """
 
     text: str
@@ -77,6 +78,7 @@ class LLMResponse:
     cost: float = 0.0
     model: str = ""
     error: str | None = None
+    confidence: float | None = None
 
 
 class BackendError(Exception):

@@ -1,0 +1,1 @@
+"""Orchestration learning: environments, policies, trainers, evaluation, export."""

@@ -1,0 +1,223 @@
+"""Shared pieces of the trainers: configs, rollouts, logging, plots, checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrace.errors import ConfigError
+from orchestrace.learn.env import OrchestrationEnv, make_env
+from orchestrace.learn.policies.torch_policy import MLPPolicy
+
+__all__ = ["Episode", "TrainConfig", "TrainResult", "Trainer", "rollout"]
+
+
+@dataclass
+class TrainConfig:
+    """Settings shared by the trainers (each field's help is in ``metadata``)."""
+
+    env: str = field(default="stop-v0", metadata={"help": "environment id"})
+    task: str = field(default="arith-mapreduce-v0", metadata={"help": "task of the environment"})
+    episodes: int = field(default=20000, metadata={"help": "training episodes"})
+    batch: int = field(default=128, metadata={"help": "episodes per update"})
+    group: int = field(default=8, metadata={"help": "GRPO: episodes per task instance"})
+    lr: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
+    entropy: float = field(default=0.01, metadata={"help": "entropy bonus"})
+    hidden: int = field(default=64, metadata={"help": "policy hidden width"})
+    layers: int = field(default=2, metadata={"help": "policy hidden layers"})
+    epochs: int = field(default=4, metadata={"help": "PPO: passes over each batch"})
+    clip: float = field(default=0.2, metadata={"help": "PPO: ratio clip"})
+    gae_lambda: float = field(default=0.95, metadata={"help": "PPO: GAE lambda"})
+    value_coef: float = field(default=0.5, metadata={"help": "value loss weight"})
+    seed: int = field(default=0, metadata={"help": "seed of weights, sampling and episodes"})
+    out: str | None = field(default=None, metadata={"help": "directory for CSV, PNG, checkpoint"})
+    env_options: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "EnvConfig settings"}
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("episodes", "batch", "group", "hidden", "layers", "epochs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(
+                    f"{name} must be >= 1 (got {getattr(self, name)}): "
+                    f"{self.__dataclass_fields__[name].metadata['help']}"
+                )
+        if self.batch % self.group and self.group > 1:
+            raise ConfigError(f"batch ({self.batch}) must be a multiple of group ({self.group})")
+        if not 0 < self.lr < 1:
+            raise ConfigError(f"lr must be in (0, 1), got {self.lr}")
+
+
+@dataclass
+class Episode:
+    """One episode: per-step observations, per-head actions, log-probs, values; the reward."""
+
+    obs: list[np.ndarray]
+    acts: list[list[int]]
+    logps: list[float]
+    values: list[float]
+    reward: float
+    info: dict[str, Any]
+
+
+def rollout(env: OrchestrationEnv, policy: MLPPolicy, seed: int, greedy: bool = False) -> Episode:
+    """Play one episode."""
+    obs, info = env.reset(seed=seed)
+    ep = Episode([], [], [], [], 0.0, {})
+    while True:
+        acts, logp, value = policy.sample(obs, greedy=greedy)
+        ep.obs.append(obs)
+        ep.acts.append(acts)
+        ep.logps.append(logp)
+        ep.values.append(value)
+        obs, reward, term, trunc, info = env.step(policy.to_action(acts))
+        if term or trunc:
+            info.pop("trace", None)
+            ep.reward = float(reward)
+            ep.info = info
+            return ep
+
+
+@dataclass
+class TrainResult:
+    """What a training run produced."""
+
+    policy: MLPPolicy
+    log: list[dict[str, float]]
+    out: Path | None
+    episodes_per_min: float
+
+
+class Trainer:
+    """The loop around an algorithm's ``update``: rollouts, logging, plots, checkpoints."""
+
+    algo = "base"
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.cfg = config
+        self.env = make_env(config.env, task=config.task, **config.env_options)
+        self.policy = MLPPolicy.for_env(
+            self.env, hidden=config.hidden, layers=config.layers, seed=config.seed
+        )
+        torch = self.policy.torch
+        self.opt = torch.optim.Adam(self.policy.net.parameters(), lr=config.lr)
+        self.log: list[dict[str, float]] = []
+        self.episodes = 0
+        self._seed = config.seed * 10_000_019  # training instances never meet held-out seeds
+
+    def next_seeds(self, n: int, group: int = 1) -> list[int]:
+        """Seeds for ``n`` episodes, ``group`` per task instance."""
+        out = []
+        for _ in range(n // group):
+            self._seed += 1
+            out += [self._seed] * group
+        return out
+
+    def collect(self, group: int = 1) -> list[Episode]:
+        """One batch of episodes."""
+        self.env.train_step = self.episodes
+        eps = [rollout(self.env, self.policy, s) for s in self.next_seeds(self.cfg.batch, group)]
+        self.episodes += len(eps)
+        return eps
+
+    def update(self, episodes: list[Episode]) -> dict[str, float]:
+        """One optimisation step on a batch; returns losses to log."""
+        raise NotImplementedError
+
+    def train(self, progress: Callable[[int], None] | None = None) -> TrainResult:
+        """Run to ``episodes``; write ``train.csv``, ``curve.png`` and ``policy.pt``."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        while self.episodes < cfg.episodes:
+            t_batch = time.perf_counter()
+            eps = self.collect()
+            stats = self.update(eps)
+            row = {
+                "episodes": float(self.episodes),
+                "reward": float(np.mean([e.reward for e in eps])),
+                "r_perf": float(np.mean([e.info.get("r_perf", e.reward) for e in eps])),
+                "success": float(np.mean([e.info.get("success", 0.0) for e in eps])),
+                "tokens": float(np.mean([e.info.get("tokens", 0) for e in eps])),
+                "episodes_per_s": len(eps) / (time.perf_counter() - t_batch),
+                **stats,
+            }
+            self.log.append(row)
+            if progress is not None:
+                progress(len(eps))
+        minutes = (time.perf_counter() - t0) / 60
+        out = self.write() if cfg.out else None
+        return TrainResult(self.policy, self.log, out, self.episodes / max(minutes, 1e-9))
+
+    def write(self) -> Path:
+        """CSV, PNG and checkpoint into ``out``."""
+        out = Path(self.cfg.out or ".")
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "train.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(self.log[0]))
+            w.writeheader()
+            w.writerows(self.log)
+        self.policy.save(out / "policy.pt", extra={"algo": self.algo, "config": asdict(self.cfg)})
+        (out / "config.json").write_text(
+            json.dumps({"algo": self.algo, **asdict(self.cfg)}, indent=2, default=str)
+        )
+        plot_curve(self.log, out / "curve.png", f"{self.algo} on {self.cfg.env} ({self.cfg.task})")
+        return out
+
+
+def plot_curve(log: list[dict[str, float]], path: Path, title: str) -> None:
+    """Learning curve (reward and success against episodes); skipped without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    x = [r["episodes"] for r in log]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(x, [r["r_perf"] for r in log], label="r_perf (success - token cost)")
+    ax.plot(x, [r["success"] for r in log], label="success", alpha=0.6)
+    ax.set_xlabel("episodes")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def flatten(episodes: list[Episode], advantages: list[list[float]] | None = None) -> dict[str, Any]:
+    """Batch tensors: obs, actions (per head), old log-probs, values, returns, advantages."""
+    import torch
+
+    obs = np.concatenate([np.stack(e.obs) for e in episodes])
+    acts = np.concatenate([np.asarray(e.acts) for e in episodes])
+    out = {
+        "obs": torch.as_tensor(obs, dtype=torch.float32),
+        "acts": torch.as_tensor(acts, dtype=torch.int64),
+        "logp": torch.as_tensor(np.concatenate([e.logps for e in episodes]), dtype=torch.float32),
+        "values": torch.as_tensor(
+            np.concatenate([e.values for e in episodes]), dtype=torch.float32
+        ),
+        "returns": torch.as_tensor(
+            np.concatenate([[e.reward] * len(e.obs) for e in episodes]), dtype=torch.float32
+        ),
+    }
+    if advantages is not None:
+        out["adv"] = torch.as_tensor(np.concatenate(advantages), dtype=torch.float32)
+    return out
+
+
+def log_prob_entropy(policy: MLPPolicy, obs: Any, acts: Any) -> tuple[Any, Any, Any]:
+    """Joint log-prob of the taken actions, mean entropy, and values."""
+    dists, values = policy.distribution(obs)
+    logp = sum(d.log_prob(acts[:, i]) for i, d in enumerate(dists))
+    ent = sum(d.entropy() for d in dists).mean()
+    return logp, ent, values

@@ -1,0 +1,462 @@
+"""Gymnasium-style environments where the learner is the orchestrator.
+
+The workers run on the orchestrace runtime (simulated backend, virtual time); every episode
+records a full trace. At each decision point the orchestrator observes the state and takes the
+five sub-decisions:
+
+| decision | choices |
+| --- | --- |
+| O1 spawn: how many new workers this round | 0, 1, 2, 4, 8 |
+| O2 delegate: to which role | novice (cheap, 0.75 skill), worker (0.9), expert (0.97, 2x tokens) |
+| O3 communicate: what new workers hear | none, broadcast (all answers so far), p2p (one answer) |
+| O4 aggregate: how to combine at the end | vote, trust (vote weighted by role), judge (an LLM picks), first |
+| O5 stop: stop now or continue | continue, stop |
+
+Each worker answers the whole task (a task instance whose size, hence difficulty, varies per
+episode); workers that hear answers revise theirs in a second call. The episode ends when the
+orchestrator stops (``terminated``) or runs out of rounds or workers (``truncated``, then it
+aggregates with its fixed method). The reward comes at the end: by default PARL
+(:func:`~orchestrace.rewards.parl_reward`) with ``r_perf = success - token_cost * tokens / 1000``;
+any reward function over traces can replace it.
+
+Environment ids (versioned; bump when results could change):
+
+* ``orchestrate-v0``: all five decisions, ``MultiDiscrete([5, 3, 3, 4, 2])``.
+* ``stop-v0``: the stopping decision alone (``Discrete(2)``): one worker per round, worker role,
+  no communication, majority vote.
+
+Example:
+    >>> env = make_env("stop-v0", task="arith")
+    >>> obs, info = env.reset(seed=3)
+    >>> obs.shape, env.action_space
+    ((20,), Discrete(2))
+    >>> obs, reward, terminated, truncated, info = env.step(0)  # continue: one more worker
+    >>> obs, reward, terminated, truncated, info = env.step(1)  # stop: vote
+    >>> terminated, info["answers"], sorted(info)[:3]
+    (True, 1, ['answers', 'critical_steps', 'r_finish'])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from orchestrace.errors import ConfigError
+from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
+from orchestrace.rewards.parl import Anneal, parl_components
+from orchestrace.runtime.backends.sim import SimBackend
+from orchestrace.runtime.clock import VirtualTimeLoop
+from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.core import Context, Result, Runtime
+from orchestrace.runtime.tasks import make_task
+from orchestrace.trace.model import Trace
+
+__all__ = [
+    "AGGREGATES",
+    "COMMS",
+    "ENV_IDS",
+    "ROLES",
+    "SPAWNS",
+    "EnvConfig",
+    "OrchestrationEnv",
+    "make_env",
+]
+
+SPAWNS = (0, 1, 2, 4, 8)
+ROLES = ("novice", "worker", "expert")
+COMMS = ("none", "broadcast", "p2p")
+AGGREGATES = ("vote", "trust", "judge", "first")
+_TRUST = {"novice": 1.0, "worker": 2.0, "expert": 3.0}
+_FAMILIES = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0")
+#: Task size range per task (difficulty varies per episode).
+SIZE_RANGES = {"arith-mapreduce-v0": (6, 24), "wide-search-v0": (20, 70), "multihop-v0": (1, 5)}
+OBS_DIM = 20
+
+
+@dataclass
+class EnvConfig:
+    """Environment settings.
+
+    Attributes:
+        task: Task id or alias.
+        size_range: Task size range (inclusive); default per task (see ``SIZE_RANGES``).
+        max_rounds: Decision rounds before truncation.
+        max_workers: Workers before truncation.
+        token_cost: Reward lost per 1,000 tokens.
+        learn: Decisions the agent takes (``O1``..``O5``); the others use ``fixed``.
+        fixed: Values of the decisions the agent does not take.
+        lambda1: PARL weight of ``r_parallel`` (number or :class:`Anneal` over training steps).
+        lambda2: PARL weight of ``r_finish``.
+        reward_fn: Replace the PARL reward: ``fn([trace], step=) -> [value]``.
+    """
+
+    task: str = "arith-mapreduce-v0"
+    size_range: tuple[int, int] | None = None
+    max_rounds: int = 10
+    max_workers: int = 12
+    token_cost: float = 0.1
+    learn: tuple[str, ...] = ("O1", "O2", "O3", "O4", "O5")
+    fixed: dict[str, Any] = field(
+        default_factory=lambda: {"O1": 1, "O2": "worker", "O3": "none", "O4": "vote", "O5": None}
+    )
+    lambda1: float | Anneal = field(default_factory=lambda: Anneal(0.05, 0.0, steps=2000))
+    lambda2: float | Anneal = field(default_factory=lambda: Anneal(0.05, 0.0, steps=2000))
+    reward_fn: Callable[..., list[float | None]] | None = None
+
+    def __post_init__(self) -> None:
+        bad = set(self.learn) - {"O1", "O2", "O3", "O4", "O5"}
+        if bad or not self.learn:
+            raise ConfigError(f"learn must be a non-empty subset of O1..O5, got {self.learn}")
+        if self.max_rounds < 1 or self.max_workers < 1:
+            raise ConfigError("max_rounds and max_workers must be >= 1")
+        if self.token_cost < 0:
+            raise ConfigError(f"token_cost must be >= 0, got {self.token_cost}")
+        if self.size_range is not None and not 1 <= self.size_range[0] <= self.size_range[1]:
+            raise ConfigError(
+                f"size_range must be (lo, hi) with 1 <= lo <= hi, got {self.size_range}"
+            )
+
+
+class OrchestrationEnv:
+    """The orchestrator's decision problem over a live runtime (see the module docstring)."""
+
+    def __init__(self, config: EnvConfig | None = None, env_id: str = "orchestrate-v0") -> None:
+        self.config = config or EnvConfig()
+        self.id = env_id
+        self.task_name = make_task(self.config.task).name
+        lo_hi = self.config.size_range or SIZE_RANGES.get(self.task_name, (8, 8))
+        self.size_range = (int(lo_hi[0]), int(lo_hi[1]))
+        self.observation_space = Box(0.0, 1.0, (OBS_DIM,))
+        sizes = {
+            "O1": len(SPAWNS),
+            "O2": len(ROLES),
+            "O3": len(COMMS),
+            "O4": len(AGGREGATES),
+            "O5": 2,
+        }
+        self.learned = [d for d in ("O1", "O2", "O3", "O4", "O5") if d in self.config.learn]
+        nvec = [sizes[d] for d in self.learned]
+        self.action_space: Discrete | MultiDiscrete = (
+            Discrete(nvec[0]) if len(nvec) == 1 else MultiDiscrete(nvec)
+        )
+        self.train_step = 0
+        self._loop: VirtualTimeLoop | None = None
+        self._run: asyncio.Task[Trace] | None = None
+        self._req: asyncio.Future[np.ndarray] | None = None
+        self._act: asyncio.Future[dict[str, Any]] | None = None
+        self.state: dict[str, Any] = {}
+        self.trace: Trace | None = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode on a fresh task instance (``seed`` picks instance and draws).
+
+        ``options`` may set ``size`` (the task size of this episode).
+        """
+        self.close()
+        seed = int(np.random.default_rng().integers(2**31)) if seed is None else int(seed)
+        rng = np.random.default_rng([seed, 7])
+        size = (options or {}).get("size") or int(
+            rng.integers(self.size_range[0], self.size_range[1] + 1)
+        )
+        task = make_task(self.task_name, seed=seed, size=int(size))
+        self.seed = seed
+        self.task = task
+        self.state = {
+            "answers": [],
+            "confidence": [],
+            "rounds": 0,
+            "tokens": 0,
+            "size": int(size),
+            "done": False,
+        }
+        loop = VirtualTimeLoop(watchdog_s=0.05)
+        self._loop = loop
+        backend = SimBackend(seed=seed, role_tokens={"expert": 2.0, "novice": 0.6})
+        rt = Runtime(
+            task=task,
+            backend=backend,
+            config=RunConfig(
+                agents=self.config.max_workers, seed=seed, max_agents=self.config.max_workers + 4
+            ),
+            topology="centralized",
+            meta={"runner": {"env": self.id, "task": self.task_name}},
+        )
+        self.runtime = rt
+        self._req = loop.create_future()
+        self._run = loop.create_task(rt.run(self._orchestrator))
+        obs = self._advance()
+        assert obs is not None
+        return obs, self._info()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Apply the decisions; run the workers until the next decision point."""
+        if self._act is None or self._loop is None:
+            raise ConfigError("call reset() before step(), and again after an episode ends")
+        if not self.action_space.contains(action):
+            raise ConfigError(f"action {action!r} is not in {self.action_space}")
+        decision = self.decode(action)
+        self.state["last_action"] = decision
+        self._req = self._loop.create_future()
+        act, self._act = self._act, None
+        act.set_result(decision)
+        obs = self._advance()
+        if obs is not None:
+            return obs, 0.0, False, False, self._info()
+        trace = self._run.result() if self._run is not None else None
+        assert trace is not None
+        self.trace = trace
+        reward, comps = self._reward(trace)
+        truncated = bool(self.state.get("truncated"))
+        info = self._info()
+        info.update(
+            comps,
+            trace=trace,
+            success=bool(trace.metrics.get("task_success")),
+            tokens=int(trace.costs.get("tokens", 0)),
+        )
+        final = self._observe()
+        self.close(keep_trace=True)
+        return final, reward, not truncated, truncated, info
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def close(self, keep_trace: bool = False) -> None:
+        """Stop the current episode and free its loop."""
+        if self._loop is not None:
+            loop = self._loop
+            if self._run is not None and not self._run.done():
+                self._run.cancel()
+                with contextlib.suppress(RuntimeError):
+                    loop.run_until_complete(asyncio.gather(self._run, return_exceptions=True))
+            loop.close()
+        self._loop = self._run = self._req = self._act = None
+        if not keep_trace:
+            self.trace = None
+
+    # ------------------------------------------------------------------ decisions
+    def decode(self, action: Any) -> dict[str, Any]:
+        """The full decision (all five) for an action of this env."""
+        parts = (
+            [int(action)]
+            if isinstance(self.action_space, Discrete)
+            else [int(a) for a in np.asarray(action)]
+        )
+        got = dict(zip(self.learned, parts, strict=True))
+        f = self.config.fixed
+        spawn = SPAWNS[got["O1"]] if "O1" in got else int(f.get("O1") or 1)
+        role = ROLES[got["O2"]] if "O2" in got else str(f.get("O2") or "worker")
+        comm = COMMS[got["O3"]] if "O3" in got else str(f.get("O3") or "none")
+        agg = AGGREGATES[got["O4"]] if "O4" in got else str(f.get("O4") or "vote")
+        if "O5" in got:
+            stop = bool(got["O5"])
+        else:
+            limit = f.get("O5")
+            stop = limit is not None and len(self.state["answers"]) >= int(limit)
+        return {"spawn": spawn, "role": role, "comm": comm, "aggregate": agg, "stop": stop}
+
+    def encode(self, decision: dict[str, Any]) -> Any:
+        """The action of this env that takes ``decision`` (its learned parts)."""
+        idx = {
+            "O1": SPAWNS.index(int(decision["spawn"])),
+            "O2": ROLES.index(decision["role"]),
+            "O3": COMMS.index(decision["comm"]),
+            "O4": AGGREGATES.index(decision["aggregate"]),
+            "O5": int(bool(decision["stop"])),
+        }
+        vals = [idx[d] for d in self.learned]
+        return vals[0] if isinstance(self.action_space, Discrete) else np.asarray(vals)
+
+    # ------------------------------------------------------------------ internals
+    def _advance(self) -> np.ndarray | None:
+        """Run the loop until a decision is requested (its observation) or the run ends."""
+        assert self._loop is not None and self._run is not None and self._req is not None
+        waiters: set[asyncio.Future[Any]] = {self._req, self._run}
+        self._loop.run_until_complete(asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED))
+        if self._req.done():
+            return self._req.result()
+        return None
+
+    async def _ask(self) -> dict[str, Any]:
+        assert self._loop is not None and self._req is not None
+        self._act = self._loop.create_future()
+        self._req.set_result(self._observe())
+        return await self._act
+
+    async def _orchestrator(self, ctx: Context) -> Any:
+        st = self.state
+        cfg = self.config
+        results: list[Result] = []
+        while True:
+            d = await self._ask()
+            room = cfg.max_workers - len(results)
+            out_of_rounds = st["rounds"] >= cfg.max_rounds
+            if d["stop"] or room <= 0 or out_of_rounds:
+                if not d["stop"]:
+                    st["truncated"] = True
+                return await self._finish(ctx, results, d["aggregate"])
+            k = min(int(d["spawn"]), room)
+            st["rounds"] += 1
+            if k == 0:
+                continue
+            heard = [r.value for r in results if r.ok]
+            hs = []
+            for j in range(k):
+                hint: list[Any] = []
+                if d["comm"] == "broadcast":
+                    hint = heard
+                elif d["comm"] == "p2p" and heard:
+                    hint = [heard[int(ctx.random() * len(heard))]]
+                hs.append(await ctx.spawn(d["role"], _worker, hint=hint, index=j))
+            for r in await ctx.wait(hs):
+                out = r.value if isinstance(r.value, dict) else {"answer": None}
+                r = dataclasses.replace(r, value=out.get("answer"))
+                results.append(r)
+                if r.ok:
+                    st["answers"].append((r.value, r.agent))
+                    st["confidence"].append(out.get("confidence"))
+            st["tokens"] = self.runtime.tokens
+            ctx.remember(_vote([r.value for r in results if r.ok]))
+
+    async def _finish(self, ctx: Context, results: list[Result], method: str) -> Any:
+        ok = [r for r in results if r.ok]
+        if not ok:
+            return None
+        if method == "trust":
+            roles = {a.name: a.role for a in self.runtime.agents.values()}
+            weights = [_TRUST.get(roles.get(r.agent, "worker"), 1.0) for r in ok]
+            return await ctx.aggregate(ok, "trust", weights=weights)
+        if method == "judge":
+            return await ctx.aggregate(
+                ok, "judge", payload={"prompt": self.task.question, "truth": self.task.answer}
+            )
+        return await ctx.aggregate(ok, method)
+
+    def _observe(self) -> np.ndarray:
+        st = self.state
+        cfg = self.config
+        values = [v for v, _ in st["answers"]]
+        counts = Counter(_key(v) for v in values).most_common()
+        top = counts[0][1] if counts else 0
+        second = counts[1][1] if len(counts) > 1 else 0
+        n = len(values)
+        mw = cfg.max_workers
+        lo, hi = self.size_range
+        cp = self.runtime.now() if self._loop is not None else 0.0
+        fam = [float(self.task_name == f) for f in _FAMILIES]
+        last_agrees = float(n > 0 and bool(counts) and _key(values[-1]) == counts[0][0])
+        confs = [c if c is not None else 0.5 for c in st["confidence"]]
+        top_confs = [
+            c for v, c in zip(values, confs, strict=True) if counts and _key(v) == counts[0][0]
+        ]
+        top_conf = max(top_confs, default=0.0)
+        obs = [
+            *fam,
+            (st["size"] - lo) / max(hi - lo, 1),
+            n / mw,
+            top / mw,
+            second / mw,
+            (len(counts) / n) if n else 0.0,
+            (top / n) if n else 0.0,
+            (top - second) / mw,
+            min(st["tokens"] / 10000.0, 1.0),
+            st["rounds"] / cfg.max_rounds,
+            min(cp / 120.0, 1.0),
+            (mw - n) / mw,
+            last_agrees,
+            top_conf,
+            float(np.mean(top_confs)) if top_confs else 0.0,
+            confs[-1] if confs else 0.0,
+            float(np.mean(confs)) if confs else 0.0,
+            1.0,
+        ]
+        st["n"], st["top"], st["second"], st["top_conf"] = n, top, second, top_conf
+        return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 1.0)
+
+    def _info(self) -> dict[str, Any]:
+        st = self.state
+        return {
+            "answers": len(st["answers"]),
+            "top": st.get("top", 0),
+            "second": st.get("second", 0),
+            "top_conf": st.get("top_conf", 0.0),
+            "rounds": st["rounds"],
+            "tokens": st["tokens"],
+            "size": st["size"],
+            "seed": self.seed,
+        }
+
+    def _reward(self, trace: Trace) -> tuple[float, dict[str, float]]:
+        c = parl_components(trace)
+        tokens = float(trace.costs.get("tokens", 0.0))
+        r_perf = c["r_perf"] - self.config.token_cost * tokens / 1000.0
+        comps = {
+            "r_perf": r_perf,
+            "r_parallel": c["r_parallel"],
+            "r_finish": c["r_finish"],
+            "critical_steps": c["critical_steps"],
+        }
+        if self.config.reward_fn is not None:
+            value = self.config.reward_fn([trace], step=self.train_step)[0]
+            return (0.0 if value is None else float(value)), comps
+        lam1, lam2 = (
+            x(self.train_step) if isinstance(x, Anneal) else float(x)
+            for x in (self.config.lambda1, self.config.lambda2)
+        )
+        return r_perf + lam1 * c["r_parallel"] + lam2 * c["r_finish"], comps
+
+
+async def _worker(ctx: Context, hint: Sequence[Any], index: int) -> Any:
+    """Answer the whole task (with a confidence); revise after hearing others' answers."""
+    task = ctx.task
+    whole = task.whole()
+    r = await ctx.generate("solve", ctx.payload(whole, attempt=index))
+    answer, confidence = r.answer, r.confidence
+    if hint:
+        r2 = await ctx.generate(
+            "revise",
+            {"prompt": task.question, "own": answer, "peers": list(hint), "truth": task.answer},
+        )
+        answer, confidence = r2.answer, r2.confidence
+    return {"answer": answer, "confidence": confidence}
+
+
+def _key(v: Any) -> str:
+    return repr(v)
+
+
+def _vote(values: Sequence[Any]) -> Any:
+    if not values:
+        return None
+    counts = Counter(_key(v) for v in values)
+    best = max(counts.values())
+    return next(v for v in values if counts[_key(v)] == best)
+
+
+#: Registered environment ids.
+ENV_IDS = ("orchestrate-v0", "stop-v0")
+
+
+def make_env(env_id: str, **kw: Any) -> OrchestrationEnv:
+    """Build an environment by id with :class:`EnvConfig` settings.
+
+    Raises:
+        ConfigError: Unknown id or settings.
+    """
+    if env_id == "orchestrate-v0":
+        return OrchestrationEnv(EnvConfig(**kw), env_id)
+    if env_id == "stop-v0":
+        kw.setdefault("learn", ("O5",))
+        return OrchestrationEnv(EnvConfig(**kw), env_id)
+    raise ConfigError(f"unknown environment {env_id!r}; use one of: {', '.join(ENV_IDS)}")

@@ -1,0 +1,12 @@
+"""Policies: heuristic baselines and (with the ``[learn]`` extra) torch policies."""
+
+from orchestrace.learn.policies.heuristic import (
+    ConfThreshold,
+    FixedN,
+    Heuristic,
+    KAgree,
+    MaxParallel,
+    heuristics,
+)
+
+__all__ = ["ConfThreshold", "FixedN", "Heuristic", "KAgree", "MaxParallel", "heuristics"]

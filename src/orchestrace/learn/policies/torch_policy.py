@@ -1,0 +1,157 @@
+"""A small MLP policy over the environment's decisions (needs the ``[learn]`` extra).
+
+One categorical head per learned decision (a factorised MultiDiscrete policy) and a value head.
+
+Example:
+    >>> from orchestrace.learn.env import make_env
+    >>> env = make_env("stop-v0", task="arith")
+    >>> policy = MLPPolicy.for_env(env, hidden=16, seed=0)
+    >>> obs, info = env.reset(seed=1)
+    >>> action = policy.act(obs, info, env)
+    >>> env.action_space.contains(action)
+    True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrace.learn.env import OrchestrationEnv
+from orchestrace.learn.spaces import Discrete
+
+__all__ = ["MLPPolicy", "load_policy", "require_torch"]
+
+
+def require_torch() -> Any:
+    """Import torch or say how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(
+            "learning needs torch: pip install 'orchestrace[learn]' "
+            "(CPU torch: pip install torch==2.13.0)"
+        ) from None
+    return torch
+
+
+def _module_cls() -> Any:
+    torch = require_torch()
+    nn = torch.nn
+
+    class Net(nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self, obs_dim: int, nvec: list[int], hidden: int, layers: int) -> None:
+            super().__init__()
+            mods: list[Any] = []
+            d = obs_dim
+            for _ in range(layers):
+                mods += [nn.Linear(d, hidden), nn.Tanh()]
+                d = hidden
+            self.trunk = nn.Sequential(*mods)
+            self.heads = nn.ModuleList(nn.Linear(d, n) for n in nvec)
+            self.value = nn.Linear(d, 1)
+            for h in self.heads:  # start near uniform
+                nn.init.zeros_(h.weight)
+                nn.init.zeros_(h.bias)
+
+        def forward(self, x: Any) -> tuple[list[Any], Any]:
+            z = self.trunk(x)
+            return [h(z) for h in self.heads], self.value(z).squeeze(-1)
+
+    return Net
+
+
+class MLPPolicy:
+    """Factorised categorical policy with a value head.
+
+    Args:
+        obs_dim: Observation size.
+        nvec: Choices per decision head.
+        hidden: Hidden width.
+        layers: Hidden layers.
+        seed: Initialisation seed.
+    """
+
+    def __init__(
+        self, obs_dim: int, nvec: list[int], hidden: int = 64, layers: int = 2, seed: int = 0
+    ) -> None:
+        torch = require_torch()
+        torch.manual_seed(seed)
+        self.torch = torch
+        self.obs_dim, self.nvec, self.hidden, self.layers = obs_dim, list(nvec), hidden, layers
+        self.net = _module_cls()(obs_dim, self.nvec, hidden, layers)
+        self.greedy = True
+        self.discrete = len(self.nvec) == 1
+        self._gen = np.random.default_rng(seed)
+
+    @classmethod
+    def for_env(cls, env: OrchestrationEnv, **kw: Any) -> MLPPolicy:
+        """A policy shaped for ``env``."""
+        space = env.action_space
+        nvec = [space.n] if isinstance(space, Discrete) else [int(n) for n in space.nvec]
+        return cls(env.observation_space.shape[0], nvec, **kw)
+
+    def distribution(self, obs: Any) -> tuple[list[Any], Any]:
+        """Categorical heads and values for a batch of observations."""
+        torch = self.torch
+        x = torch.as_tensor(np.asarray(obs), dtype=torch.float32)
+        logits, value = self.net(x)
+        return [torch.distributions.Categorical(logits=lg) for lg in logits], value
+
+    def sample(self, obs: np.ndarray, greedy: bool = False) -> tuple[list[int], float, float]:
+        """``(actions per head, log-prob, value)`` for one observation."""
+        torch = self.torch
+        with torch.no_grad():
+            dists, value = self.distribution(obs[None, :])
+            acts = []
+            logp = 0.0
+            for d in dists:
+                a = int(d.probs.argmax(-1).item()) if greedy else int(d.sample().item())
+                logp += float(d.log_prob(torch.tensor([a])).item())
+                acts.append(a)
+        return acts, logp, float(value.item())
+
+    def to_action(self, acts: list[int]) -> Any:
+        """Env action from per-head choices."""
+        return acts[0] if self.discrete else np.asarray(acts, dtype=np.int64)
+
+    def act(self, obs: np.ndarray, info: dict[str, Any], env: OrchestrationEnv) -> Any:
+        """Greedy action (evaluation)."""
+        acts, _, _ = self.sample(obs, greedy=self.greedy)
+        return self.to_action(acts)
+
+    def reset(self) -> None:
+        """Policies here are memoryless."""
+
+    def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
+        """Checkpoint weights and shape (and anything in ``extra``)."""
+        self.torch.save(
+            {
+                "state_dict": self.net.state_dict(),
+                "obs_dim": self.obs_dim,
+                "nvec": self.nvec,
+                "hidden": self.hidden,
+                "layers": self.layers,
+                "extra": extra or {},
+            },
+            str(path),
+        )
+
+
+def load_policy(path: str | Path) -> MLPPolicy:
+    """Load a checkpoint written by :meth:`MLPPolicy.save`."""
+    torch = require_torch()
+    try:
+        ckpt = torch.load(str(path), map_location="cpu", weights_only=False)
+        policy = MLPPolicy(ckpt["obs_dim"], ckpt["nvec"], ckpt["hidden"], ckpt["layers"])
+        policy.net.load_state_dict(ckpt["state_dict"])
+    except (OSError, KeyError, RuntimeError) as err:
+        from orchestrace.errors import ConfigError
+
+        raise ConfigError(
+            f"cannot load policy {path}: {err}; pass a checkpoint written by `orchestrace train`"
+        ) from None
+    policy.extra = ckpt.get("extra", {})  # type: ignore[attr-defined]
+    return policy
