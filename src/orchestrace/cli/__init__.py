@@ -29,6 +29,10 @@ COMMANDS: dict[str, str] = {
     "replay": "orchestrace.cli.replay",
     "reward": "orchestrace.cli.reward",
     "credit": "orchestrace.cli.credit",
+    "train": "orchestrace.cli.train",
+    "evaluate": "orchestrace.cli.evaluate",
+    "study": "orchestrace.cli.study",
+    "export": "orchestrace.cli.export",
 }
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for
@@ -85,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except OrchestraceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except ImportError as err:  # an optional extra is missing: the message says what to install
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -41,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -189,7 +191,9 @@ class OrchestrationEnv:
                 agents=self.config.max_workers, seed=seed, max_agents=self.config.max_workers + 4
             ),
             topology="centralized",
-            meta={"runner": {"env": self.id, "task": self.task_name}},
+            meta={
+                "runner": {"env": self.id, "task": self.task_name, "episode": uuid.uuid4().hex[:12]}
+            },
         )
         self.runtime = rt
         self._req = loop.create_future()
@@ -228,6 +232,12 @@ class OrchestrationEnv:
         self.close(keep_trace=True)
         return final, reward, not truncated, truncated, info
 
+    def __enter__(self) -> OrchestrationEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
@@ -238,8 +248,14 @@ class OrchestrationEnv:
             loop = self._loop
             if self._run is not None and not self._run.done():
                 self._run.cancel()
+            for _ in range(3):  # the run, then the agents it cancels, then their callbacks
+                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                if not pending:
+                    break
+                for t in pending:
+                    t.cancel()
                 with contextlib.suppress(RuntimeError):
-                    loop.run_until_complete(asyncio.gather(self._run, return_exceptions=True))
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
         self._loop = self._run = self._req = self._act = None
         if not keep_trace:
@@ -300,6 +316,15 @@ class OrchestrationEnv:
         results: list[Result] = []
         while True:
             d = await self._ask()
+            ctx.record_decision(
+                "stop" if d["stop"] else "spawn",
+                attrs={
+                    "turn": st["rounds"],
+                    "prompt": self.prompt(),
+                    "completion": json.dumps(d, sort_keys=True),
+                    "learned": list(self.learned),
+                },
+            )
             room = cfg.max_workers - len(results)
             out_of_rounds = st["rounds"] >= cfg.max_rounds
             if d["stop"] or room <= 0 or out_of_rounds:
@@ -383,6 +408,23 @@ class OrchestrationEnv:
         ]
         st["n"], st["top"], st["second"], st["top_conf"] = n, top, second, top_conf
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 1.0)
+
+    def prompt(self) -> str:
+        """The current state as text: what an LLM orchestrator would read for this decision."""
+        st = self.state
+        values = [v for v, _ in st["answers"]]
+        counts = Counter(_key(v) for v in values).most_common(3)
+        tally = ", ".join(f"{k} x{c}" for k, c in counts) or "none yet"
+        return (
+            f"Task ({self.task_name}, size {st['size']}): {self.task.question}\n"
+            f"Answers so far: {len(values)} of at most {self.config.max_workers} workers; "
+            f"top answers: {tally}; leading confidence {st.get('top_conf', 0.0):.2f}.\n"
+            f"Budget used: {st['tokens']} tokens, round {st['rounds']} of "
+            f"{self.config.max_rounds}.\n"
+            "Decide as JSON: spawn (0, 1, 2, 4 or 8 workers), role (novice, worker, expert), "
+            "comm (none, broadcast, p2p), aggregate (vote, trust, judge, first), stop (true or "
+            "false)."
+        )
 
     def _info(self) -> dict[str, Any]:
         st = self.state

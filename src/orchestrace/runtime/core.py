@@ -32,8 +32,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-import json
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +54,7 @@ from orchestrace.runtime.prompts import render
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.tasks.base import Subtask, Task
 from orchestrace.trace.build import default_costs
-from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, Trace
+from orchestrace.trace.model import SCHEMA_VERSION, Decision, Edge, Event, Trace
 
 __all__ = [
     "AgentFn",
@@ -227,6 +227,31 @@ class Context:
     def decide(self, name: str, default: Any) -> Any:
         """A named orchestration decision (e.g. ``n_workers``) that interventions may force."""
         return self._rt.decide(self._a, name, default)
+
+    def record_decision(
+        self, decision: str, content: str = "", attrs: Mapping[str, Any] | None = None
+    ) -> str:
+        """Record an orchestration decision taken outside the runtime (e.g. by a learner).
+
+        ``decision`` is one of ``spawn``, ``delegate``, ``communicate``, ``aggregate``, ``stop``;
+        ``attrs`` keeps what the decision saw and chose (exporters read ``prompt`` and
+        ``completion`` from it). Returns the event id.
+        """
+        if decision not in {d.value for d in Decision}:
+            raise ConfigError(
+                f"unknown decision {decision!r}; use one of: {', '.join(d.value for d in Decision)}"
+            )
+        rt, a = self._rt, self._a
+        rt.check_alive(a)
+        rt.open_step(a)
+        return rt.record(
+            a,
+            "orchestrator_decision",
+            rt.now(),
+            decision=decision,
+            content=content,
+            attrs=dict(attrs or {}),
+        )
 
     def remember(self, value: Any) -> None:
         """Keep ``value`` as this agent's best answer so far (used if it is forced to stop)."""
@@ -749,12 +774,15 @@ class Runtime:
         elif method in ("vote", "trust"):
             weights = kw.get("weights") or [1.0] * len(values)
             tally: dict[str, float] = {}
+            first: dict[str, Any] = {}
             for v, ok, w in zip(values, oks, weights, strict=False):
                 if ok:
                     k = _text(v)
                     tally[k] = tally.get(k, 0.0) + float(w)
+                    first.setdefault(k, v)
+            # most votes; ties go to the answer seen first
             value = (
-                json.loads(max(tally, key=lambda k: (tally[k], -list(tally).index(k))))
+                first[max(tally, key=lambda k: (tally[k], -list(tally).index(k)))]
                 if tally
                 else None
             )
@@ -900,6 +928,13 @@ class Runtime:
                 self._force_stop_event(root_agent, reason)
             trace = self._finish(header)
         except BaseException:
+            # cancelled (or failed) from outside: take the agents down with the run
+            pending = [t for t in self._tasks if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                with contextlib.suppress(BaseException):
+                    await asyncio.gather(*pending, return_exceptions=True)
             self.recorder.shutdown()
             raise
         self.recorder.end(trace)

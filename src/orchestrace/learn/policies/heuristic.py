@@ -140,7 +140,7 @@ class ConfThreshold(Heuristic):
         return bool(sure or agreed or info["answers"] >= env.config.max_workers)
 
     def __str__(self) -> str:
-        return f"conf-{self.tau}" + (f"|agree-{self.k}" if self.k else "")
+        return f"conf-{self.tau}" + (f"-or-agree-{self.k}" if self.k else "")
 
 
 def heuristics(kind: str = "stopping") -> list[Heuristic]:

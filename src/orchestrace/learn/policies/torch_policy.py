@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +145,18 @@ def load_policy(path: str | Path) -> MLPPolicy:
     """Load a checkpoint written by :meth:`MLPPolicy.save`."""
     torch = require_torch()
     try:
-        ckpt = torch.load(str(path), map_location="cpu", weights_only=False)
+        ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
         policy = MLPPolicy(ckpt["obs_dim"], ckpt["nvec"], ckpt["hidden"], ckpt["layers"])
         policy.net.load_state_dict(ckpt["state_dict"])
-    except (OSError, KeyError, RuntimeError) as err:
+    except (
+        OSError,
+        KeyError,
+        RuntimeError,
+        ValueError,
+        TypeError,
+        EOFError,
+        pickle.UnpicklingError,
+    ) as err:
         from orchestrace.errors import ConfigError
 
         raise ConfigError(

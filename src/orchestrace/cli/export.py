@@ -1,0 +1,41 @@
+"""``orchestrace export TRACES --to trl|verl``: orchestrator turns with advantages."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from orchestrace.io import load
+from orchestrace.learn.export import FORMATS, export
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "export",
+        help="export orchestrator turns (prompt, completion, advantage) for TRL or verl",
+        description="One row per orchestrator turn. trl: JSONL (prompt, completion, label, "
+        "advantage) for KTOTrainer; verl: Parquet with verl's RL dataset columns.",
+    )
+    p.add_argument("traces", nargs="+", metavar="TRACE")
+    p.add_argument("--to", choices=FORMATS, default="trl")
+    p.add_argument("-o", "--output", required=True, help="output file (.jsonl or .parquet)")
+    p.add_argument("--reward", default="team", help="reward name (team, parl, ...)")
+    p.add_argument(
+        "--advantage",
+        choices=["group", "credit"],
+        default="group",
+        help="group: run-level group-relative; credit: per-turn credit",
+    )
+    p.add_argument("--method", default="uniform", help="credit mode: assigner")
+    p.set_defaults(func=run_cmd)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Load, export, report."""
+    traces = [load(p) for p in args.traces]
+    n = export(
+        traces, args.output, to=args.to, reward=args.reward, mode=args.advantage, method=args.method
+    )
+    print(f"wrote {n} turns from {len(traces)} traces to {args.output} ({args.to})")
+    return 0

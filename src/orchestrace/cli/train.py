@@ -1,0 +1,73 @@
+"""``orchestrace train --env NAME --algo ALGO --steps N``: train an orchestration policy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from orchestrace.learn.env import ENV_IDS
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "train",
+        help="train an orchestration policy (needs the [learn] extra)",
+        description="Train a policy on an orchestration environment with REINFORCE, GRPO or "
+        "PPO. Writes train.csv, curve.png, policy.pt and config.json to --output.",
+    )
+    p.add_argument("--env", default="stop-v0", choices=ENV_IDS)
+    p.add_argument("--task", default="arith-mapreduce-v0", help="task of the environment")
+    p.add_argument("--algo", default="ppo", choices=["ppo", "grpo", "reinforce"])
+    p.add_argument("--steps", type=int, default=20000, help="training episodes")
+    p.add_argument("--batch", type=int, default=128, help="episodes per update")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    p.add_argument("--group", type=int, default=8, help="GRPO: episodes per task instance")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", default="runs/train", help="output directory")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_cmd)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Train and report."""
+    from orchestrace.learn.algorithms import TrainConfig, make_trainer
+
+    cfg = TrainConfig(
+        env=args.env,
+        task=args.task,
+        episodes=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        group=args.group,
+        seed=args.seed,
+        out=args.output,
+    )
+    trainer = make_trainer(args.algo, cfg)
+    bar: Any = None
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.episodes, unit="ep", desc=f"{args.algo} {args.env}")
+    try:
+        result = trainer.train(progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    last = result.log[-1]
+    print(
+        json.dumps(
+            {
+                "algo": args.algo,
+                "env": args.env,
+                "task": cfg.task,
+                "episodes": trainer.episodes,
+                "episodes_per_min": round(result.episodes_per_min),
+                "final_reward": round(last["reward"], 4),
+                "final_success": round(last["success"], 4),
+                "output": str(result.out),
+            }
+        )
+    )
+    return 0

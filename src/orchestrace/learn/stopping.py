@@ -1,0 +1,262 @@
+"""The learned-stopping study (O5): a trained policy against every stopping heuristic.
+
+For each task, train a policy on ``stop-v0`` with the default :class:`TrainConfig` (PPO), then
+evaluate it and each heuristic of :func:`~orchestrace.learn.policies.heuristics` on the same
+held-out task instances (``seeds`` x ``episodes``; seeds no training run draws). Write:
+
+* ``results.json``: every row (mean, 95% CI, per-seed values), the configs, and per task the
+  paired comparison with the best heuristic and the matched-success token comparison;
+* ``results.md``: the tables;
+* ``tradeoff.png``: success against tokens per task (heuristics as points, the learned policy
+  as a star); ``curve-<task>.png`` and ``train-<task>.csv``: learning curves.
+
+Run it with ``orchestrace study stopping -o docs/learned-stopping`` (about 15 minutes on two
+cores with the defaults).
+
+Example:
+    >>> res = run_study(["multihop"], seeds=2, episodes=5, train_episodes=256, jobs=1)
+    >>> sorted(res["tasks"]["multihop-v0"])[:3]
+    ['best_heuristic', 'learned', 'matched_success']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrace.learn.evaluate import EvalResult, compare, format_table, t95
+from orchestrace.learn.policies.heuristic import heuristics
+from orchestrace.runtime.tasks import make_task
+
+__all__ = ["run_study", "study_task"]
+
+DEFAULT_TASKS = ("arith", "search", "multihop")
+
+
+def _paired(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Mean and 95% half-width of the per-seed difference ``a - b``."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    half = t95(len(d) - 1) * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else math.nan
+    return {"mean": float(d.mean()), "ci": half}
+
+
+def study_task(
+    task: str,
+    *,
+    algo: str = "ppo",
+    seeds: int = 10,
+    episodes: int = 200,
+    train_episodes: int | None = None,
+    train_seed: int = 0,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train on one task and compare against every stopping heuristic.
+
+    Args:
+        task: Task id or alias.
+        algo: Trainer (``ppo``, ``grpo``, ``reinforce``).
+        seeds: Held-out evaluation seeds.
+        episodes: Episodes per evaluation seed.
+        train_episodes: Override the default training budget (tests use a small one).
+        train_seed: Seed of the training run.
+        out: Directory for the training CSV and curve.
+
+    Returns:
+        A JSON-ready dict (see the module docstring).
+    """
+    from orchestrace.learn.algorithms import TrainConfig, make_trainer
+
+    name = make_task(task).name
+    cfg = TrainConfig(env="stop-v0", task=name, seed=train_seed)
+    if train_episodes is not None:
+        cfg.episodes = train_episodes
+    trainer = make_trainer(algo, cfg)
+    result = trainer.train()
+    if out is not None:
+        from orchestrace.learn.algorithms.common import plot_curve
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = result.log
+        (out / f"train-{name}.csv").write_text(
+            ",".join(rows[0])
+            + "\n"
+            + "\n".join(",".join(f"{v:.6g}" for v in r.values()) for r in rows)
+            + "\n"
+        )
+        plot_curve(rows, out / f"curve-{name}.png", f"{algo} on stop-v0 ({name})")
+        result.policy.save(out / f"policy-{name}.pt", extra={"algo": algo, "config": asdict(cfg)})
+    policies: dict[str, Any] = {f"learned ({algo})": result.policy}
+    policies.update({str(h): h for h in heuristics("stopping")})
+    rows_eval = compare(policies, "stop-v0", task=name, seeds=seeds, episodes=episodes)
+    learned = next(r for r in rows_eval if r.name.startswith("learned"))
+    heur = [r for r in rows_eval if not r.name.startswith("learned")]
+    best = max(heur, key=lambda r: r.reward)
+    reaching = [r for r in heur if r.success >= learned.success]
+    cheapest = min(reaching, key=lambda r: r.tokens) if reaching else None
+    return {
+        "task": name,
+        "algo": algo,
+        "train_config": asdict(cfg),
+        "episodes_per_min": result.episodes_per_min,
+        "rows": [{**r.row(), "per_seed": r.per_seed} for r in rows_eval],
+        "learned": learned.row(),
+        "best_heuristic": best.row(),
+        "reward_gain": _paired(learned.per_seed["reward"], best.per_seed["reward"]),
+        "success_gain": _paired(learned.per_seed["success"], best.per_seed["success"]),
+        "token_saving": _paired(best.per_seed["tokens"], learned.per_seed["tokens"]),
+        "matched_success": None
+        if cheapest is None
+        else {
+            "heuristic": cheapest.name,
+            "success": cheapest.success,
+            "tokens": cheapest.tokens,
+            "learned_tokens": learned.tokens,
+            "token_saving": _paired(cheapest.per_seed["tokens"], learned.per_seed["tokens"]),
+        },
+    }
+
+
+def _job(kw: dict[str, Any]) -> dict[str, Any]:
+    return study_task(**kw)
+
+
+def run_study(
+    tasks: Sequence[str] = DEFAULT_TASKS,
+    *,
+    algo: str = "ppo",
+    seeds: int = 10,
+    episodes: int = 200,
+    train_episodes: int | None = None,
+    train_seed: int = 0,
+    out: str | Path | None = None,
+    jobs: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run :func:`study_task` for each task (``jobs`` in parallel) and write the report."""
+    kws = [
+        dict(
+            task=t,
+            algo=algo,
+            seeds=seeds,
+            episodes=episodes,
+            train_episodes=train_episodes,
+            train_seed=train_seed,
+            out=out,
+        )
+        for t in tasks
+    ]
+    results: dict[str, Any] = {}
+    if jobs > 1 and len(kws) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(kws))) as pool:
+            for res in pool.map(_job, kws):
+                results[res["task"]] = res
+                if progress:
+                    progress(res["task"])
+    else:
+        for kw in kws:
+            res = _job(kw)
+            results[res["task"]] = res
+            if progress:
+                progress(res["task"])
+    study = {
+        "study": "learned-stopping",
+        "env": "stop-v0",
+        "seeds": seeds,
+        "episodes": episodes,
+        "tasks": results,
+    }
+    if out is not None:
+        write_report(study, Path(out))
+    return study
+
+
+def _rows(res: dict[str, Any]) -> list[EvalResult]:
+    return [EvalResult(**{k: v for k, v in r.items() if k != "per_seed"}) for r in res["rows"]]
+
+
+def summary_table(study: dict[str, Any]) -> str:
+    """One line per task: learned vs best heuristic (paired differences with 95% CIs)."""
+    lines = [
+        "| task | learned reward | best heuristic | its reward | reward gain (paired) | "
+        "success: learned / heuristic | tokens: learned / heuristic | "
+        "cheapest heuristic with the learned success (tokens) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, res in study["tasks"].items():
+        le, be, g = res["learned"], res["best_heuristic"], res["reward_gain"]
+        m = res["matched_success"]
+        match = "none reaches it" if m is None else f"{m['heuristic']} ({m['tokens']:,.0f})"
+        lines.append(
+            f"| {name} | {le['reward']:.3f} ± {le['reward_ci']:.3f} | {be['name']} | "
+            f"{be['reward']:.3f} ± {be['reward_ci']:.3f} | {g['mean']:+.4f} ± {g['ci']:.4f} | "
+            f"{le['success']:.3f} / {be['success']:.3f} | {le['tokens']:,.0f} / "
+            f"{be['tokens']:,.0f} | {match} |"
+        )
+    return "\n".join(lines)
+
+
+def write_report(study: dict[str, Any], out: Path) -> None:
+    """``results.json``, ``results.md`` and ``tradeoff.png`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(study, indent=1, default=str))
+    parts = [
+        "# Learned stopping: results",
+        "",
+        f"Held-out evaluation: {study['seeds']} seeds x {study['episodes']} episodes per "
+        "policy; mean over seeds with 95% t-intervals. Reward = success - 0.1 x "
+        "tokens/1000.",
+        "",
+        summary_table(study),
+        "",
+    ]
+    for name, res in study["tasks"].items():
+        parts += [format_table(_rows(res), f"{name}"), ""]
+    (out / "results.md").write_text("\n".join(parts))
+    _plot(study, out / "tradeoff.png")
+
+
+def _plot(study: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    tasks = list(study["tasks"])
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], tasks, strict=True):
+        res = study["tasks"][name]
+        fams = {"fixed": "tab:gray", "agree": "tab:blue", "conf": "tab:orange"}
+        for r in res["rows"]:
+            if r["name"].startswith("learned"):
+                ax.scatter(
+                    r["tokens"],
+                    r["success"],
+                    marker="*",
+                    s=220,
+                    color="tab:red",
+                    zorder=3,
+                    label=r["name"],
+                )
+                continue
+            fam = "conf" if r["name"].startswith("conf") else r["name"].split("-")[0]
+            ax.scatter(r["tokens"], r["success"], s=22, color=fams.get(fam, "k"), alpha=0.8)
+        for fam, color in fams.items():
+            ax.scatter([], [], s=22, color=color, label=f"{fam} heuristics")
+        ax.set_title(name)
+        ax.set_xlabel("tokens per episode")
+        ax.set_ylabel("success")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
