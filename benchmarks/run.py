@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-BENCHMARKS = ["bench_trace", "bench_runtime", "bench_credit"]
+BENCHMARKS = ["bench_trace", "bench_runtime", "bench_credit", "bench_learn"]
 
 
 def main() -> int:

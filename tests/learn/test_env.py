@@ -36,7 +36,7 @@ def test_stop_env_spaces_and_episode():
 
 def test_truncated_when_never_stopping():
     env = make_env("stop-v0", task="multihop", max_rounds=3)
-    r, term, trunc, info = play(env, [0] * 10)
+    _r, term, trunc, info = play(env, [0] * 10)
     assert trunc and not term
     assert info["rounds"] == 3 and info["answers"] == 3
 
@@ -46,7 +46,7 @@ def test_truncated_when_out_of_workers():
     spawn8 = env.encode(
         {"spawn": 8, "role": "worker", "comm": "none", "aggregate": "vote", "stop": False}
     )
-    r, term, trunc, info = play(env, [spawn8, spawn8])
+    _r, _term, trunc, info = play(env, [spawn8, spawn8])
     assert trunc and info["answers"] == 5
 
 

@@ -6,7 +6,7 @@ def run(policy, env, seed=0):
     obs, info = env.reset(seed=seed)
     policy.reset()
     while True:
-        obs, r, term, trunc, info = env.step(policy.act(obs, info, env))
+        obs, _r, term, trunc, info = env.step(policy.act(obs, info, env))
         if term or trunc:
             return info
 

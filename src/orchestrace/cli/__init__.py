@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "evaluate": "orchestrace.cli.evaluate",
     "study": "orchestrace.cli.study",
     "export": "orchestrace.cli.export",
+    "bench": "orchestrace.cli.bench",
 }
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for

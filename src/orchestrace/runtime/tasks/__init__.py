@@ -2,7 +2,7 @@
 
 Example:
     >>> sorted(TASKS)
-    ['arith-mapreduce-v0', 'multihop-v0', 'wide-search-v0']
+    ['arith-mapreduce-v0', 'humaneval-v0', 'math-v0', 'multihop-v0', 'wide-search-v0']
     >>> make_task("arith", seed=1).name
     'arith-mapreduce-v0'
 """
@@ -14,12 +14,16 @@ from typing import Any
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.tasks.arithmetic import ArithmeticTask
 from orchestrace.runtime.tasks.base import Subtask, Task, parse_answer
+from orchestrace.runtime.tasks.humaneval import HumanEvalTask
+from orchestrace.runtime.tasks.mathword import MathWordTask
 from orchestrace.runtime.tasks.multihop import MultiHopTask
 from orchestrace.runtime.tasks.search import WideSearchTask
 
 __all__ = [
     "TASKS",
     "ArithmeticTask",
+    "HumanEvalTask",
+    "MathWordTask",
     "MultiHopTask",
     "Subtask",
     "Task",
@@ -32,6 +36,8 @@ TASKS: dict[str, type[Task]] = {
     ArithmeticTask.name: ArithmeticTask,
     WideSearchTask.name: WideSearchTask,
     MultiHopTask.name: MultiHopTask,
+    MathWordTask.name: MathWordTask,
+    HumanEvalTask.name: HumanEvalTask,
 }
 _ALIASES = {
     "arith": "arith-mapreduce-v0",
@@ -40,6 +46,9 @@ _ALIASES = {
     "wide-search": "wide-search-v0",
     "multihop": "multihop-v0",
     "multi-hop": "multihop-v0",
+    "math": "math-v0",
+    "humaneval": "humaneval-v0",
+    "code": "humaneval-v0",
 }
 
 

@@ -22,11 +22,18 @@ __all__ = ["Subtask", "Task", "parse_answer"]
 _ANSWER = re.compile(r"ANSWER:\s*(.+?)\s*$", re.S | re.M)
 
 
+_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+
+
 def parse_answer(text: str) -> Any:
-    """The value after the last ``ANSWER:`` in ``text`` (JSON if it parses), else ``None``."""
+    """The value after the last ``ANSWER:`` in ``text`` (JSON if it parses).
+
+    Without one, the last fenced code block (answers to coding tasks); else ``None``.
+    """
     found = _ANSWER.findall(text or "")
     if not found:
-        return None
+        code = _CODE.findall(text or "")
+        return code[-1] if code else None
     raw = found[-1].strip().rstrip(".")
     try:
         return json.loads(raw)

@@ -1,0 +1,27 @@
+"""MAS-native benchmark: E1-E4 metrics, scale envelope, failure taxonomy, versioned suites.
+
+Example:
+    >>> from orchestrace.bench import SUITES
+    >>> sorted(SUITES)
+    ['sim-v1', 'smoke-v1']
+"""
+
+from orchestrace.bench.failures import DETECTORS, Finding, detect
+from orchestrace.bench.faults import DropMessages, WrongAnswers
+from orchestrace.bench.metrics import run_metrics
+from orchestrace.bench.report import write_report
+from orchestrace.bench.suite import SUITES, Suite, envelope_point, run_suite
+
+__all__ = [
+    "DETECTORS",
+    "SUITES",
+    "DropMessages",
+    "Finding",
+    "Suite",
+    "WrongAnswers",
+    "detect",
+    "envelope_point",
+    "run_metrics",
+    "run_suite",
+    "write_report",
+]

@@ -1,0 +1,214 @@
+"""Write a benchmark report: ``report.json``, ``report.md`` and PNG plots.
+
+The Markdown embeds the suite and run configuration, so a report alone says how to reproduce
+it; the JSON holds every run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["markdown", "write_report"]
+
+
+def _f(x: Any, nd: int = 2) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}"
+    return str(x)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown tables."""
+    s = report["suite"]
+    out = [
+        f"# Benchmark report: {s['id']}",
+        "",
+        s.get("description", ""),
+        "",
+        f"Backend `{report['config']['backend']}`, {s['seeds']} seeds per cell, team size "
+        f"{s['agents']}, faults at rate {s['fault_rate']}; {len(report['runs'])} runs in "
+        f"{report['wall_s']:.0f} s wall ({report['config']['jobs']} processes).",
+        "",
+    ]
+    for note in report.get("notes", []):
+        out.append(f"* note: {note}")
+    out += [
+        "",
+        "## E1-E3 per topology and task",
+        "",
+        "| topology | task | E1 success (95% CI) | E2 speedup / ideal (efficiency) | "
+        "E3 messages / solved | E3 tokens / solved | E3 coordination share | width | "
+        "depth | length | credit unit (units) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in report["cells"]:
+        out.append(
+            f"| {c['topology']} | {c['task']} | {c['E1_success']:.2f} ± "
+            f"{_f(c['E1_success_ci'])} | {c['E2_speedup']:.2f} / {c['E2_ideal']:.0f} "
+            f"({c['E2_efficiency']:.2f}) | {c['E3_messages_per_solved']:.1f} | "
+            f"{c['E3_tokens_per_solved']:,.0f} | {c['E3_coordination_share']:.2f} | "
+            f"{c['shape']['width']:.1f} | {c['shape']['depth']:.1f} | "
+            f"{c['shape']['length']:.0f} | {c['credit_unit']} ({c['credit_units']:.1f}) |"
+        )
+    faults = sorted({f for c in report["cells"] for f in c["E4"]})
+    if faults:
+        out += [
+            "",
+            "## E4 error amplification",
+            "",
+            "Final error rate with faults injected; amplification = error rate / injected "
+            "rate (above 1 amplifies, below 1 absorbs); excess = (error with faults - "
+            "clean error) / injected rate.",
+            "",
+            "| topology | task | clean error | "
+            + " | ".join(f"{f}: injected / error / amplification / excess" for f in faults)
+            + " |",
+            "| --- | --- | --- | " + " | ".join("---" for _ in faults) + " |",
+        ]
+        for c in report["cells"]:
+            cols = []
+            for f in faults:
+                e = c["E4"].get(f)
+                cols.append(
+                    "n/a"
+                    if e is None or not e["units"]
+                    else f"{e['injected_rate']:.2f} / {e['error_rate']:.2f} / "
+                    f"{_f(e['amplification'])} / {_f(e['excess_per_injected'])}"
+                )
+            out.append(
+                f"| {c['topology']} | {c['task']} | {1 - c['E1_success']:.2f} | "
+                + " | ".join(cols)
+                + " |"
+            )
+    modes = list(report["cells"][0]["failure_rate"]) if report["cells"] else []
+    if modes:
+        out += [
+            "",
+            "## Failure taxonomy (share of clean runs showing each mode)",
+            "",
+            "| topology | task | " + " | ".join(modes) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in modes) + " |",
+        ]
+        for c in report["cells"]:
+            out.append(
+                f"| {c['topology']} | {c['task']} | "
+                + " | ".join(f"{c['failure_rate'][m]:.2f}" for m in modes)
+                + " |"
+            )
+    if report["envelope"]:
+        out += [
+            "",
+            "## Scale envelope (swarm on wide-search, sim backend)",
+            "",
+            "| agents | target length | events | CPU s | virtual s | speedup | "
+            "efficiency | tokens | setting |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in report["envelope"]:
+            out.append(
+                f"| {r['agents']} | {r['target_length']} | {r['events']:,} | "
+                f"{r['cpu_s']:.3f} | {r['virtual_s']:.1f} | {r['speedup']:.1f} | "
+                f"{r['efficiency']:.2f} | {r['tokens']:,} | {r['setting']} |"
+            )
+        if report.get("envelope_infeasible"):
+            pts = ", ".join(
+                f"{p['agents']}x{p['target_length']}" for p in report["envelope_infeasible"]
+            )
+            out += ["", f"Infeasible points (every agent needs a few events): {pts}."]
+    out += [
+        "",
+        "## Configuration",
+        "",
+        "```json",
+        json.dumps(
+            {"suite": s, "config": report["config"], "environment": report["environment"]}, indent=1
+        ),
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write_report(report: dict[str, Any], out: str | Path) -> Path:
+    """Write ``report.json``, ``report.md`` and the plots into ``out``; return it."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / "report.md").write_text(markdown(report))
+    _plots(report, out)
+    return out
+
+
+def _plots(report: dict[str, Any], out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    cells = report["cells"]
+    if cells:
+        labels = [f"{c['topology']}\n{c['task'].split('-')[0]}" for c in cells]
+        x = range(len(cells))
+        fig, axes = plt.subplots(2, 1, figsize=(max(8, len(cells) * 0.45), 6), sharex=True)
+        axes[0].bar(x, [c["E1_success"] for c in cells], color="tab:green")
+        axes[0].set_ylabel("E1 success")
+        axes[1].bar(x, [c["E2_efficiency"] for c in cells], color="tab:blue")
+        axes[1].set_ylabel("E2 efficiency")
+        axes[1].set_xticks(list(x), labels, rotation=90, fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "e1_e2.png", dpi=100)
+        plt.close(fig)
+        faults = sorted({f for c in cells for f in c["E4"]})
+        if faults:
+            fig, ax = plt.subplots(figsize=(max(8, len(cells) * 0.45), 3.5))
+            w = 0.8 / len(faults)
+            for i, f in enumerate(faults):
+                ax.bar(
+                    [j + i * w for j in x],
+                    [(c["E4"].get(f) or {}).get("amplification") or 0.0 for c in cells],
+                    width=w,
+                    label=f,
+                )
+            ax.axhline(1.0, color="k", lw=0.8, ls="--")
+            ax.set_ylabel("E4 amplification")
+            ax.set_xticks(list(x), labels, rotation=90, fontsize=7)
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            fig.savefig(out / "e4.png", dpi=100)
+            plt.close(fig)
+    env = report["envelope"]
+    if env:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for n in sorted({r["target_length"] for r in env}):
+            rows = sorted((r for r in env if r["target_length"] == n), key=lambda r: r["agents"])
+            axes[0].plot(
+                [r["agents"] for r in rows], [r["cpu_s"] for r in rows], "o-", label=f"~{n} events"
+            )
+            axes[1].plot(
+                [r["agents"] for r in rows],
+                [r["speedup"] for r in rows],
+                "o-",
+                label=f"~{n} events",
+            )
+        for ax, name in zip(
+            axes, ("CPU seconds per run", "speedup (work / critical path)"), strict=True
+        ):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("agents")
+            ax.set_title(name)
+            ax.axvspan(1.5, 5.5, color="tab:gray", alpha=0.15)
+            ax.axvspan(100, 350, color="tab:orange", alpha=0.12)
+            ax.grid(alpha=0.3)
+        axes[0].text(2, axes[0].get_ylim()[1] * 0.5, "academic", fontsize=8)
+        axes[0].text(110, axes[0].get_ylim()[1] * 0.5, "production", fontsize=8)
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "envelope.png", dpi=100)
+        plt.close(fig)

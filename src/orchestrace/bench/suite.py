@@ -1,0 +1,397 @@
+"""Benchmark suites: run them, aggregate E1-E4, sweep the scale envelope, write the report.
+
+A suite is versioned (``sim-v1``; bump the version when results could change) and fixes the
+topologies, tasks, team size, seeds, fault rates and envelope grid. Every run records the four
+benchmark dimensions: trace shape (width, depth, length), the credit unit exercised, its point
+in the scale envelope, and the failure taxonomy.
+
+* **E1** task success (mean over seeds, 95% interval).
+* **E2** parallel efficiency: speedup = work / critical path, and its ratio to the ideal for the
+  team size (number of sub-agents).
+* **E3** protocol overhead: messages, tokens and cost per solved task; the share of LLM tokens
+  spent on coordination (plan, critique, judge, revise, aggregate calls) instead of solving.
+* **E4** error amplification: with faults injected at a rate (a sub-agent answering wrongly, a
+  message dropped, a tool failing), the final error rate, its ratio to the injected rate
+  (above 1: the system amplifies faults; below 1: it absorbs them), and the excess over the
+  clean error rate per unit of injected rate.
+
+Example:
+    >>> report = run_suite("smoke-v1", jobs=1, progress=False)
+    >>> report["suite"]["id"], len(report["cells"]) > 0, len(report["envelope"]) > 0
+    ('smoke-v1', True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import platform
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from orchestrace.errors import ConfigError
+
+__all__ = ["SUITES", "Suite", "envelope_point", "run_one", "run_suite"]
+
+#: The credit unit each topology's cell exercises.
+CREDIT_UNITS = {
+    "centralized": "agent",
+    "pipeline": "role",
+    "debate": "message",
+    "swarm": "agent",
+    "hierarchical": "orchestrator",
+    "critic_loop": "turn",
+}
+ALL_TOPOLOGIES = ("centralized", "pipeline", "debate", "swarm", "hierarchical", "critic_loop")
+ALL_TASKS = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0", "math-v0", "humaneval-v0")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """What a suite runs (see the module docstring)."""
+
+    id: str
+    topologies: tuple[str, ...] = ALL_TOPOLOGIES
+    tasks: tuple[str, ...] = ALL_TASKS
+    agents: int = 8
+    seeds: int = 20
+    fault_rate: float = 0.2
+    faults: tuple[str, ...] = ("wrong_answer", "dropped_message", "tool_failure")
+    envelope_agents: tuple[int, ...] = (2, 5, 10, 20, 50, 100, 200, 300)
+    envelope_lengths: tuple[int, ...] = (10, 100, 1000, 4000)
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+#: Registered suites by versioned id.
+SUITES: dict[str, Suite] = {
+    "sim-v1": Suite(
+        "sim-v1",
+        description="every topology x task on the sim backend, 20 "
+        "seeds, three fault kinds at rate 0.2, envelope 2-300 agents x 10-4000 "
+        "events",
+    ),
+    "smoke-v1": Suite(
+        "smoke-v1",
+        topologies=("swarm", "critic_loop"),
+        tasks=("arith-mapreduce-v0", "math-v0"),
+        agents=4,
+        seeds=2,
+        faults=("wrong_answer",),
+        envelope_agents=(2, 20),
+        envelope_lengths=(10, 200),
+        description="a seconds-long check of the whole pipeline",
+    ),
+}
+
+
+def get_suite(name: str) -> Suite:
+    """A suite by id.
+
+    Raises:
+        ConfigError: Unknown suite.
+    """
+    if name not in SUITES:
+        raise ConfigError(f"unknown suite {name!r}; use one of: {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+# ---------------------------------------------------------------------------- single runs
+def run_one(spec: dict[str, Any]) -> dict[str, Any]:
+    """One benchmark run: ``{topology, task, agents, seed, fault, rate, backend}``."""
+    from orchestrace.bench.faults import DropMessages, WrongAnswers
+    from orchestrace.bench.metrics import run_metrics
+    from orchestrace.runtime import run
+    from orchestrace.runtime.backends import make_backend
+
+    fault, rate = spec.get("fault"), float(spec.get("rate", 0.0))
+    interventions: list[Any] = []
+    kw: dict[str, Any] = {}
+    name = spec.get("backend", "sim")
+    backend: Any = make_backend(
+        name,
+        **({"seed": spec["seed"]} if name == "sim" else {}),
+        **dict(spec.get("backend_options") or {}),
+    )
+    injector: Any = None
+    if fault == "wrong_answer":
+        backend = injector = WrongAnswers(backend, rate, seed=spec["seed"])
+    elif fault == "dropped_message":
+        interventions.append(DropMessages(rate, seed=spec["seed"]))
+    elif fault == "tool_failure":
+        kw["tool_failure_rate"] = rate
+    t0 = time.process_time()
+    res = run(
+        spec["topology"],
+        spec["task"],
+        agents=spec["agents"],
+        seed=spec["seed"],
+        backend=backend,
+        interventions=interventions,
+        **kw,
+    )
+    cpu = time.process_time() - t0
+    m = run_metrics(res.trace, credit_unit=CREDIT_UNITS.get(spec["topology"], "agent"))
+    if fault == "wrong_answer":
+        m["fault_units"], m["faults_injected"] = injector.seen, injector.injected
+    elif fault == "dropped_message":
+        iv = interventions[0]
+        m["fault_units"], m["faults_injected"] = iv.seen, iv.injected
+    elif fault == "tool_failure":
+        results = [e for e in res.trace.events if e.type == "tool_result"]
+        m["fault_units"] = len(results)
+        m["faults_injected"] = sum(1 for e in results if e.error)
+    return {**spec, **m, "cpu_s": cpu, "trace_id": res.trace.trace_id}
+
+
+def envelope_point(agents: int, length: int, seed: int = 0) -> dict[str, Any] | None:
+    """A swarm of ``agents`` sized to about ``length`` events.
+
+    Returns ``None`` when the run cannot be that short (every agent needs a few events).
+    """
+    from orchestrace.bench.metrics import run_metrics
+    from orchestrace.runtime import run
+
+    per_agent = length / agents
+    if per_agent < 4:
+        return None
+    chunks = max(1, math.ceil((per_agent - 4) / 3))
+    t0 = time.process_time()
+    res = run(
+        "swarm",
+        "wide-search-v0",
+        agents=agents,
+        seed=seed,
+        task_size=max(agents * chunks * 2, 4),
+        chunks=chunks,
+    )
+    cpu = time.process_time() - t0
+    m = run_metrics(res.trace, credit_unit="agent")
+    return {
+        "agents": agents,
+        "target_length": length,
+        "events": res.trace.n_events,
+        "cpu_s": cpu,
+        "virtual_s": m["critical_path_s"],
+        "speedup": m["speedup"],
+        "efficiency": m["efficiency"],
+        "tokens": m["tokens"],
+        "success": m["success"],
+        "messages": m["messages"],
+        "shape": m["shape"],
+        "setting": "academic"
+        if agents <= 5 and res.trace.n_events < 100
+        else ("production" if agents >= 100 and res.trace.n_events >= 1000 else "between"),
+    }
+
+
+# ---------------------------------------------------------------------------- aggregation
+def _ci(values: Iterable[float]) -> tuple[float, float]:
+    from orchestrace.learn.evaluate import t95
+
+    arr = np.asarray(list(values), dtype=np.float64)
+    if len(arr) == 0:
+        return float("nan"), float("nan")
+    half = (
+        t95(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
+        if len(arr) > 1
+        else float("nan")
+    )
+    return float(arr.mean()), half
+
+
+def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
+    """One row per (topology, task) with E1-E4 and the four dimensions."""
+    cells = []
+    for topo in suite.topologies:
+        for task in suite.tasks:
+            clean = [
+                r
+                for r in runs
+                if r["topology"] == topo and r["task"] == task and not r.get("fault")
+            ]
+            if not clean:
+                continue
+            solved = sum(r["success"] for r in clean)
+            sr, sr_ci = _ci(r["success"] for r in clean)
+            row: dict[str, Any] = {
+                "topology": topo,
+                "task": task,
+                "runs": len(clean),
+                "E1_success": sr,
+                "E1_success_ci": sr_ci,
+                "E2_speedup": float(np.mean([r["speedup"] for r in clean])),
+                "E2_ideal": float(np.mean([r["ideal_speedup"] for r in clean])),
+                "E2_efficiency": float(np.mean([r["efficiency"] for r in clean])),
+                "E3_messages_per_solved": sum(r["messages"] for r in clean) / max(solved, 1),
+                "E3_tokens_per_solved": sum(r["tokens"] for r in clean) / max(solved, 1),
+                "E3_cost_per_solved": sum(r["cost"] for r in clean) / max(solved, 1),
+                "E3_coordination_share": float(np.mean([r["coordination_share"] for r in clean])),
+                "shape": {
+                    k: float(np.mean([r["shape"][k] for r in clean]))
+                    for k in ("width", "depth", "length", "steps")
+                },
+                "credit_unit": clean[0]["credit"]["unit"],
+                "credit_units": float(np.mean([r["credit"]["units"] for r in clean])),
+                "failures": {
+                    m: int(sum(r["failures"][m] for r in clean)) for m in clean[0]["failures"]
+                },
+                "failure_rate": {
+                    m: float(np.mean([r["failures"][m] > 0 for r in clean]))
+                    for m in clean[0]["failures"]
+                },
+                "cpu_s": float(sum(r["cpu_s"] for r in clean)),
+                "E4": {},
+            }
+            err_clean = 1.0 - sr
+            for fault in suite.faults:
+                fr = [
+                    r
+                    for r in runs
+                    if r["topology"] == topo and r["task"] == task and r.get("fault") == fault
+                ]
+                if not fr:
+                    continue
+                units = sum(r.get("fault_units", 0) for r in fr)
+                injected = sum(r.get("faults_injected", 0) for r in fr)
+                rate = injected / units if units else 0.0
+                err = 1.0 - float(np.mean([r["success"] for r in fr]))
+                row["E4"][fault] = {
+                    "nominal_rate": suite.fault_rate,
+                    "injected_rate": rate,
+                    "units": units,
+                    "error_rate": err,
+                    "amplification": err / rate if rate else None,
+                    "excess_per_injected": (err - err_clean) / rate if rate else None,
+                }
+            cells.append(row)
+    return cells
+
+
+# ---------------------------------------------------------------------------- the run
+def _specs(
+    suite: Suite, backend: str, backend_options: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    out = []
+    for topo in suite.topologies:
+        for task in suite.tasks:
+            for seed in range(suite.seeds):
+                base = {
+                    "topology": topo,
+                    "task": task,
+                    "agents": suite.agents,
+                    "seed": seed,
+                    "backend": backend,
+                    "backend_options": backend_options,
+                }
+                out.append({**base, "fault": None, "rate": 0.0})
+                out += [{**base, "fault": f, "rate": suite.fault_rate} for f in suite.faults]
+    return out
+
+
+def _available_tasks(suite: Suite) -> tuple[Suite, list[str]]:
+    from orchestrace.runtime.tasks import make_task
+
+    keep, notes = [], []
+    for task in suite.tasks:
+        try:
+            make_task(task, seed=0)
+            keep.append(task)
+        except ImportError as err:
+            notes.append(f"{task} skipped: {err}")
+    return dataclasses.replace(suite, tasks=tuple(keep)), notes
+
+
+def run_suite(
+    name: str | Suite = "sim-v1",
+    *,
+    backend: str = "sim",
+    backend_options: dict[str, Any] | None = None,
+    jobs: int = 2,
+    progress: bool = True,
+    seeds: int | None = None,
+    envelope: bool = True,
+) -> dict[str, Any]:
+    """Run a suite; return the report (JSON-ready; :func:`write_report` writes the files).
+
+    Args:
+        name: Suite id or object.
+        backend: ``sim`` (default), ``openai`` or ``hf``: the LLM behind every agent.
+        backend_options: Options for the backend (model, base URL...).
+        jobs: Worker processes.
+        progress: Show a progress bar.
+        seeds: Override the suite's seed count.
+        envelope: Also sweep the scale envelope (sim backend only).
+    """
+    from orchestrace import __version__
+
+    suite = name if isinstance(name, Suite) else get_suite(name)
+    if seeds is not None:
+        if seeds < 1:
+            raise ConfigError(f"seeds must be >= 1, got {seeds}")
+        suite = dataclasses.replace(suite, seeds=seeds)
+    suite, notes = _available_tasks(suite)
+    specs = _specs(suite, backend, backend_options)
+    points = (
+        [(k, n) for k in suite.envelope_agents for n in suite.envelope_lengths]
+        if envelope and backend == "sim"
+        else []
+    )
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(specs) + len(points), unit="run", desc=suite.id)
+    t0 = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    env_rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, int]] = []
+    try:
+        if jobs > 1:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                for r in pool.map(run_one, specs, chunksize=8):
+                    runs.append(r)
+                    if bar is not None:
+                        bar.update(1)
+        else:
+            for spec in specs:
+                runs.append(run_one(spec))
+                if bar is not None:
+                    bar.update(1)
+        for k, n in points:  # in this process: CPU per point is a figure of the report
+            row = envelope_point(k, n)
+            if row is None:
+                skipped.append({"agents": k, "target_length": n})
+            else:
+                env_rows.append(row)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t0
+    return {
+        "suite": {**dataclasses.asdict(suite), "version": suite.id.rsplit("-", 1)[-1]},
+        "config": {
+            "backend": backend,
+            "backend_options": backend_options or {},
+            "jobs": jobs,
+            "seeds": list(range(suite.seeds)),
+        },
+        "environment": {
+            "orchestrace": __version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "notes": notes,
+        "wall_s": wall,
+        "cells": aggregate(runs, suite),
+        "envelope": env_rows,
+        "envelope_infeasible": skipped,
+        "runs": runs,
+    }

@@ -1,0 +1,64 @@
+"""``orchestrace bench [--suite NAME] [--backend sim|openai|hf]``: run a benchmark suite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from orchestrace.bench.suite import SUITES
+from orchestrace.runtime.backends import BACKENDS
+
+
+def add_parser(sub: Any) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "bench",
+        help="run a benchmark suite (E1-E4, scale envelope, failure taxonomy)",
+        description="Run a versioned suite and write report.md, report.json and PNG plots. "
+        "Suites: " + "; ".join(f"{k}: {v.description}" for k, v in SUITES.items()),
+    )
+    p.add_argument("--suite", default="sim-v1", choices=sorted(SUITES))
+    p.add_argument("--backend", default="sim", choices=BACKENDS)
+    p.add_argument("--model", help="openai: model name; hf: model directory")
+    p.add_argument("--base-url", help="openai: server URL ending in /v1")
+    p.add_argument("--seeds", type=int, help="override the suite's seeds per cell")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes")
+    p.add_argument("--no-envelope", action="store_true", help="skip the scale envelope")
+    p.add_argument("-o", "--output", default="runs/bench", help="report directory")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the per-cell rows as JSON lines")
+    p.set_defaults(func=run_cmd)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Run, write, summarise."""
+    from orchestrace.bench.report import write_report
+    from orchestrace.bench.suite import run_suite
+    from orchestrace.errors import ConfigError
+
+    if args.jobs < 1:
+        raise ConfigError("--jobs must be >= 1")
+    opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    report = run_suite(
+        args.suite,
+        backend=args.backend,
+        backend_options=opts or None,
+        jobs=args.jobs,
+        progress=not args.no_progress,
+        seeds=args.seeds,
+        envelope=not args.no_envelope,
+    )
+    out = write_report(report, args.output)
+    if args.json:
+        for c in report["cells"]:
+            print(json.dumps(c))
+    else:
+        print(
+            f"{report['suite']['id']}: {len(report['runs'])} runs, "
+            f"{len(report['envelope'])} envelope points in {report['wall_s']:.0f} s"
+        )
+        for note in report["notes"]:
+            print(f"note: {note}")
+        print(f"report: {out / 'report.md'}")
+    return 0
