@@ -59,7 +59,7 @@ class Suite:
     topologies: tuple[str, ...] = ALL_TOPOLOGIES
     tasks: tuple[str, ...] = ALL_TASKS
     agents: int = 8
-    seeds: int = 20
+    seeds: int = 100
     fault_rate: float = 0.2
     faults: tuple[str, ...] = ("wrong_answer", "dropped_message", "tool_failure")
     envelope_agents: tuple[int, ...] = (2, 5, 10, 20, 50, 100, 200, 300)
@@ -72,7 +72,7 @@ class Suite:
 SUITES: dict[str, Suite] = {
     "sim-v1": Suite(
         "sim-v1",
-        description="every topology x task on the sim backend, 20 "
+        description="every topology x task on the sim backend, 100 "
         "seeds, three fault kinds at rate 0.2, envelope 2-300 agents x 10-4000 "
         "events",
     ),
@@ -169,6 +169,7 @@ def envelope_point(agents: int, length: int, seed: int = 0) -> dict[str, Any] | 
         seed=seed,
         task_size=max(agents * chunks * 2, 4),
         chunks=chunks,
+        patience=1e9,  # long runs: the aggregator waits for every report
     )
     cpu = time.process_time() - t0
     m = run_metrics(res.trace, credit_unit="agent")
