@@ -121,9 +121,10 @@ def bench_load_validate(n: int, *, with_jsonschema: bool = True) -> None:
     plain = min(in_fresh_process(ours_code)["s"] for _ in range(2))
     cli = in_fresh_process(
         textwrap.dedent(f"""
-        import json, subprocess, time
+        import json, subprocess, sys, time
         t0 = time.perf_counter()
-        r = subprocess.run(["orchestrace", "validate", {str(path)!r}], capture_output=True)
+        r = subprocess.run([sys.executable, "-m", "orchestrace", "validate", {str(path)!r}],
+                           capture_output=True)
         assert r.returncode == 0, r.stdout
         print(json.dumps({{"s": time.perf_counter() - t0}}))
     """)

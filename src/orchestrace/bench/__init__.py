@@ -6,11 +6,12 @@ Example:
     ['sim-v1', 'smoke-v1']
 """
 
-from orchestrace.bench.failures import DETECTORS, Finding, detect
+from orchestrace.bench.envelope import envelope_point
 from orchestrace.bench.faults import DropMessages, WrongAnswers
 from orchestrace.bench.metrics import run_metrics
 from orchestrace.bench.report import write_report
-from orchestrace.bench.suite import SUITES, Suite, envelope_point, run_suite
+from orchestrace.bench.suite import SUITES, Suite, run_suite
+from orchestrace.bench.taxonomy import DETECTORS, Finding, detect
 
 __all__ = [
     "DETECTORS",

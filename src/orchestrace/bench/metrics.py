@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrace.bench.failures import detect, taxonomy_counts
+from orchestrace.bench.taxonomy import detect, taxonomy_counts
 from orchestrace.trace.analyze import summarize
 from orchestrace.trace.model import Trace
 

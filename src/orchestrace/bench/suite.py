@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace.bench.envelope import envelope_point
 from orchestrace.errors import ConfigError
 
-__all__ = ["SUITES", "Suite", "envelope_point", "run_one", "run_suite"]
+__all__ = ["SUITES", "Suite", "run_one", "run_suite"]
 
 #: The credit unit each topology's cell exercises.
 CREDIT_UNITS = {
@@ -147,48 +148,6 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         m["fault_units"] = len(results)
         m["faults_injected"] = sum(1 for e in results if e.error)
     return {**spec, **m, "cpu_s": cpu, "trace_id": res.trace.trace_id}
-
-
-def envelope_point(agents: int, length: int, seed: int = 0) -> dict[str, Any] | None:
-    """A swarm of ``agents`` sized to about ``length`` events.
-
-    Returns ``None`` when the run cannot be that short (every agent needs a few events).
-    """
-    from orchestrace.bench.metrics import run_metrics
-    from orchestrace.runtime import run
-
-    per_agent = length / agents
-    if per_agent < 4:
-        return None
-    chunks = max(1, math.ceil((per_agent - 4) / 3))
-    t0 = time.process_time()
-    res = run(
-        "swarm",
-        "wide-search-v0",
-        agents=agents,
-        seed=seed,
-        task_size=max(agents * chunks * 2, 4),
-        chunks=chunks,
-        patience=1e9,  # long runs: the aggregator waits for every report
-    )
-    cpu = time.process_time() - t0
-    m = run_metrics(res.trace, credit_unit="agent")
-    return {
-        "agents": agents,
-        "target_length": length,
-        "events": res.trace.n_events,
-        "cpu_s": cpu,
-        "virtual_s": m["critical_path_s"],
-        "speedup": m["speedup"],
-        "efficiency": m["efficiency"],
-        "tokens": m["tokens"],
-        "success": m["success"],
-        "messages": m["messages"],
-        "shape": m["shape"],
-        "setting": "academic"
-        if agents <= 5 and res.trace.n_events < 100
-        else ("production" if agents >= 100 and res.trace.n_events >= 1000 else "between"),
-    }
 
 
 # ---------------------------------------------------------------------------- aggregation

@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchestrace.bench.failures import CATEGORIES, DETECTORS, detect, taxonomy_counts
+from orchestrace.bench.taxonomy import CATEGORIES, DETECTORS, detect, taxonomy_counts
 from orchestrace.trace.build import TraceBuilder
 
 
