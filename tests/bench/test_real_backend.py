@@ -80,3 +80,29 @@ def test_bench_on_an_openai_compatible_server(server):
     assert rep["envelope"] == [] and rep["config"]["backend"] == "openai"
     run = rep["runs"][0]
     assert run["tokens"] > 0 and run["shape"]["length"] > 0
+
+
+@pytest.mark.slow
+def test_bench_on_a_local_transformers_model(tmp_path):
+    pytest.importorskip("transformers")
+    from orchestrace.testing import tiny_causal_lm
+
+    path = tiny_causal_lm(tmp_path / "tiny")
+    suite = Suite(
+        "test-v1",
+        topologies=("centralized",),
+        tasks=("math-v0",),
+        agents=2,
+        seeds=1,
+        faults=("wrong_answer",),
+    )
+    rep = run_suite(
+        suite,
+        backend="hf",
+        backend_options={"model": str(path), "max_new_tokens": 4},
+        jobs=1,
+        progress=False,
+    )
+    (cell,) = rep["cells"]
+    assert cell["E1_success"] == 0.0  # an untrained model does not solve it, but the run works
+    assert all(r["tokens"] > 0 for r in rep["runs"])

@@ -132,3 +132,13 @@ def test_parl_lambdas_anneal_to_zero():
     r1, _, _, info1 = play(env, [0, 1], seed=5)
     assert r1 == pytest.approx(info1["r_perf"])
     assert r0 != pytest.approx(r1) or info0["r_parallel"] == info0["r_finish"] == 0
+
+
+def test_composite_reward_spec_drives_the_env():
+    from orchestrace.rewards.compose import Composite
+
+    combo = Composite.from_spec({"team": {"weight": 1.0}, "tools": {"family": "R5", "weight": 0.1}})
+    env = make_env("stop-v0", task="multihop", reward_fn=combo)
+    r, term, _, info = play(env, [0, 1], seed=4)
+    expected = combo([info["trace"]])[0]
+    assert term and r == pytest.approx(expected)

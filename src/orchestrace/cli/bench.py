@@ -61,4 +61,6 @@ def run_cmd(args: argparse.Namespace) -> int:
         for note in report["notes"]:
             print(f"note: {note}")
         print(f"report: {out / 'report.md'}")
+        if report["cells"] and not (out / "e1_e2.png").exists():
+            print("plots skipped: matplotlib is missing (pip install 'orchestrace[learn]')")
     return 0
