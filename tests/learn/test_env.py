@@ -142,3 +142,41 @@ def test_composite_reward_spec_drives_the_env():
     r, term, _, info = play(env, [0, 1], seed=4)
     expected = combo([info["trace"]])[0]
     assert term and r == pytest.approx(expected)
+
+
+def test_env_on_an_openai_compatible_server():
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Model(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"choices": [{"message": {"content": "ANSWER: entity_3"}}],
+                               "usage": {"prompt_tokens": 30, "completion_tokens": 5}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Model)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    try:
+        env = make_env("stop-v0", task="multihop", backend="openai",
+                       backend_options={"model": "m", "base_url": url})
+        for seed in (0, 1):  # the backend and its loop serve several episodes
+            r, term, _, info = play(env, [0, 0, 1], seed=seed)
+            assert term and info["answers"] == 2 and info["top"] == 2
+            assert info["tokens"] == 2 * 35
+            assert check_trace(info["trace"]) == []
+        env.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    with pytest.raises(ConfigError, match="unknown backend"):
+        EnvConfig(backend="gpt")

@@ -97,6 +97,10 @@ class EnvConfig:
         lambda1: PARL weight of ``r_parallel`` (number or :class:`Anneal` over training steps).
         lambda2: PARL weight of ``r_finish``.
         reward_fn: Replace the PARL reward: ``fn([trace], step=) -> [value]``.
+        backend: ``sim`` (default: seeded, virtual time, thousands of episodes a minute),
+            ``openai`` (any OpenAI-compatible server) or ``hf`` (a local transformers model).
+        backend_options: Options for the backend (``model``, ``base_url``...); for ``sim``,
+            they replace the default role scaling.
     """
 
     task: str = "arith-mapreduce-v0"
@@ -111,6 +115,8 @@ class EnvConfig:
     lambda1: float | Anneal = field(default_factory=lambda: Anneal(0.05, 0.0, steps=2000))
     lambda2: float | Anneal = field(default_factory=lambda: Anneal(0.05, 0.0, steps=2000))
     reward_fn: Callable[..., list[float | None]] | None = None
+    backend: str = "sim"
+    backend_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         bad = set(self.learn) - {"O1", "O2", "O3", "O4", "O5"}
@@ -120,6 +126,8 @@ class EnvConfig:
             raise ConfigError("max_rounds and max_workers must be >= 1")
         if self.token_cost < 0:
             raise ConfigError(f"token_cost must be >= 0, got {self.token_cost}")
+        if self.backend not in ("sim", "openai", "hf"):
+            raise ConfigError(f"unknown backend {self.backend!r}; use sim, openai or hf")
         if self.size_range is not None and not 1 <= self.size_range[0] <= self.size_range[1]:
             raise ConfigError(
                 f"size_range must be (lo, hi) with 1 <= lo <= hi, got {self.size_range}"
@@ -149,7 +157,8 @@ class OrchestrationEnv:
             Discrete(nvec[0]) if len(nvec) == 1 else MultiDiscrete(nvec)
         )
         self.train_step = 0
-        self._loop: VirtualTimeLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._real: tuple[asyncio.AbstractEventLoop, Any] | None = None  # loop, backend
         self._run: asyncio.Task[Trace] | None = None
         self._req: asyncio.Future[np.ndarray] | None = None
         self._act: asyncio.Future[dict[str, Any]] | None = None
@@ -164,7 +173,7 @@ class OrchestrationEnv:
 
         ``options`` may set ``size`` (the task size of this episode).
         """
-        self.close()
+        self._end_episode()
         seed = int(np.random.default_rng().integers(2**31)) if seed is None else int(seed)
         rng = np.random.default_rng([seed, 7])
         size = (options or {}).get("size") or int(
@@ -181,9 +190,8 @@ class OrchestrationEnv:
             "size": int(size),
             "done": False,
         }
-        loop = VirtualTimeLoop(watchdog_s=0.05)
+        loop, backend = self._episode_loop(seed)
         self._loop = loop
-        backend = SimBackend(seed=seed, role_tokens={"expert": 2.0, "novice": 0.6})
         rt = Runtime(
             task=task,
             backend=backend,
@@ -229,7 +237,7 @@ class OrchestrationEnv:
             tokens=int(trace.costs.get("tokens", 0)),
         )
         final = self._observe()
-        self.close(keep_trace=True)
+        self._end_episode(keep_trace=True)
         return final, reward, not truncated, truncated, info
 
     def __enter__(self) -> OrchestrationEnv:
@@ -242,8 +250,33 @@ class OrchestrationEnv:
         with contextlib.suppress(Exception):
             self.close()
 
-    def close(self, keep_trace: bool = False) -> None:
-        """Stop the current episode and free its loop."""
+    def close(self) -> None:
+        """End the current episode and release the backend (a real one's connections)."""
+        self._end_episode()
+        if self._real is not None:
+            loop, backend = self._real
+            self._real = None
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(backend.aclose())
+            loop.close()
+
+    def _episode_loop(self, seed: int) -> tuple[asyncio.AbstractEventLoop, Any]:
+        """A fresh virtual-time loop and sim backend, or the env's real loop and backend."""
+        cfg = self.config
+        if cfg.backend == "sim":
+            opts = {"role_tokens": {"expert": 2.0, "novice": 0.6}, **cfg.backend_options}
+            return VirtualTimeLoop(watchdog_s=0.05), SimBackend(seed=seed, **opts)
+        if self._real is None:
+            from orchestrace.runtime.backends import make_backend
+
+            self._real = (
+                asyncio.new_event_loop(),
+                make_backend(cfg.backend, **cfg.backend_options),
+            )
+        return self._real
+
+    def _end_episode(self, keep_trace: bool = False) -> None:
+        """Stop the current episode; free its loop (a virtual one) and its tasks."""
         if self._loop is not None:
             loop = self._loop
             if self._run is not None and not self._run.done():
@@ -256,7 +289,8 @@ class OrchestrationEnv:
                     t.cancel()
                 with contextlib.suppress(RuntimeError):
                     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
+            if self._real is None or loop is not self._real[0]:
+                loop.close()
         self._loop = self._run = self._req = self._act = None
         if not keep_trace:
             self.trace = None
