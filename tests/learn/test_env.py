@@ -155,8 +155,12 @@ def test_env_on_an_openai_compatible_server():
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps({"choices": [{"message": {"content": "ANSWER: entity_3"}}],
-                               "usage": {"prompt_tokens": 30, "completion_tokens": 5}}).encode()
+            body = json.dumps(
+                {
+                    "choices": [{"message": {"content": "ANSWER: entity_3"}}],
+                    "usage": {"prompt_tokens": 30, "completion_tokens": 5},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -167,8 +171,12 @@ def test_env_on_an_openai_compatible_server():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     try:
-        env = make_env("stop-v0", task="multihop", backend="openai",
-                       backend_options={"model": "m", "base_url": url})
+        env = make_env(
+            "stop-v0",
+            task="multihop",
+            backend="openai",
+            backend_options={"model": "m", "base_url": url},
+        )
         for seed in (0, 1):  # the backend and its loop serve several episodes
             r, term, _, info = play(env, [0, 0, 1], seed=seed)
             assert term and info["answers"] == 2 and info["top"] == 2

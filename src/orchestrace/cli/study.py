@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seeds", type=int, default=10, help="held-out seeds")
     p.add_argument("--episodes", type=int, default=200, help="episodes per seed")
     p.add_argument("--train-episodes", type=int, help="override the default training budget")
+    p.add_argument("--train-seed", type=int, default=0, help="seed of the training runs")
     p.add_argument("--jobs", type=int, default=2, help="tasks in parallel")
     p.add_argument("-o", "--output", default="runs/learned-stopping")
     p.set_defaults(func=run_cmd)
@@ -38,6 +39,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         episodes=args.episodes,
         train_episodes=args.train_episodes,
+        train_seed=args.train_seed,
         out=args.output,
         jobs=args.jobs,
         progress=lambda t: print(f"done: {t}", flush=True),

@@ -111,6 +111,7 @@ def evaluate(
         per["success"].append(float(np.mean(ok)))
         per["tokens"].append(float(np.mean(tok)))
         per["workers"].append(float(np.mean(wk)))
+    env.close()
     r, rci = _ci(per["reward"])
     sc, sci = _ci(per["success"])
     t, tci = _ci(per["tokens"])
