@@ -178,7 +178,7 @@ def test_env_on_an_openai_compatible_server():
             backend_options={"model": "m", "base_url": url},
         )
         for seed in (0, 1):  # the backend and its loop serve several episodes
-            r, term, _, info = play(env, [0, 0, 1], seed=seed)
+            _r, term, _, info = play(env, [0, 0, 1], seed=seed)
             assert term and info["answers"] == 2 and info["top"] == 2
             assert info["tokens"] == 2 * 35
             assert check_trace(info["trace"]) == []
