@@ -79,3 +79,24 @@ def test_bad_learn_inputs(tmp_path, capsys):
     assert code == 1 and "missing.json" in err
     with pytest.raises(SystemExit):
         main(["export", "x", "--to", "openrlhf", "-o", "y"])
+
+
+def test_study_rejects_bad_settings(capsys, tmp_path):
+    code, _, err = run(
+        capsys, "study", "stopping", "--tasks", "arith", "--seeds", "0", "-o", str(tmp_path)
+    )
+    assert code == 1 and "seeds must be >= 1" in err
+    code, _, err = run(
+        capsys,
+        "study",
+        "stopping",
+        "--tasks",
+        "nope",
+        "--train-episodes",
+        "10",
+        "--jobs",
+        "1",
+        "-o",
+        str(tmp_path),
+    )
+    assert code == 1 and "unknown task 'nope'" in err

@@ -141,7 +141,18 @@ def run_study(
     jobs: int = 2,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run :func:`study_task` for each task (``jobs`` in parallel) and write the report."""
+    """Run :func:`study_task` for each task (``jobs`` in parallel) and write the report.
+
+    Raises:
+        ConfigError: No tasks, or fewer than one seed, episode or job.
+    """
+    from orchestrace.errors import ConfigError
+
+    if not tasks:
+        raise ConfigError("give at least one task, e.g. arith,search,multihop")
+    for name, value in (("seeds", seeds), ("episodes", episodes), ("jobs", jobs)):
+        if value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}")
     kws = [
         dict(
             task=t,
