@@ -171,12 +171,17 @@ def _plots(report: dict[str, Any], out: Path) -> None:
             for i, f in enumerate(faults):
                 ax.bar(
                     [j + i * w for j in x],
-                    [(c["E4"].get(f) or {}).get("amplification") or 0.0 for c in cells],
+                    [(c["E4"].get(f) or {}).get("excess_per_injected") or 0.0 for c in cells],
                     width=w,
                     label=f,
                 )
             ax.axhline(1.0, color="k", lw=0.8, ls="--")
-            ax.set_ylabel("E4 amplification")
+            ax.axhline(0.0, color="k", lw=0.5)
+            ax.set_ylabel("E4 excess error / injected rate")
+            ax.set_title(
+                "error the faults add, per unit of injected rate (above 1: amplified)",
+                fontsize=9,
+            )
             ax.set_xticks(list(x), labels, rotation=90, fontsize=7)
             ax.legend(fontsize=8)
             fig.tight_layout()
