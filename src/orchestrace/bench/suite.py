@@ -24,10 +24,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 import platform
 import time
-from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +34,7 @@ import numpy as np
 
 from orchestrace.bench.envelope import envelope_point
 from orchestrace.errors import ConfigError
+from orchestrace.learn.evaluate import mean_ci
 
 __all__ = ["SUITES", "Suite", "run_one", "run_suite"]
 
@@ -151,20 +150,6 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- aggregation
-def _ci(values: Iterable[float]) -> tuple[float, float]:
-    from orchestrace.learn.evaluate import t95
-
-    arr = np.asarray(list(values), dtype=np.float64)
-    if len(arr) == 0:
-        return float("nan"), float("nan")
-    half = (
-        t95(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
-        if len(arr) > 1
-        else float("nan")
-    )
-    return float(arr.mean()), half
-
-
 def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
     """One row per (topology, task) with E1-E4 and the four dimensions."""
     cells = []
@@ -178,7 +163,7 @@ def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
             if not clean:
                 continue
             solved = sum(r["success"] for r in clean)
-            sr, sr_ci = _ci(r["success"] for r in clean)
+            sr, sr_ci = mean_ci(r["success"] for r in clean)
             row: dict[str, Any] = {
                 "topology": topo,
                 "task": task,

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from orchestrace.learn.env import make_env
 
-__all__ = ["HELD_OUT", "EvalResult", "compare", "evaluate", "format_table", "t95"]
+__all__ = ["HELD_OUT", "EvalResult", "compare", "evaluate", "format_table", "mean_ci", "t95"]
 
 #: First seed of held-out evaluation instances.
 HELD_OUT = 10**9
@@ -52,8 +52,17 @@ def t95(dof: int) -> float:
     return _T95[max(k for k in keys if k <= dof)] if dof < 30 else 1.96 + 2.4 / dof
 
 
-def _ci(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
+def mean_ci(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and 95% t-interval half-width (``nan`` where too few values).
+
+    Example:
+        >>> mean, half = mean_ci([1.0, 2.0, 3.0])
+        >>> mean, round(half, 3)
+        (2.0, 2.484)
+    """
+    arr = np.asarray(list(values), dtype=np.float64)
+    if len(arr) == 0:
+        return float("nan"), float("nan")
     mean = float(arr.mean())
     if len(arr) < 2:
         return mean, float("nan")
@@ -112,9 +121,9 @@ def evaluate(
         per["tokens"].append(float(np.mean(tok)))
         per["workers"].append(float(np.mean(wk)))
     env.close()
-    r, rci = _ci(per["reward"])
-    sc, sci = _ci(per["success"])
-    t, tci = _ci(per["tokens"])
+    r, rci = mean_ci(per["reward"])
+    sc, sci = mean_ci(per["success"])
+    t, tci = mean_ci(per["tokens"])
     return EvalResult(
         name or str(policy), r, rci, sc, sci, t, tci, float(np.mean(per["workers"])), seeds, per
     )

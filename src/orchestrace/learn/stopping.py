@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.learn.evaluate import EvalResult, compare, format_table, t95
+from orchestrace.learn.evaluate import EvalResult, compare, format_table, mean_ci
 from orchestrace.learn.policies.heuristic import heuristics
 from orchestrace.runtime.tasks import make_task
 
@@ -43,9 +42,8 @@ DEFAULT_TASKS = ("arith", "search", "multihop")
 
 def _paired(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """Mean and 95% half-width of the per-seed difference ``a - b``."""
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    half = t95(len(d) - 1) * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else math.nan
-    return {"mean": float(d.mean()), "ci": half}
+    mean, half = mean_ci(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    return {"mean": mean, "ci": half}
 
 
 def study_task(
