@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace.credit.base import root_agents
 from orchestrace.trace.model import Event, Trace
 
 __all__ = ["CATEGORIES", "DETECTORS", "Finding", "detect", "taxonomy_counts"]
@@ -78,8 +79,7 @@ class Finding:
 
 
 def _roots(trace: Trace) -> set[str]:
-    spawned = {e.to for e in trace.events if e.type == "spawn" and e.to}
-    return {e.agent for e in trace.events if e.agent not in spawned and e.type != "tool_result"}
+    return set(root_agents(trace))
 
 
 def _final_stop(trace: Trace, roots: set[str]) -> Event | None:

@@ -780,12 +780,8 @@ class Runtime:
                     k = _text(v)
                     tally[k] = tally.get(k, 0.0) + float(w)
                     first.setdefault(k, v)
-            # most votes; ties go to the answer seen first
-            value = (
-                first[max(tally, key=lambda k: (tally[k], -list(tally).index(k)))]
-                if tally
-                else None
-            )
+            # most votes; max() keeps the first of equal counts: ties go to the answer seen first
+            value = first[max(tally, key=tally.__getitem__)] if tally else None
         elif method == "first":
             value = good[0] if good else None
         elif method == "judge":
