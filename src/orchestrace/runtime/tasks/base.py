@@ -105,14 +105,20 @@ class Task:
         self.question = ""
         self.answer: Any = None
 
-    # -- to implement ---------------------------------------------------------------
+    # -- to implement: _span (tasks whose parts are item ranges), or whole and split ----
+    def _span(self, index: int, lo: int, hi: int) -> Subtask:
+        """The part covering items ``[lo, hi)``; its ``data`` holds ``lo`` and ``hi``."""
+        raise NotImplementedError
+
     def whole(self) -> Subtask:
         """The task as a single part."""
-        raise NotImplementedError
+        return self._span(0, 0, self.size)
 
     def split(self, part: Subtask, k: int) -> list[Subtask]:
         """Split ``part`` into ``k`` contiguous parts (fewer when it holds less work)."""
-        raise NotImplementedError
+        lo, hi = part.data["lo"], part.data["hi"]
+        b = self.bounds(hi - lo, k)
+        return [self._span(i, lo + b[i], lo + b[i + 1]) for i in range(len(b) - 1)]
 
     def combine(self, parts: list[Any]) -> Any:
         """Put part answers (in part order) together into a final answer."""

@@ -79,7 +79,7 @@ class MathWordTask(Task):
             "Reply with ANSWER: <integer>."
         )
 
-    def _part(self, index: int, lo: int, hi: int) -> Subtask:
+    def _span(self, index: int, lo: int, hi: int) -> Subtask:
         story = f". Then {self.who} ".join(self.steps[lo:hi])
         prompt = (
             f"{self.who} has {self.values[lo]} {self.item}. Then {self.who} {story}. How many "
@@ -88,16 +88,6 @@ class MathWordTask(Task):
         return Subtask(
             index, prompt, self.values[hi], hi - lo, {"lo": lo, "hi": hi, "start": self.values[lo]}
         )
-
-    def whole(self) -> Subtask:
-        """The task as a single part."""
-        return self._part(0, 0, self.size)
-
-    def split(self, part: Subtask, k: int) -> list[Subtask]:
-        """Split ``part`` into ``k`` contiguous runs of steps."""
-        lo, hi = part.data["lo"], part.data["hi"]
-        b = self.bounds(hi - lo, k)
-        return [self._part(i, lo + b[i], lo + b[i + 1]) for i in range(len(b) - 1)]
 
     def span_truth(self, lo: int, hi: int) -> Any:
         """The amount after step ``hi``."""

@@ -52,7 +52,7 @@ class MultiHopTask(Task):
         path = " of the ".join(reversed(self.relations))
         self.question = f"Who is the {path} of {self.start}? Reply with ANSWER: <entity>."
 
-    def _part(self, index: int, lo: int, hi: int) -> Subtask:
+    def _span(self, index: int, lo: int, hi: int) -> Subtask:
         rels = self.relations[lo:hi]
         path = " of the ".join(reversed(rels))
         return Subtask(
@@ -63,16 +63,6 @@ class MultiHopTask(Task):
             len(rels),
             {"relations": rels, "start": self.chain[lo], "lo": lo, "hi": hi},
         )
-
-    def whole(self) -> Subtask:
-        """The task as a single part."""
-        return self._part(0, 0, self.size)
-
-    def split(self, part: Subtask, k: int) -> list[Subtask]:
-        """Split ``part`` into ``k`` contiguous parts."""
-        lo, hi = part.data["lo"], part.data["hi"]
-        b = self.bounds(hi - lo, k)
-        return [self._part(i, lo + b[i], lo + b[i + 1]) for i in range(len(b) - 1)]
 
     def span_truth(self, lo: int, hi: int) -> Any:
         """The entity reached after hop ``hi``."""

@@ -56,7 +56,7 @@ class WideSearchTask(Task):
     def _count(self, docs: list[dict[str, Any]]) -> int:
         return sum(1 for d in docs if d["text"].endswith(f" in {self.city}"))
 
-    def _part(self, index: int, start: int, end: int) -> Subtask:
+    def _span(self, index: int, start: int, end: int) -> Subtask:
         return Subtask(
             index,
             f"Search documents {start}..{end - 1} of the corpus with the search tool and count "
@@ -65,16 +65,6 @@ class WideSearchTask(Task):
             end - start,
             {"start": start, "end": end, "city": self.city, "lo": start, "hi": end},
         )
-
-    def whole(self) -> Subtask:
-        """The task as a single part."""
-        return self._part(0, 0, self.size)
-
-    def split(self, part: Subtask, k: int) -> list[Subtask]:
-        """Split ``part`` into ``k`` contiguous parts."""
-        start, end = part.data["start"], part.data["end"]
-        b = self.bounds(end - start, k)
-        return [self._part(i, start + b[i], start + b[i + 1]) for i in range(len(b) - 1)]
 
     def span_truth(self, lo: int, hi: int) -> Any:
         """Matches among documents ``lo..hi-1``."""
