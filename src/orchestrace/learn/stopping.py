@@ -8,7 +8,8 @@ held-out task instances (``seeds`` x ``episodes``; seeds no training run draws).
   paired comparison with the best heuristic and the matched-success token comparison;
 * ``results.md``: the tables;
 * ``tradeoff.png``: success against tokens per task (heuristics as points, the learned policy
-  as a star); ``curve-<task>.png`` and ``train-<task>.csv``: learning curves.
+  as a star); ``curve-<task>.png``, ``train-<task>.csv``, ``policy-<task>.pt`` and
+  ``config-<task>.json``: learning curves, checkpoints and training configs.
 
 Run it with ``orchestrace study stopping -o docs/learned-stopping`` (about 15 minutes on two
 cores with the defaults).
@@ -79,19 +80,7 @@ def study_task(
     trainer = make_trainer(algo, cfg)
     result = trainer.train()
     if out is not None:
-        from orchestrace.learn.algorithms.common import plot_curve
-
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        rows = result.log
-        (out / f"train-{name}.csv").write_text(
-            ",".join(rows[0])
-            + "\n"
-            + "\n".join(",".join(f"{v:.6g}" for v in r.values()) for r in rows)
-            + "\n"
-        )
-        plot_curve(rows, out / f"curve-{name}.png", f"{algo} on stop-v0 ({name})")
-        result.policy.save(out / f"policy-{name}.pt", extra={"algo": algo, "config": asdict(cfg)})
+        trainer.write(out, suffix=f"-{name}")
     policies: dict[str, Any] = {f"learned ({algo})": result.policy}
     policies.update({str(h): h for h in heuristics("stopping")})
     rows_eval = compare(policies, "stop-v0", task=name, seeds=seeds, episodes=episodes)

@@ -155,19 +155,27 @@ class Trainer:
         out = self.write() if cfg.out else None
         return TrainResult(self.policy, self.log, out, self.episodes / max(minutes, 1e-9))
 
-    def write(self) -> Path:
-        """CSV, PNG and checkpoint into ``out``."""
-        out = Path(self.cfg.out or ".")
+    def write(self, out: str | Path | None = None, suffix: str = "") -> Path:
+        """``train.csv``, ``curve.png``, ``policy.pt`` and ``config.json`` into ``out``.
+
+        ``out`` defaults to the config's; ``suffix`` goes before each extension
+        (``train-arith.csv``...), so several runs can share a directory.
+        """
+        out = Path(out or self.cfg.out or ".")
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / "train.csv", "w", newline="") as fh:
+        with open(out / f"train{suffix}.csv", "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(self.log[0]))
             w.writeheader()
             w.writerows(self.log)
-        self.policy.save(out / "policy.pt", extra={"algo": self.algo, "config": asdict(self.cfg)})
-        (out / "config.json").write_text(
+        self.policy.save(
+            out / f"policy{suffix}.pt", extra={"algo": self.algo, "config": asdict(self.cfg)}
+        )
+        (out / f"config{suffix}.json").write_text(
             json.dumps({"algo": self.algo, **asdict(self.cfg)}, indent=2, default=str)
         )
-        plot_curve(self.log, out / "curve.png", f"{self.algo} on {self.cfg.env} ({self.cfg.task})")
+        plot_curve(
+            self.log, out / f"curve{suffix}.png", f"{self.algo} on {self.cfg.env} ({self.cfg.task})"
+        )
         return out
 
 
