@@ -188,7 +188,6 @@ class OrchestrationEnv:
             "rounds": 0,
             "tokens": 0,
             "size": int(size),
-            "done": False,
         }
         loop, backend = self._episode_loop(seed)
         self._loop = loop
@@ -217,7 +216,6 @@ class OrchestrationEnv:
         if not self.action_space.contains(action):
             raise ConfigError(f"action {action!r} is not in {self.action_space}")
         decision = self.decode(action)
-        self.state["last_action"] = decision
         self._req = self._loop.create_future()
         act, self._act = self._act, None
         act.set_result(decision)
@@ -440,7 +438,7 @@ class OrchestrationEnv:
             float(np.mean(confs)) if confs else 0.0,
             1.0,
         ]
-        st["n"], st["top"], st["second"], st["top_conf"] = n, top, second, top_conf
+        st["top"], st["second"], st["top_conf"] = top, second, top_conf
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 1.0)
 
     def prompt(self) -> str:
