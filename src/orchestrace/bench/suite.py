@@ -152,14 +152,13 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- aggregation
 def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
     """One row per (topology, task) with E1-E4 and the four dimensions."""
+    groups: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["topology"], r["task"], r.get("fault") or None), []).append(r)
     cells = []
     for topo in suite.topologies:
         for task in suite.tasks:
-            clean = [
-                r
-                for r in runs
-                if r["topology"] == topo and r["task"] == task and not r.get("fault")
-            ]
+            clean = groups.get((topo, task, None), [])
             if not clean:
                 continue
             solved = sum(r["success"] for r in clean)
@@ -195,11 +194,7 @@ def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
             }
             err_clean = 1.0 - sr
             for fault in suite.faults:
-                fr = [
-                    r
-                    for r in runs
-                    if r["topology"] == topo and r["task"] == task and r.get("fault") == fault
-                ]
+                fr = groups.get((topo, task, fault), [])
                 if not fr:
                     continue
                 units = sum(r.get("fault_units", 0) for r in fr)
