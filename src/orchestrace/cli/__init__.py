@@ -55,8 +55,10 @@ def _maybe_tune_malloc(argv: Sequence[str]) -> None:
     if not big:
         return
     env = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.hugetlb=1", ORCHESTRACE_NO_REEXEC="1")
+    # -P: the restarted interpreter must import this installation, never a package that
+    # happens to sit in the current directory (``-m`` would otherwise put it first on sys.path)
     try:
-        os.execve(sys.executable, [sys.executable, "-m", "orchestrace", *argv], env)
+        os.execve(sys.executable, [sys.executable, "-P", "-m", "orchestrace", *argv], env)
     except OSError:
         return
 

@@ -1,0 +1,38 @@
+"""The large-input restart of the CLI never imports code from the current directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrace.cli import _HUGE_INPUT
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the restart happens on Linux only")
+def test_large_input_restart_ignores_a_package_in_the_working_directory(tmp_path: Path) -> None:
+    fake = tmp_path / "orchestrace"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text('print("HIJACKED")\n')
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:  # sparse: large enough to trigger the restart, no disk used
+        fh.truncate(_HUGE_INPUT + 1)
+    exe = Path(sys.executable).with_name("orchestrace")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-P", "-m", "orchestrace"]
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "ORCHESTRACE_NO_REEXEC")}
+    r = subprocess.run(
+        [*cmd, "validate", "big.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert "HIJACKED" not in r.stdout + r.stderr
+    assert r.returncode == 1
+    assert "big.json: line 1, column 1 (byte 0): malformed JSON" in r.stdout + r.stderr
