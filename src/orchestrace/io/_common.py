@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
 import re
+import select
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -13,42 +17,195 @@ from typing import IO, Any
 
 from orchestrace.errors import TraceFormatError
 
-__all__ = ["atomic_write", "describe_offset", "format_error", "read_bytes"]
+__all__ = [
+    "atomic_write",
+    "describe_offset",
+    "format_error",
+    "is_stream",
+    "open_input",
+    "read_bytes",
+]
 
 PathLike = str | os.PathLike[str]
 _BYTE = re.compile(r"\(byte (\d+)\)")
 
 
+#: Longest document read from a pipe or FIFO (bytes); a longer stream is refused.
+MAX_STREAM_BYTES = 4 << 30
+#: Longest JSONL line (bytes); a longer line is refused instead of filling memory.
+MAX_LINE_BYTES = 1 << 30
+#: Seconds a pipe or FIFO may stay silent before reading gives up (no writer, or a stalled one).
+PIPE_IDLE_TIMEOUT_S = float(os.environ.get("ORCHESTRACE_PIPE_IDLE_S", "30"))
+BOM = b"\xef\xbb\xbf"
+
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class _PipeReader(io.RawIOBase):
+    """Read a pipe or FIFO opened non-blocking, waiting at most ``idle`` seconds for data."""
+
+    def __init__(self, fd: int, source: str, idle: float) -> None:
+        self._fd = fd
+        self._source = source
+        self._idle = idle
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        while True:
+            ready, _, _ = select.select([self._fd], [], [], self._idle)
+            if not ready:
+                raise TraceFormatError(
+                    self._source,
+                    "file",
+                    f"no data arrived for {self._idle:g} s (a pipe or FIFO with no writer?)",
+                    "start the program that writes to it first, or pass a regular file "
+                    "(ORCHESTRACE_PIPE_IDLE_S sets the wait)",
+                )
+            try:
+                data = os.read(self._fd, len(view))
+            except BlockingIOError:
+                continue
+            view[: len(data)] = data
+            return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            with suppress(OSError):
+                os.close(self._fd)
+        super().close()
+
+
+def _denied(src: str) -> TraceFormatError:
+    return TraceFormatError(
+        src, "file", f"cannot read {src}: permission denied", "check its permissions"
+    )
+
+
+def open_input(path: PathLike, *, directory_hint: str = "pass a trace file") -> IO[bytes]:
+    """Open a trace file for reading as a binary stream.
+
+    ``"-"`` reads standard input. Pipes and FIFOs (``<(cmd)``, ``/dev/stdin``) are read as
+    streams that give up after :data:`PIPE_IDLE_TIMEOUT_S` seconds without data, so a FIFO
+    nobody writes to never blocks forever. Devices and sockets are refused.
+
+    Raises:
+        TraceFormatError: Missing, a directory, a device, or unreadable; the message says why.
+    """
+    src = str(path)
+    try:
+        if src == "-":
+            fd = os.dup(sys.stdin.fileno())
+        else:
+            st = os.stat(path)
+            if stat.S_ISDIR(st.st_mode):
+                raise TraceFormatError(
+                    src,
+                    "file",
+                    "is a directory",
+                    directory_hint + " (a .parquet dataset is a directory: "
+                    "give its path with a .parquet suffix)",
+                )
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        st = os.fstat(fd)
+    except FileNotFoundError:
+        raise TraceFormatError(src, "file", "no such file", "check the path") from None
+    except PermissionError:
+        raise _denied(src) from None
+    except NotADirectoryError:
+        raise TraceFormatError(
+            src, "file", "no such file (a parent in the path is a file)", "check the path"
+        ) from None
+    except OSError as err:
+        raise TraceFormatError(
+            src, "file", f"cannot open: {err.strerror or err}", "check the path"
+        ) from None
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            os.close(fd)
+            raise TraceFormatError(
+                src,
+                "file",
+                f"not a regular file ({kind})",
+                "pass a trace file, or pipe a trace in (`cat FILE | orchestrace ... -`)",
+            )
+    if stat.S_ISFIFO(st.st_mode):
+        return io.BufferedReader(_PipeReader(fd, src, PIPE_IDLE_TIMEOUT_S), 1 << 16)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def is_stream(fh: IO[bytes]) -> bool:
+    """``True`` for an input that is not a regular file (it cannot seek back)."""
+    try:
+        return not stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+    except (OSError, ValueError):
+        return True
+
+
 def read_bytes(path: PathLike) -> Any:
     """Return the file's bytes (memory-mapped when large, so nothing is copied).
 
+    Pipes and FIFOs are read to their end (see :func:`open_input`) and capped at
+    :data:`MAX_STREAM_BYTES`. A leading UTF-8 byte-order mark is dropped.
+
     Raises:
-        TraceFormatError: The file is missing, a directory, unreadable or empty.
+        TraceFormatError: The file is missing, a directory, a device, unreadable, empty or
+            (as a stream) too long.
     """
-    p = Path(path)
     src = str(path)
+    fh = open_input(path)
     try:
-        with open(p, "rb") as fh:
+        if is_stream(fh):
+            data: Any = _read_stream(fh, src)
+        else:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
-                raise TraceFormatError(
-                    src, "line 1", "file is empty", "write a trace into it, or pass another file"
-                )
-            if size < (1 << 24):
-                return fh.read()
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise TraceFormatError(src, "file", "no such file", "check the path") from None
-    except IsADirectoryError:
-        raise TraceFormatError(
-            src,
-            "file",
-            "is a directory",
-            "pass a trace file (a .parquet dataset is a directory: "
-            "give its path with a .parquet suffix)",
-        ) from None
+                data = b""
+            elif size < (1 << 24):
+                data = fh.read()
+            else:
+                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except PermissionError:
-        raise TraceFormatError(src, "file", "permission denied", "make the file readable") from None
+        raise _denied(src) from None
+    except IsADirectoryError:
+        raise TraceFormatError(src, "file", "is a directory", "pass a trace file") from None
+    finally:
+        fh.close()
+    if not len(data):
+        raise TraceFormatError(
+            src, "line 1", "file is empty", "write a trace into it, or pass another file"
+        )
+    if data[:3] == BOM:
+        data = bytes(data[3:])
+    return data
+
+
+def _read_stream(fh: IO[bytes], src: str) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = fh.read(1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > MAX_STREAM_BYTES:
+            raise TraceFormatError(
+                src,
+                "file",
+                f"input is longer than {MAX_STREAM_BYTES:,} bytes",
+                "for very large traces, write them to a file (or a Parquet dataset) first",
+            )
+        chunks.append(chunk)
 
 
 def describe_offset(data: Any, offset: int, base_line: int = 1) -> str:

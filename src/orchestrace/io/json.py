@@ -13,12 +13,21 @@ Example:
 
 from __future__ import annotations
 
+import json as pyjson
+import re
 from typing import Any
 
 import msgspec
 
-from orchestrace.errors import Problem, TraceValidationError
-from orchestrace.io._common import PathLike, atomic_write, format_error, read_bytes
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
+from orchestrace.io._common import (
+    BOM,
+    PathLike,
+    atomic_write,
+    describe_offset,
+    format_error,
+    read_bytes,
+)
 from orchestrace.io.upstream import from_upstream, looks_upstream, restore_markers
 from orchestrace.trace.check import check_structure, check_trace
 from orchestrace.trace.model import Trace
@@ -61,12 +70,16 @@ def parse(
     """
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
+    if data[:3] == BOM:
+        data = bytes(data[3:])
+    _check_duplicate_keys(data, source)
     # 1. the typed decoder: native files, and survey-schema files (ours included) whose events
     #    carry only known fields
+    typed_error = ""
     try:
         trace = _DECODER.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        pass
+    except (msgspec.ValidationError, msgspec.DecodeError) as err:
+        typed_error = str(err)
     except RecursionError as err:
         raise format_error(source, data, err) from None
     else:
@@ -81,6 +94,8 @@ def parse(
     try:
         obj = msgspec.json.decode(data)
     except (msgspec.DecodeError, RecursionError) as err:
+        if "Number out of range" in str(err):
+            raise _out_of_range(source, data, typed_error) from None
         raise format_error(source, data, err) from None
     found: tuple[Trace | None, list[Problem]]
     if upstream or (upstream is None and looks_upstream(obj)):
@@ -88,6 +103,85 @@ def parse(
     else:
         found = check_structure(obj, partial=partial, semantic=check)
     return found[0], [p.at(source) for p in found[1]]
+
+
+# top-level keys of a trace: a second copy of one would silently replace the first
+_TOP_KEYS = tuple(
+    f'"{k}"'.encode()
+    for k in (
+        "trace_id",
+        "task_id",
+        "events",
+        "edges",
+        "rewards",
+        "costs",
+        "system",
+        "topology",
+        "metrics",
+        "schema_version",
+        "meta",
+        "agents",
+        "rl",
+    )
+)
+#: Documents up to this size are searched for duplicate keys at every level.
+DUPLICATE_CHECK_BYTES = 4 << 20
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]{3,}")
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _check_duplicate_keys(data: Any, source: str) -> None:
+    """Refuse a JSON object that names one key twice (a decoder would keep only the last)."""
+    suspicious = any(data.find(k, data.find(k) + 1) > 0 for k in _TOP_KEYS)
+    if not suspicious and len(data) > DUPLICATE_CHECK_BYTES:
+        return
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen[k] = v
+        return seen
+
+    try:
+        pyjson.loads(
+            bytes(data).decode("utf-8"),
+            object_pairs_hook=hook,
+            parse_constant=lambda _: None,
+        )
+    except _DuplicateKey as dup:
+        key = dup.key
+        needle = pyjson.dumps(key).encode()
+        first = data.find(needle)
+        second = data.find(needle, first + 1) if first >= 0 else -1
+        where = describe_offset(data, second) if second >= 0 else "document"
+        raise TraceFormatError(
+            source,
+            where,
+            f"duplicate key {_short(key)!r}: a JSON object names it twice",
+            "keep one of them (a reader would silently use only the last)",
+        ) from None
+    except (ValueError, RecursionError):
+        return  # not JSON (or too deep): the decoders below report it
+
+
+def _out_of_range(source: str, data: Any, typed_error: str) -> TraceFormatError:
+    m = _NUMBER.search(data)
+    where = describe_offset(data, m.start()) if m else "document"
+    value = m.group().decode() if m else "a number"
+    at = re.search(r"at `(\$[^`]*)`", typed_error) if "out of range" in typed_error else None
+    path = f" at {at.group(1)}" if at else ""
+    return TraceFormatError(
+        source,
+        where,
+        f"number {_short(value, 40)}{path} is out of range (beyond the largest float)",
+        "record a finite number",
+    )
 
 
 def loads(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -34,6 +34,7 @@ import numpy as np
 from orchestrace.errors import Problem, TraceValidationError, _short
 from orchestrace.trace.graph import EVENT_CODE, TraceGraph
 from orchestrace.trace.model import (
+    MAX_INT,
     SCHEMA_VERSION,
     Decision,
     Edge,
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 _MAX_PER_CHECK = 100
+_INT_FIELDS = ("step", "tokens_in", "tokens_out")
 _EVENT_TYPES = frozenset(EventType)
 _EDGE_TYPES = frozenset(EdgeType)
 _DECISIONS = frozenset(Decision)
@@ -217,6 +219,26 @@ def check_fields(ctx: _Ctx) -> Iterator[Problem]:
                     path=_ev(i, "agent"),
                     event_id=e.id,
                 )
+            for name in _INT_FIELDS:
+                value = getattr(e, name)
+                if value is None and name == "step":
+                    continue
+                if not isinstance(value, int) or isinstance(value, bool):
+                    yield Problem(
+                        "wrong-type",
+                        f"{name} is {_short(repr(value), 40)}, not an integer",
+                        f"record {name} as an integer from 0 to 2^63-1",
+                        path=_ev(i, name),
+                        event_id=e.id,
+                    )
+                elif value > MAX_INT or (value < 0 and name == "step"):
+                    yield Problem(
+                        "out-of-range",
+                        f"{name} is {_short(str(value), 40)}, outside 0 to 2^63-1",
+                        f"record {name} as an integer from 0 to 2^63-1",
+                        path=_ev(i, name),
+                        event_id=e.id,
+                    )
 
     yield from _capped(bad_events(), "unknown-type")
     edges = ctx.trace.edges
@@ -566,6 +588,9 @@ def validate(trace: Trace, *, partial: bool = False, source: str | None = None) 
 # ---------------------------------------------------------------------- structural path
 _MSG = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.S)
 _FIELD = re.compile(r"`([^`]*)`")
+_BOUND = re.compile(r"^Expected `(\w+)` (<=|>=|<|>) (\S+)$")
+_EVENT_INDEX = re.compile(r"\$\.events\[(\d+)\]")
+_EDGE_INDEX = re.compile(r"\$\.edges\[(\d+)\]")
 
 
 def _clip(text: str, limit: int = 300) -> str:
@@ -625,6 +650,18 @@ def problem_from_msgspec(err: Exception, prefix: str, *, where: str = "event") -
             choices,
             path=path,
         )
+    bound = _BOUND.match(msg)
+    if bound:
+        kind, op, limit = bound.groups()
+        kind = {"int": "an integer", "float": "a number", "str": "a string"}.get(kind, kind)
+        if limit == str(MAX_INT):
+            limit = f"{limit} (2^63-1)"
+        return Problem(
+            "out-of-range",
+            f"value out of range: expected {kind} {op} {limit}",
+            f"record {kind} {op} {limit}",
+            path=path,
+        )
     if msg.startswith("Expected") and len(names) >= 2:
         return Problem(
             "wrong-type",
@@ -637,19 +674,54 @@ def problem_from_msgspec(err: Exception, prefix: str, *, where: str = "event") -
     )
 
 
+@dataclass
+class _Converted:
+    """Items that converted, where each sat in the document, and what was dropped."""
+
+    good: list[Any] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)
+    bad_ids: list[str] = field(default_factory=list)
+    bad_targets: set[str] = field(default_factory=set)
+
+
 def _convert_each(
     items: list[Any], kind: type[Any], prefix: str, where: str, problems: list[Problem]
-) -> tuple[list[Any], list[str]]:
-    good: list[Any] = []
-    bad_ids: list[str] = []
+) -> _Converted:
+    out = _Converted()
     for i, item in enumerate(items):
         try:
-            good.append(msgspec.convert(item, kind))
+            out.good.append(msgspec.convert(item, kind))
+            out.index.append(i)
         except msgspec.ValidationError as err:
             problems.append(problem_from_msgspec(err, f"{prefix}[{i}]", where=where))
-            if isinstance(item, dict) and isinstance(item.get("id"), str):
-                bad_ids.append(item["id"])
-    return good, bad_ids
+            if isinstance(item, dict):
+                if isinstance(item.get("id"), str):
+                    out.bad_ids.append(item["id"])
+                if isinstance(item.get("to"), str):
+                    out.bad_targets.add(item["to"])
+    return out
+
+
+def _renumber(problem: Problem, events: list[int], edges: list[int]) -> Problem:
+    """Point a problem found on the salvaged trace at the document's own indices."""
+
+    def fix(text: str) -> str:
+        text = _EVENT_INDEX.sub(lambda m: f"$.events[{events[int(m.group(1))]}]", text)
+        return _EDGE_INDEX.sub(lambda m: f"$.edges[{edges[int(m.group(1))]}]", text)
+
+    if "$.events[" not in problem.path + problem.message and "$.edges[" not in problem.path:
+        return problem
+    return replace(problem, path=fix(problem.path), message=fix(problem.message))
+
+
+def _knock_on(problem: Problem, trace: Trace, dropped_targets: set[str]) -> bool:
+    """Whether ``problem`` only follows from a malformed spawn (or other event) being dropped."""
+    if problem.code not in ("return-without-spawn", "event-before-spawn") or not dropped_targets:
+        return False
+    m = _EVENT_INDEX.match(problem.path)
+    if m is None or int(m.group(1)) >= len(trace.events):
+        return False
+    return trace.events[int(m.group(1))].agent in dropped_targets
 
 
 def check_structure(
@@ -698,8 +770,10 @@ def check_structure(
         )
     events_list = events_raw if isinstance(events_raw, list) else []
     edges_list = edges_raw if isinstance(edges_raw, list) else []
-    events, bad_ids = _convert_each(events_list, Event, "$.events", "event", problems)
-    edges, _ = _convert_each(edges_list, Edge, "$.edges", "edge", problems)
+    ev = _convert_each(events_list, Event, "$.events", "event", problems)
+    ed = _convert_each(edges_list, Edge, "$.edges", "edge", problems)
+    events, bad_ids = ev.good, ev.bad_ids
+    edges = ed.good
     head = {k: v for k, v in obj.items() if k not in ("events", "edges")}
     header: Trace | None = None
     try:
@@ -713,6 +787,7 @@ def check_structure(
         found = check_trace(trace, partial=partial, known_ids=bad_ids)
         if events_list:  # events exist, they were just malformed
             found = [p for p in found if p.code != "no-events"]
-        problems.extend(found)
+        found = [p for p in found if not _knock_on(p, trace, ev.bad_targets)]
+        problems.extend(_renumber(p, ev.index, ed.index) for p in found)
     problems.sort(key=lambda p: p.severity != "error")
     return trace, problems

@@ -170,6 +170,36 @@ class _Names(dict[str, int]):
         return self[name]
 
 
+def _overflow(events: Sequence[Any], name: str) -> Exception:
+    """The error for an event field too large for its int64 column."""
+    from orchestrace.errors import Problem, TraceValidationError
+
+    for i, e in enumerate(events):
+        value = getattr(e, name, None)
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            return TraceValidationError(
+                [
+                    Problem(
+                        "out-of-range",
+                        f"{name} is {value}, beyond the largest count 2^63-1",
+                        f"record {name} as an integer from 0 to 2^63-1",
+                        path=f"$.events[{i}].{name}",
+                        event_id=e.id if isinstance(e.id, str) else None,
+                    )
+                ]
+            )
+    return TraceValidationError(
+        [
+            Problem(
+                "out-of-range",
+                f"an event's {name} does not fit a 64-bit integer",
+                f"record {name} as an integer from 0 to 2^63-1",
+                path="$.events",
+            )
+        ]
+    )
+
+
 def _is_arrow(x: Any) -> bool:
     return type(x).__module__.startswith("pyarrow")
 
@@ -631,7 +661,10 @@ class TraceGraph:
             gen = (-1 if v is None else v for v in map(attrgetter("step"), events))
         else:
             gen = map(attrgetter(name), events)
-        return np.fromiter(gen, dtype=dtype, count=n)
+        try:
+            return np.fromiter(gen, dtype=dtype, count=n)
+        except OverflowError:
+            raise _overflow(events, name) from None
 
     t = property(lambda self: self._col("t"), doc="Start times (float64).")
     dur = property(lambda self: self._col("dur"), doc="Durations (float64).")

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from orchestrace.trace.graph import TraceGraph
 
 __all__ = [
+    "MAX_INT",
     "SCHEMA_VERSION",
     "CreditUnit",
     "Decision",
@@ -179,7 +180,9 @@ TopologyName = Literal[
 ]
 
 NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
-NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+#: Largest integer a count or step may hold (the int64 columns of the graph and Parquet).
+MAX_INT = 2**63 - 1
+NonNegInt = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
 
 
