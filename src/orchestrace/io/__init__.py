@@ -26,7 +26,7 @@ from typing import Literal
 import msgspec
 
 from orchestrace.errors import TraceFormatError, TraceValidationError
-from orchestrace.io._common import PathLike, atomic_write
+from orchestrace.io._common import BOM, PathLike, atomic_write, peek_stream
 from orchestrace.io.json import dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
 from orchestrace.io.parquet import read_graph, read_parquet, write_parquet
@@ -80,10 +80,14 @@ def detect_format(path: PathLike) -> str:
     if suffix == ".parquet" or p.is_dir():
         return "parquet"
     try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
+        head = peek_stream(p)
+        if head is None:
+            with open(p, "rb") as fh:
+                head = fh.read(4096)
+    except (OSError, TraceFormatError):
         head = b""
+    if head.startswith(BOM):
+        head = head[len(BOM) :]
     lines = [x for x in head.splitlines() if x.strip()]
     if lines and lines[0].lstrip().startswith(b"{"):
         return "jsonl" if len(lines) > 1 and lines[1].lstrip().startswith(b"{") else "json"

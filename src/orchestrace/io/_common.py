@@ -23,6 +23,7 @@ __all__ = [
     "format_error",
     "is_stream",
     "open_input",
+    "peek_stream",
     "read_bytes",
 ]
 
@@ -91,6 +92,29 @@ def _denied(src: str) -> TraceFormatError:
     )
 
 
+# pipe and FIFO inputs read ahead (to tell their format), kept for the one reader that follows
+_SPOOLED: dict[str, bytes] = {}
+
+
+def peek_stream(path: PathLike, size: int = 4096) -> bytes | None:
+    """The first ``size`` bytes of a pipe, FIFO or ``-`` input; ``None`` for anything else.
+
+    The whole stream is read (a pipe cannot be rewound) and kept for the next
+    :func:`open_input` of the same path.
+    """
+    src = str(path)
+    if src not in _SPOOLED:
+        if src != "-":
+            try:
+                if not stat.S_ISFIFO(os.stat(path).st_mode):
+                    return None
+            except OSError:
+                return None
+        with open_input(path) as fh:
+            _SPOOLED[src] = _read_stream(fh, src)
+    return _SPOOLED[src][:size]
+
+
 def open_input(path: PathLike, *, directory_hint: str = "pass a trace file") -> IO[bytes]:
     """Open a trace file for reading as a binary stream.
 
@@ -102,6 +126,8 @@ def open_input(path: PathLike, *, directory_hint: str = "pass a trace file") -> 
         TraceFormatError: Missing, a directory, a device, or unreadable; the message says why.
     """
     src = str(path)
+    if src in _SPOOLED:
+        return io.BytesIO(_SPOOLED.pop(src))
     try:
         if src == "-":
             fd = os.dup(sys.stdin.fileno())

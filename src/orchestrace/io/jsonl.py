@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import IO, Any
 import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.io import _common
 from orchestrace.io._common import PathLike, atomic_write, format_error
 from orchestrace.trace.check import check_trace
 from orchestrace.trace.model import (
@@ -167,11 +169,15 @@ class StreamWriter:
             )
         data = _ENC.encode(rec) + b"\n"
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        if self._fsync:
-            os.fsync(self._fd)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError as err:
+            self.discard()
+            raise write_error(self.path, err) from None
         self.records += 1
 
     def event(self, event: Event) -> None:
@@ -214,13 +220,37 @@ class StreamWriter:
 
 
 # ---------------------------------------------------------------------- reading
-def _open(path: PathLike) -> IO[bytes]:
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise TraceFormatError(str(path), "file", "no such file", "check the path") from None
-    except IsADirectoryError:
-        raise TraceFormatError(str(path), "file", "is a directory", "pass a .jsonl file") from None
+Lines = Iterator[tuple[int, bytes]]
+
+
+def _lines(fh: IO[bytes], src: str) -> Lines:
+    """``(line number, line)`` pairs, each line at most ``MAX_LINE_BYTES`` long.
+
+    Raises:
+        TraceFormatError: A line is longer than the limit, or the file cannot be read.
+    """
+    limit = _common.MAX_LINE_BYTES
+    lineno = 0
+    while True:
+        try:
+            line = fh.readline(limit + 1)
+        except PermissionError:
+            raise _common._denied(src) from None
+        except IsADirectoryError:
+            raise TraceFormatError(src, "file", "is a directory", "pass a .jsonl file") from None
+        if not line:
+            return
+        lineno += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            raise TraceFormatError(
+                src,
+                f"line {lineno}",
+                f"line is longer than {limit:,} bytes",
+                "this is not a trace file; for very large traces use a Parquet dataset",
+            )
+        if lineno == 1 and line.startswith(_common.BOM):
+            line = line[len(_common.BOM) :]
+        yield lineno, line
 
 
 def iter_jsonl(
@@ -245,11 +275,10 @@ def iter_jsonl(
         TraceFormatError: The file cannot be opened.
     """
     src = str(path)
-    with _open(path) as fh:
-        first = fh.readline()
-        while first and not first.strip():
-            first = fh.readline()
-        if not first:
+    with _common.open_input(path, directory_hint="pass a .jsonl file") as fh:
+        lines = _lines(fh, src)
+        first = next(((n, x) for n, x in lines if x.strip()), None)
+        if first is None:
             yield JsonlItem(
                 None,
                 [
@@ -263,14 +292,29 @@ def iter_jsonl(
                 1,
             )
             return
-        fh.seek(0)
-        if first.lstrip().startswith(b'{"header"'):
-            yield from _iter_stream(fh, src, keep_going, partial, check)
+        rest = itertools.chain([first], lines)
+        if first[1].lstrip().startswith(b'{"header"'):
+            yield from _iter_stream(rest, src, keep_going, partial, check)
         else:
-            yield from _iter_lines(fh, src, keep_going, partial, check)
+            yield from _iter_lines(rest, src, keep_going, partial, check)
+
+
+class _Mixed(Exception):
+    """A stream line holding more than one record."""
+
+    def __init__(self, kinds: list[str]) -> None:
+        super().__init__(" and ".join(f"`{k}`" for k in kinds))
+        self.kinds = kinds
 
 
 def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bool) -> Problem:
+    if isinstance(err, _Mixed):
+        return Problem(
+            "mixed-record",
+            f"line holds {err} records in one object; only one is allowed per line",
+            "put each record on its own line (--keep-going skips this line)",
+            source=f"{src}:{lineno}",
+        )
     if not complete:
         return Problem(
             "truncated",
@@ -302,11 +346,11 @@ def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bo
 
 
 def _iter_lines(
-    fh: IO[bytes], src: str, keep_going: bool, partial: bool, check: bool
+    lines: Lines, src: str, keep_going: bool, partial: bool, check: bool
 ) -> Iterator[JsonlItem]:
     from orchestrace.io.json import parse
 
-    for lineno, line in enumerate(fh, 1):
+    for lineno, line in lines:
         if not line.strip():
             continue
         complete = line.endswith(b"\n")
@@ -344,7 +388,7 @@ def _iter_lines(
 
 
 def _iter_stream(
-    fh: IO[bytes], src: str, keep_going: bool, partial: bool, check: bool
+    lines: Lines, src: str, keep_going: bool, partial: bool, check: bool
 ) -> Iterator[JsonlItem]:
     header: _Header | None = None
     start = 0
@@ -352,6 +396,27 @@ def _iter_stream(
     edges: list[Edge] = []
     problems: list[Problem] = []
     bad_ids: list[str] = []
+    # records read while no header was open (its line was damaged, or missing)
+    orphans: list[int] = []
+
+    def headless() -> Iterator[JsonlItem]:
+        """Report what was read outside any trace (damaged header, records before one)."""
+        nonlocal problems, orphans
+        if orphans:
+            first, last = orphans[0], orphans[-1]
+            lines_ = f"line {first}" if first == last else f"lines {first}-{last}"
+            problems.append(
+                Problem(
+                    "missing-header",
+                    f"{len(orphans)} record(s) ({lines_}) were skipped: no readable "
+                    "header comes before them",
+                    'fix the {"header": ...} line that starts this trace',
+                    source=f"{src}:{first}",
+                )
+            )
+        if problems:
+            yield JsonlItem(None, problems, orphans[0] if orphans else 0)
+        problems, orphans = [], []
 
     def finish(footer: _Footer | None, truncated: str | None) -> JsonlItem:
         assert header is not None
@@ -384,13 +449,16 @@ def _iter_stream(
         return JsonlItem(trace, found, start)
 
     lineno = 0
-    for lineno, line in enumerate(fh, 1):
+    for lineno, line in lines:
         if not line.strip():
             continue
         complete = line.endswith(b"\n")
         try:
             rec = _LINE.decode(line)
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as err:
+            kinds = [k for k in ("header", "event", "edge", "footer") if getattr(rec, k)]
+            if len(kinds) > 1:
+                raise _Mixed(kinds)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, _Mixed) as err:
             p = _line_error(src, lineno, line, err, complete)
             if not complete:
                 if header is not None:
@@ -423,19 +491,22 @@ def _iter_stream(
         if rec.header is not None:
             if header is not None:
                 yield finish(None, f"a new trace starts at line {lineno} before this one closed")
+            else:
+                yield from headless()
             header, start, events, edges, problems, bad_ids = rec.header, lineno, [], [], [], []
         elif header is None:
-            problems.append(
-                Problem(
-                    "missing-header",
-                    "record before any header",
-                    'a record stream starts with a {"header": ...} line',
-                    source=f"{src}:{lineno}",
-                )
-            )
             if not keep_going:
+                problems.append(
+                    Problem(
+                        "missing-header",
+                        "record before any header",
+                        'a record stream starts with a {"header": ...} line',
+                        source=f"{src}:{lineno}",
+                    )
+                )
                 yield JsonlItem(None, problems, lineno)
                 return
+            orphans.append(lineno)
         elif rec.event is not None:
             events.append(rec.event)
         elif rec.edge is not None:
@@ -453,6 +524,8 @@ def _iter_stream(
         yield finish(
             None, f"no footer: the recording stopped after {len(events)} event(s) (line {lineno})"
         )
+    else:
+        yield from headless()
 
 
 def _running_costs(events: list[Event]) -> dict[str, float]:
