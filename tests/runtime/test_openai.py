@@ -133,7 +133,7 @@ def test_config_from_env_and_bad_values(monkeypatch):
     )
     with pytest.raises(ConfigError, match="must start with http"):
         OpenAIBackend(base_url="gpu-box:8000")
-    with pytest.raises(ConfigError, match="concurrency >= 1"):
+    with pytest.raises(ConfigError, match="concurrency must be an integer from 1"):
         OpenAIBackend(base_url="http://x/v1", concurrency=0)
 
 

@@ -6,6 +6,11 @@ plain ``asyncio.sleep``, ``gather``, queues and events; a 300-agent run that spa
 simulated time takes seconds of CPU. When every task waits and no timer is pending, the run is
 deadlocked: the loop raises :class:`Deadlock` instead of hanging.
 
+Time jumps straight to the next timer however far away it is (``asyncio.sleep(1e15)`` returns at
+once), and a timer fires at any magnitude of time, where a float clock can no longer resolve a
+nanosecond. A timer at an infinite time never fires: a run whose only pending timer is infinite
+is treated like one with no timer at all (deadlock handling).
+
 Example:
     >>> import asyncio
     >>> async def main():
@@ -19,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 import time
 from collections.abc import Coroutine
@@ -43,6 +49,8 @@ class _VirtualSelector(selectors.BaseSelector):
         self._clock = clock
         self._watchdog_s = watchdog_s
         self.on_deadlock: Any = None
+        #: Returns the due time of the earliest pending timer (``None`` when there is none).
+        self.next_timer: Any = None
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self._sel.register(fileobj, events, data)
@@ -63,6 +71,9 @@ class _VirtualSelector(selectors.BaseSelector):
         ready = self._sel.select(0)
         if ready:
             return ready
+        due = self.next_timer() if timeout and self.next_timer is not None else None
+        if due is not None and not math.isfinite(due):
+            timeout = None  # only a timer that never fires: nothing can wake the loop
         if timeout is None:
             # nothing scheduled: only real I/O (a worker thread, a socket) could wake us
             ready = self._sel.select(self._watchdog_s)
@@ -77,7 +88,10 @@ class _VirtualSelector(selectors.BaseSelector):
                 )
             return ready
         if timeout > 0:
-            self._clock[0] += timeout
+            # jump to the timer itself: asyncio caps a select at one day, and adding the
+            # remaining time in floats can fall short of the due time by an ulp forever
+            target = self._clock[0] + timeout if due is None else due
+            self._clock[0] = max(self._clock[0], target)
         return []
 
 
@@ -91,8 +105,25 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def __init__(self, watchdog_s: float = 0.5) -> None:
         self._vclock = [0.0]
+        self._base_resolution = 1e-9
         self._vsel = _VirtualSelector(self._vclock, watchdog_s)
+        self._vsel.next_timer = self._next_timer
         super().__init__(self._vsel)
+
+    def _next_timer(self) -> float | None:
+        scheduled: list[Any] = getattr(self, "_scheduled", [])
+        live = [h.when() for h in scheduled[:1] if not h.cancelled()]
+        return live[0] if live else None
+
+    # asyncio runs the timers due before ``time() + _clock_resolution``; at large virtual times
+    # a fixed nanosecond vanishes in float rounding, so the resolution grows with the clock
+    @property
+    def _clock_resolution(self) -> float:
+        return max(self._base_resolution, math.ulp(self._vclock[0]))
+
+    @_clock_resolution.setter
+    def _clock_resolution(self, value: float) -> None:
+        self._base_resolution = value
 
     def set_deadlock_handler(self, handler: Any) -> None:
         """Call ``handler()`` (instead of raising :class:`Deadlock`) when nothing can run."""

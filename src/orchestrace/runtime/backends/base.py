@@ -20,7 +20,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-__all__ = ["Backend", "BackendError", "LLMRequest", "LLMResponse", "request_key"]
+from orchestrace._safe import redact
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "LLMRequest",
+    "LLMResponse",
+    "backend_spec",
+    "redact",
+    "request_key",
+]
 
 _ENC = msgspec.json.Encoder(order="deterministic")
 
@@ -82,7 +92,34 @@ class LLMResponse:
 
 
 class BackendError(Exception):
-    """A backend call failed after its retries (recorded as a failed ``llm_call``)."""
+    """A backend call failed after its retries (recorded as a failed ``llm_call``).
+
+    The message is redacted (see :func:`orchestrace._safe.redact`): it never holds an API key,
+    an ``Authorization`` value or a password, whatever the server echoed back.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(str(message)))
+
+
+def backend_spec(backend: Any) -> dict[str, Any]:
+    """What a trace header records about ``backend``, never a credential.
+
+    Name and ``virtual`` flag, and for real backends the model and server address. A backend may define ``describe() -> dict``; otherwise its name and ``virtual`` flag.
+
+    Example:
+        >>> from orchestrace.runtime.backends.openai import OpenAIBackend
+        >>> backend_spec(OpenAIBackend(base_url="http://u:pw@h:8/v1", model="m", api_key="k"))
+        {'name': 'openai', 'virtual': False, 'model': 'm', 'base_url': 'http://h:8/v1'}
+    """
+    spec: dict[str, Any] = {"name": str(backend.name), "virtual": bool(backend.virtual)}
+    describe = getattr(backend, "describe", None)
+    if callable(describe):
+        extra = describe()
+        if isinstance(extra, dict):
+            for key, value in extra.items():
+                spec[str(key)] = redact(value) if isinstance(value, str) else value
+    return spec
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._safe import redact
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.backends.base import BackendError, LLMRequest, LLMResponse
 from orchestrace.runtime.prompts import parse
@@ -78,8 +79,10 @@ class HFBackend:
                 )
         except (OSError, ValueError) as err:
             raise ConfigError(
-                f"cannot load model {source!r}: {err}; pass a local directory "
-                "holding config, weights and tokenizer"
+                redact(
+                    f"cannot load model {source!r}: {err}; pass a local directory "
+                    "holding config, weights and tokenizer"
+                )
             ) from None
         self.model.to(self.device)
         self.model.eval()
@@ -124,6 +127,16 @@ class HFBackend:
             0.0,
             str(getattr(self.model, "name_or_path", "hf")) or "hf",
         )
+
+    def describe(self) -> dict[str, Any]:
+        """What the trace header records about this backend (model and device)."""
+        model = self.model if isinstance(self.model, str) else getattr(self.model, "name_or_path", "")
+        return {
+            "name": self.name,
+            "virtual": self.virtual,
+            "model": redact(str(model)),
+            "device": str(self.device),
+        }
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Generate in a worker thread."""

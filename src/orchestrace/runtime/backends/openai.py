@@ -3,10 +3,14 @@
 Configuration comes from arguments or the environment: ``ORCHESTRACE_OPENAI_BASE_URL`` (else
 ``OPENAI_BASE_URL``, else ``http://localhost:8000/v1``), ``ORCHESTRACE_OPENAI_API_KEY`` (else
 ``OPENAI_API_KEY``; local servers need none) and ``ORCHESTRACE_OPENAI_MODEL``. Calls are retried
-with exponential backoff on connection errors, timeouts, 429 and 5xx; at most
-``concurrency`` calls are in flight; every call has a timeout. A server that stays unreachable,
-times out or answers garbage produces a :class:`BackendError`, which the runtime records as a
-failed ``llm_call`` event: a run never hangs and never loses its trace.
+with exponential backoff on connection errors, timeouts, 429 and 5xx (waiting at least what a
+``Retry-After`` header asks, up to ``max_retry_after_s``); at most ``concurrency`` calls are in
+flight. ``timeout_s`` is a total deadline for each attempt, body included: a server that sends its
+answer one byte at a time cannot hold a call longer. A server that stays unreachable, times out,
+redirects, or answers garbage (including a ``usage`` that is missing, not an integer, negative or
+absurd) produces a :class:`BackendError`, which the runtime records as a failed ``llm_call``
+event: a run never hangs and never loses its trace. Secrets (the API key, ``Authorization``
+values echoed by the server, credentials in the base URL) are redacted from every error.
 
 Example:
     >>> b = OpenAIBackend(base_url="http://localhost:1/v1", model="m", retries=0)
@@ -17,18 +21,26 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import math
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._safe import redact, redact_url, remember_secret
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.backends.base import BackendError, LLMRequest, LLMResponse
 from orchestrace.runtime.prompts import parse
 
-__all__ = ["OpenAIBackend"]
+__all__ = ["MAX_USAGE_TOKENS", "OpenAIBackend"]
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+#: Status codes whose ``Retry-After`` header is honoured.
+_RETRY_AFTER_STATUS = {429, 503}
+#: Largest token count one call may report; more is treated as a broken server.
+MAX_USAGE_TOKENS = 10**9
 
 
 def _env(*names: str, default: str | None = None) -> str | None:
@@ -39,6 +51,59 @@ def _env(*names: str, default: str | None = None) -> str | None:
     return default
 
 
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or HTTP-date form).
+
+    Returns ``None`` when the header is absent or unreadable; never negative.
+
+    Example:
+        >>> retry_after_s("5"), retry_after_s("soon"), retry_after_s(None)
+        (5.0, None, None)
+        >>> retry_after_s("Thu, 01 Jan 1970 00:00:10 GMT", now=4.0)
+        6.0
+    """
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        secs = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        try:
+            secs = when.timestamp() - (time.time() if now is None else now)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not math.isfinite(secs):
+        return None
+    return max(0.0, secs)
+
+
+def _usage(data: dict[str, Any], key: str) -> int:
+    """One token count of ``usage``, checked (raises ``ValueError`` naming the field)."""
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        raise ValueError(
+            "server returned no usage (the response has no 'usage' object with token counts)"
+            if usage is None
+            else f"server returned invalid usage {_clip(usage)} (expected an object)"
+        )
+    value = usage.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
+        raise ValueError(
+            f"server returned invalid usage {key}={_clip(value)} "
+            f"(expected an integer from 0 to {MAX_USAGE_TOKENS})"
+        )
+    return value
+
+
+def _clip(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass
 class OpenAIBackend:
     """Chat completions over HTTP (``/chat/completions``).
@@ -47,13 +112,16 @@ class OpenAIBackend:
         base_url: Server URL ending in ``/v1``.
         api_key: Bearer token (optional for local servers).
         model: Model name the server knows.
-        timeout_s: Per-request timeout.
+        timeout_s: Total deadline of one attempt (connect, send, wait, read the whole body).
         retries: Retries after the first attempt (connection errors, timeouts, 429, 5xx).
         backoff_s: First backoff; doubles each retry (with jitter).
         concurrency: Most requests in flight.
         price_in: Cost per prompt token.
         price_out: Cost per completion token.
         transport: An ``httpx`` transport (tests use ``httpx.MockTransport``).
+        max_retry_after_s: Longest wait a ``Retry-After`` header can impose (the run's wall
+            budget still stops the run when it expires during a wait).
+        max_body_bytes: Largest response body read; a longer one is a failed call.
     """
 
     base_url: str | None = None
@@ -66,12 +134,16 @@ class OpenAIBackend:
     price_in: float = 0.0
     price_out: float = 0.0
     transport: Any = None
+    max_retry_after_s: float = 60.0
+    max_body_bytes: int = 32 << 20
     name: str = "openai"
     virtual: bool = False
     _client: Any = field(default=None, repr=False)
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        self.api_key = self.api_key or _env("ORCHESTRACE_OPENAI_API_KEY", "OPENAI_API_KEY")
+        remember_secret(self.api_key)
         self.base_url = (
             self.base_url
             or _env(
@@ -81,19 +153,51 @@ class OpenAIBackend:
         ).rstrip("/")
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"base_url must start with http:// or https:// (got {self.base_url!r})"
+                f"base_url must start with http:// or https:// (got {self._safe(self.base_url)!r})"
             )
-        self.api_key = self.api_key or _env("ORCHESTRACE_OPENAI_API_KEY", "OPENAI_API_KEY")
         self.model = self.model or _env("ORCHESTRACE_OPENAI_MODEL", default="default")
-        if self.timeout_s <= 0 or self.retries < 0 or self.concurrency < 1 or self.backoff_s < 0:
-            raise ConfigError(
-                "timeout_s must be > 0, retries >= 0, backoff_s >= 0, concurrency >= 1"
-            )
+        numbers = {
+            "timeout_s": self.timeout_s,
+            "backoff_s": self.backoff_s,
+            "max_retry_after_s": self.max_retry_after_s,
+            "price_in": self.price_in,
+            "price_out": self.price_out,
+        }
+        for key, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{key} must be a number (got {value!r})")
+            if not math.isfinite(value) or value < 0 or (key == "timeout_s" and value == 0):
+                raise ConfigError(
+                    f"{key} must be a finite number {'> 0' if key == 'timeout_s' else '>= 0'} "
+                    f"(got {value!r})"
+                )
+        for key, low in (("retries", 0), ("concurrency", 1), ("max_body_bytes", 1)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10**9:
+                raise ConfigError(f"{key} must be an integer from {low} to 10**9 (got {value!r})")
+
+    def _safe(self, text: str) -> str:
+        """``text`` with this backend's key and every credential-looking value removed."""
+        return redact(text, (self.api_key,))
 
     @property
     def endpoint(self) -> str:
         """The chat completions URL."""
         return f"{self.base_url}/chat/completions"
+
+    @property
+    def shown_endpoint(self) -> str:
+        """The chat completions URL without credentials (for messages and traces)."""
+        return redact_url(self.endpoint)
+
+    def describe(self) -> dict[str, Any]:
+        """What the trace header records about this backend (no credentials)."""
+        return {
+            "name": self.name,
+            "virtual": self.virtual,
+            "model": str(self.model),
+            "base_url": redact_url(str(self.base_url)),
+        }
 
     def _http(self) -> Any:
         if self._client is None:
@@ -105,17 +209,53 @@ class OpenAIBackend:
                 ) from None
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._client = httpx.AsyncClient(
-                timeout=self.timeout_s, headers=headers, transport=self.transport
+                timeout=self.timeout_s,
+                headers=headers,
+                transport=self.transport,
+                follow_redirects=False,
             )
             self._sem = asyncio.Semaphore(self.concurrency)
         return self._client
+
+    async def _attempt(self, client: Any, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+        """One request, whole body read, under one deadline: (status, headers, body)."""
+        assert self._sem is not None
+        async with self._sem:
+            async with asyncio.timeout(self.timeout_s):
+                req = client.build_request("POST", self.endpoint, json=body)
+                resp = await client.send(req, stream=True)
+                try:
+                    chunks: list[bytes] = []
+                    size = 0
+                    async for chunk in resp.aiter_bytes():
+                        size += len(chunk)
+                        if size > self.max_body_bytes:
+                            raise BackendError(
+                                f"{self.shown_endpoint} answered {resp.status_code} with a body "
+                                f"over {self.max_body_bytes} bytes; check the server, or raise "
+                                "max_body_bytes"
+                            )
+                        chunks.append(chunk)
+                finally:
+                    await resp.aclose()
+        return resp.status_code, resp.headers, b"".join(chunks)
+
+    @staticmethod
+    def _decode(headers: Any, raw: bytes) -> Any:
+        """The body as a response object (``.text``, ``.json()``) in its declared charset."""
+        import httpx
+
+        ctype = headers.get("content-type")
+        return httpx.Response(200, headers={"content-type": ctype} if ctype else {}, content=raw)
+
+    def _excerpt(self, text: str, limit: int) -> str:
+        return repr(self._safe(text[: limit * 16])[:limit])
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send one chat completion, retrying transient failures."""
         import httpx
 
         client = self._http()
-        assert self._sem is not None
         body = {
             "model": self.model,
             "messages": request.messages,
@@ -123,30 +263,53 @@ class OpenAIBackend:
             "temperature": request.temperature,
         }
         last = "no attempt made"
+        wait_at_least = 0.0
         for attempt in range(self.retries + 1):
             if attempt:
                 delay = self.backoff_s * 2 ** (attempt - 1) * random.uniform(0.8, 1.2)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(max(delay, wait_at_least))
+            wait_at_least = 0.0
             try:
-                async with self._sem:
-                    resp = await client.post(self.endpoint, json=body)
-            except httpx.TimeoutException:
+                status, headers, raw = await self._attempt(client, body)
+            except (TimeoutError, httpx.TimeoutException):
                 last = f"timed out after {self.timeout_s} s"
                 continue
             except httpx.TransportError as err:
-                last = f"cannot reach {self.base_url}: {type(err).__name__}: {err}"
+                last = self._safe(
+                    f"cannot reach {redact_url(str(self.base_url))}: {type(err).__name__}: {err}"
+                )
                 continue
-            if resp.status_code in _RETRY_STATUS:
-                last = f"server answered {resp.status_code}: {resp.text[:200]!r}"
+            resp = self._decode(headers, raw)
+            if status in _RETRY_STATUS:
+                last = f"server answered {status}: {self._excerpt(resp.text, 200)}"
+                if status in _RETRY_AFTER_STATUS:
+                    asked = retry_after_s(headers.get("retry-after"))
+                    if asked is not None:
+                        wait_at_least = min(asked, self.max_retry_after_s)
+                        last += f" (Retry-After {asked:g} s)"
                 continue
-            if resp.status_code >= 400:
+            if 300 <= status < 400:
+                where = headers.get("location")
                 raise BackendError(
-                    f"{self.endpoint} answered {resp.status_code}: "
-                    f"{resp.text[:300]!r}; check the model name and key"
+                    f"{self.shown_endpoint} answered {status} (redirect) to "
+                    f"{redact_url(where)!r}; set the base URL to that address"
+                    if where
+                    else f"{self.shown_endpoint} answered {status} (redirect) without a Location; "
+                    "check the base URL"
+                )
+            if status >= 400:
+                raise BackendError(
+                    f"{self.shown_endpoint} answered {status}: "
+                    f"{self._excerpt(resp.text, 300)}; check the model name and key"
+                )
+            if not 200 <= status < 300:
+                raise BackendError(
+                    f"{self.shown_endpoint} answered {status}: {self._excerpt(resp.text, 200)}; "
+                    "expected 200 with a chat completion"
                 )
             return self._parse(resp)
         raise BackendError(
-            f"{self.endpoint}: {last} (after {self.retries + 1} attempt(s)); is "
+            f"{self.shown_endpoint}: {last} (after {self.retries + 1} attempt(s)); is "
             "the server running? set ORCHESTRACE_OPENAI_BASE_URL"
         )
 
@@ -157,14 +320,19 @@ class OpenAIBackend:
             text = choice["message"]["content"] or ""
             if not isinstance(text, str):
                 raise TypeError("content is not a string")
-            usage = data.get("usage") or {}
-            tin = int(usage.get("prompt_tokens", 0))
-            tout = int(usage.get("completion_tokens", 0))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
             raise BackendError(
-                f"{self.endpoint} answered something that is not a chat "
-                f"completion ({type(err).__name__}: {err}): "
-                f"{resp.text[:200]!r}"
+                f"{self.shown_endpoint} answered something that is not a chat "
+                f"completion ({type(err).__name__}: {self._safe(str(err))[:200]}): "
+                f"{self._excerpt(resp.text, 200)}"
+            ) from None
+        try:
+            tin = _usage(data, "prompt_tokens")
+            tout = _usage(data, "completion_tokens")
+        except ValueError as err:
+            raise BackendError(
+                f"{self.shown_endpoint}: {self._safe(str(err))}; the call is recorded as failed "
+                "because its cost is unknown (check the server's OpenAI compatibility)"
             ) from None
         return LLMResponse(
             text,

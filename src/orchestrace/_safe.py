@@ -1,0 +1,151 @@
+r"""Text that is safe to show or record: terminal-safe display and secret redaction.
+
+:func:`display` makes any value safe to print on a terminal: control characters (C0, C1,
+``ESC``, ``BEL``, ``CR``, ``LF``, bidi and other invisible format characters) are escaped, and
+long text is clipped with its full length stated. :func:`redact` removes secrets (API keys,
+``Authorization``/``Bearer`` values, ``api_key=``-style parameters, passwords in URLs) from text
+before it is recorded in a trace, logged or printed.
+
+Example:
+    >>> display("\x1b[31mRED\x1b[0m\r\nFAKE: ok")
+    '\\x1b[31mRED\\x1b[0m\\r\\nFAKE: ok'
+    >>> display("x" * 100, limit=20)
+    'xxxxxxxxxxxxxxxxxxx… (100 chars)'
+    >>> redact("GET http://bob:hunter2@host/v1?api_key=sk-abc123XYZ failed")
+    'GET http://***@host/v1?api_key=*** failed'
+    >>> redact('{"error": "bad header Authorization: Bearer tok.en-123"}')
+    '{"error": "bad header Authorization: ***"}'
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+__all__ = ["display", "forget_secret", "redact", "redact_url", "remember_secret"]
+
+#: Shown in place of a removed secret.
+MASK = "***"
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(ch: str) -> str:
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def display(value: object, limit: int = 80) -> str:
+    r"""``value`` as one terminal-safe line of at most about ``limit`` characters.
+
+    Every character that is not printable (``str.isprintable``: control characters, escape
+    sequences, line and paragraph separators, invisible format characters, lone surrogates) is
+    written as a Python escape (``\x1b``, ``\n``, ``\u202e``). Text longer than ``limit``
+    is cut and ends with ``… (N chars)``, N being the full length of the original.
+
+    Args:
+        value: Any value (non-strings are converted with ``str``).
+        limit: Most characters to keep before the ellipsis (at least 8).
+
+    Returns:
+        The safe text.
+    """
+    text = value if isinstance(value, str) else str(value)
+    limit = max(8, limit)
+    head = text[: limit + 1]  # never escape more than can be shown
+    out: list[str] = []
+    size = 0
+    for ch in head:
+        piece = ch if ch.isprintable() else _escape_char(ch)
+        out.append(piece)
+        size += len(piece)
+        if size > limit:
+            break
+    safe = "".join(out)
+    if len(text) <= limit and size <= limit:
+        return safe
+    return f"{safe[: limit - 1]}… ({len(text)} chars)"
+
+
+# ---------------------------------------------------------------------------- redaction
+_SECRETS: set[str] = set()
+_LOCK = threading.Lock()
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@'\"<>?#]+@")
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|openai-api-key)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+    r"(?:(?:bearer|basic|token|digest)\s+)?[^\s\"'\\,;}&]+"
+)
+_SCHEME_TOKEN = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]{4,}")
+_PARAM = re.compile(
+    r"(?i)\b(api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|"
+    r"client[_\-]?secret|secret[_\-]?key|secret|token|password|passwd|pwd)"
+    r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?!\*\*\*)[^\s\"'\\&,;}]+"
+)
+_QUERY_KEY = re.compile(r"(?i)([?&](?:key|sig|signature|code)=)[^&\s\"'#]+")
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{8,}|hf_[A-Za-z0-9]{16,}|gsk_[A-Za-z0-9]{16,}|"
+    r"xai-[A-Za-z0-9]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,})"
+)
+
+
+def remember_secret(secret: str | None) -> None:
+    """Redact ``secret`` verbatim from every later :func:`redact` (e.g. a configured API key).
+
+    Values shorter than 4 characters are ignored (they would mask ordinary text).
+    """
+    if secret and len(secret) >= 4:
+        with _LOCK:
+            _SECRETS.add(secret)
+
+
+def forget_secret(secret: str | None) -> None:
+    """Stop redacting ``secret`` verbatim (patterns still apply)."""
+    with _LOCK:
+        _SECRETS.discard(secret or "")
+
+
+def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
+    """``text`` with every secret replaced by ``***``.
+
+    Removed: the values passed in ``secrets`` and those given to :func:`remember_secret`;
+    passwords and user names in URLs (``scheme://user:pw@host``); ``Authorization`` and
+    ``X-Api-Key`` header values; ``Bearer``/``Basic`` tokens; ``api_key=``, ``token:``,
+    ``password=`` and similar parameters (query strings, JSON, headers); strings shaped like
+    well-known API keys (``sk-...``, ``hf_...``).
+
+    Args:
+        text: Text about to be recorded, logged or printed.
+        secrets: Extra literal values to remove.
+
+    Returns:
+        The redacted text.
+    """
+    with _LOCK:
+        known = sorted({s for s in (*_SECRETS, *secrets) if s and len(s) >= 4}, key=len)
+    for s in reversed(known):  # longest first, so a key containing another is removed whole
+        if s in text:
+            text = text.replace(s, MASK)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+    text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _SCHEME_TOKEN.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _QUERY_KEY.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    return _KEY_SHAPES.sub(MASK, text)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials: user info and secret-looking query parameters removed.
+
+    Example:
+        >>> redact_url("https://u:p@example.org/v1?api_key=k1234&x=1")
+        'https://example.org/v1?api_key=***&x=1'
+    """
+    url = _URL_USERINFO.sub(lambda m: m.group(1), url)
+    return redact(url)
