@@ -4,6 +4,7 @@ import os
 import pytest
 
 from orchestrace import TraceFormatError, TraceValidationError, dump, dumps, load, loads
+from orchestrace.io import OutputError
 
 
 def test_roundtrip_lossless(small_trace, medium_trace, tmp_path):
@@ -11,7 +12,7 @@ def test_roundtrip_lossless(small_trace, medium_trace, tmp_path):
         assert loads(dumps(tr)) == tr
         assert loads(dumps(tr, indent=2)) == tr
         p = tmp_path / "t.json"
-        dump(tr, p)
+        dump(tr, p, overwrite=True)
         assert load(p) == tr
         assert dumps(load(p)) == dumps(tr)
 
@@ -89,7 +90,7 @@ def test_write_is_atomic(small_trace, tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", boom)
-    with pytest.raises(OSError):
-        dump(small_trace.replace(trace_id="other"), p)
+    with pytest.raises(OutputError, match="disk full"):
+        dump(small_trace.replace(trace_id="other"), p, overwrite=True)
     assert p.read_bytes() == before
     assert [x.name for x in tmp_path.iterdir()] == ["t.json"]

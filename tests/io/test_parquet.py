@@ -15,7 +15,7 @@ def test_roundtrip_many_traces(tmp_path, small_trace):
     p = tmp_path / "ds.parquet"
     dump(traces, p)
     assert load_all(p) == traces
-    dump(traces[:1], p)  # rewriting replaces the dataset
+    dump(traces[:1], p, overwrite=True)  # rewriting replaces the dataset
     assert load(p) == small_trace
 
 

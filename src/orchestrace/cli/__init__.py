@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from orchestrace import __version__
 from orchestrace.errors import OrchestraceError
@@ -77,11 +80,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C, so outputs being written are cleaned up."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code.
+
+    SIGINT exits 130 and SIGTERM 143, with one line and no traceback; outputs being written
+    are removed (a file they were to replace is kept), and ``run`` records the stop first.
+    """
     args_list = list(sys.argv[1:] if argv is None else argv)
     if argv is None:
         _maybe_tune_malloc(args_list)
+    from orchestrace.io._output import FORCE_HINT
+
+    token = FORCE_HINT.set("--force")
+    previous: Any = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(args_list)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        FORCE_HINT.reset(token)
+
+
+def _main(args_list: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(args_list)
     if not args.command:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from orchestrace.io import FORMATS, dump, load_all
+from orchestrace.io import FORMATS, check_dump_target, dump, load_all
 
 _CHOICES = ["native", *FORMATS]
 
@@ -21,6 +21,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("input", metavar="IN")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--from", dest="src", choices=_CHOICES, help="input format (default: by name)")
     p.add_argument("--to", dest="dst", choices=_CHOICES, help="output format (default: by name)")
     p.add_argument("--indent", type=int, default=None, help="indent JSON output")
@@ -34,8 +35,11 @@ def _fmt(value: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and write."""
+    fmt = check_dump_target(
+        args.output, format=_fmt(args.dst), overwrite=args.force, inputs=[args.input]
+    )
     traces = load_all(args.input, format=_fmt(args.src), keep_going=args.keep_going, check=True)
-    dump(traces, args.output, format=_fmt(args.dst), indent=args.indent)
+    dump(traces, args.output, format=fmt, indent=args.indent, overwrite=args.force)
     n = sum(t.n_events for t in traces)
     print(f"wrote {args.output}: {len(traces)} trace(s), {n} events", file=sys.stderr)
     return 0

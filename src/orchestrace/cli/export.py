@@ -20,6 +20,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("traces", nargs="+", metavar="TRACE")
     p.add_argument("--to", choices=FORMATS, default="trl")
     p.add_argument("-o", "--output", required=True, help="output file (.jsonl or .parquet)")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--reward", default="team", help="reward name (team, parl, ...)")
     p.add_argument(
         "--advantage",
@@ -33,9 +34,18 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Load, export, report."""
+    from orchestrace.io._output import check_output
+
+    check_output(args.output, force=args.force, kind="file", inputs=args.traces)
     traces = [load(p) for p in args.traces]
     n = export(
-        traces, args.output, to=args.to, reward=args.reward, mode=args.advantage, method=args.method
+        traces,
+        args.output,
+        to=args.to,
+        overwrite=args.force,
+        reward=args.reward,
+        mode=args.advantage,
+        method=args.method,
     )
     print(f"wrote {n} turns from {len(traces)} traces to {args.output} ({args.to})")
     return 0

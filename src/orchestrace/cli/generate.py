@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from orchestrace.io import dump
+from orchestrace.io import check_dump_target, dump
 from orchestrace.trace.generate import generate_trace
 
 
@@ -23,6 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--depth", "-d", type=int, default=1, help="spawn tree depth D")
     p.add_argument("--seed", "-s", type=int, default=0, help="random seed")
     p.add_argument("-o", "--output", required=True, help="output file (.json, .jsonl, .parquet)")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument(
         "--format",
         choices=["json", "upstream", "jsonl", "parquet"],
@@ -33,8 +34,9 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Generate and write the trace."""
+    fmt = check_dump_target(args.output, format=args.format, overwrite=args.force)
     trace = generate_trace(args.agents, args.steps, args.depth, args.seed)
-    dump(trace, args.output, format=args.format)
+    dump(trace, args.output, format=fmt, overwrite=args.force)
     print(
         f"wrote {args.output}: {trace.n_events} events, {len(trace.edges)} edges, "
         f"{args.agents} agents",

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from orchestrace.errors import ConfigError
-from orchestrace.io import dump, dumps, load
+from orchestrace.io import check_dump_target, dump, dumps, load
 from orchestrace.runtime.replay import (
     DropMessage,
     ForceStop,
@@ -44,11 +44,15 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--spawn-one-more", action="store_true", help="one more worker")
     p.add_argument("-o", "--output", help="write the re-executed trace here")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
     p.set_defaults(func=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Replay or fork."""
+    fmt = None
+    if args.output:
+        fmt = check_dump_target(args.output, overwrite=args.force, inputs=[args.trace])
     trace = load(args.trace, check=False)
     ivs: list[Intervention] = []
     if args.drop_message:
@@ -84,6 +88,6 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         code = 0
     if args.output:
-        dump(res.trace, args.output)
+        dump(res.trace, args.output, format=fmt, overwrite=args.force)
         print(f"wrote {args.output}", file=sys.stderr)
     return code

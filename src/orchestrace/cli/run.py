@@ -18,12 +18,19 @@ def add_parser(sub: Any) -> None:
         "run",
         help="run a topology on a task and record its trace",
         description="Run one orchestration. The trace streams to the output file as it is "
-        "recorded (crash-safe JSONL); the analysis is printed at the end.",
+        "recorded (crash-safe JSONL); the analysis is printed at the end. Ctrl-C (SIGINT) or "
+        "SIGTERM stops the run cleanly: the stop is recorded, the trace is closed, and the "
+        "exit code is 130 or 143. A recording that cannot be written stops the run (exit 1).",
     )
     p.add_argument("topology", help=f"one of: {', '.join(sorted(TOPOLOGIES))}")
     p.add_argument("--task", default="arith-mapreduce-v0", help=f"one of: {', '.join(TASKS)}")
     add_run_options(p)
     p.add_argument("-o", "--output", help="trace file (.jsonl streams as it runs)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output (the old one stays until the new one is complete)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_cmd)
@@ -118,9 +125,14 @@ def result_lines(res: Any, output: str | None) -> list[str]:
 def run_cmd(args: argparse.Namespace) -> int:
     """Run and report."""
     from orchestrace.cli.analyze import _text
+    from orchestrace.io import check_dump_target, dump
     from orchestrace.trace.analyze import summarize
 
     cfg = config_from(args)
+    fmt: str | None = None
+    if args.output:  # checked before anything runs
+        fmt = check_dump_target(args.output, overwrite=args.force)
+    stream = args.output if fmt == "jsonl" else None
     res = run(
         args.topology,
         args.task,
@@ -129,13 +141,13 @@ def run_cmd(args: argparse.Namespace) -> int:
         task_size=args.task_size,
         backend=args.backend,
         backend_options=backend_options(args),
-        output=args.output,
+        output=stream,
+        overwrite=args.force,
+        stop_on_signals=True,
         progress=not args.no_progress and sys.stderr.isatty(),
     )
-    if args.output and not args.output.endswith(".jsonl"):
-        from orchestrace.io import dump
-
-        dump(res.trace, args.output)
+    if args.output and stream is None:
+        dump(res.trace, args.output, format=fmt, overwrite=args.force)
     summary = summarize(res.trace)
     if args.json:
         out = {
@@ -149,4 +161,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     else:
         print("\n".join(result_lines(res, args.output)))
         print(_text(res.trace.trace_id, summary, 8))
+    if res.interrupted_by:
+        print(
+            f"interrupted by {res.interrupted_by}: the run was stopped early and its stop "
+            "recorded",
+            file=sys.stderr,
+        )
+        return 130 if res.interrupted_by == "SIGINT" else 143
     return 0

@@ -27,6 +27,7 @@ import msgspec
 
 from orchestrace.errors import TraceFormatError, TraceValidationError
 from orchestrace.io._common import BOM, PathLike, atomic_write, peek_stream
+from orchestrace.io._output import OutputError, check_output, is_our_dataset
 from orchestrace.io.json import dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
 from orchestrace.io.parquet import read_graph, read_parquet, write_parquet
@@ -37,7 +38,9 @@ from orchestrace.trace.model import Trace
 __all__ = [
     "FORMATS",
     "JsonlItem",
+    "OutputError",
     "StreamWriter",
+    "check_dump_target",
     "detect_format",
     "dump",
     "dumps",
@@ -47,6 +50,7 @@ __all__ = [
     "load",
     "load_all",
     "loads",
+    "output_format",
     "parse",
     "read_graph",
     "read_json",
@@ -177,29 +181,90 @@ def iter_traces(
         yield item.trace
 
 
+def output_format(path: PathLike, format: str | None = None) -> str:
+    """The format :func:`dump` writes to ``path``: ``format``, else from the name.
+
+    ``.json``, ``.jsonl``/``.ndjson`` and ``.parquet`` name their format; a name without a
+    suffix is native JSON, unless it is an existing Parquet dataset orchestrace wrote. The
+    contents of an existing file or directory never decide it (a directory that is not a
+    dataset is refused when written, see :func:`~orchestrace.io._output.check_output`).
+
+    Raises:
+        TraceFormatError: An unknown format, or a suffix that names none.
+    """
+    if format is not None:
+        return _check_format(format)
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".parquet" or is_our_dataset(p):
+        return "parquet"
+    if suffix in ("", ".json") or p.is_dir():
+        return "json"
+    raise TraceFormatError(
+        str(path),
+        "file name",
+        f"cannot tell the output format from the suffix {suffix!r}",
+        f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})",
+    )
+
+
+def check_dump_target(
+    path: PathLike,
+    *,
+    format: str | None = None,
+    overwrite: bool = False,
+    inputs: Iterable[PathLike] = (),
+) -> str:
+    """Check, before any work, that :func:`dump` may write ``path``; return the format.
+
+    Raises:
+        OutputError: The output exists (without ``overwrite``), is a directory orchestrace
+            did not write, or the path cannot hold it; the message says what to do.
+        TraceFormatError: The format cannot be told.
+    """
+    fmt = output_format(path, format)
+    check_output(
+        path, force=overwrite, kind="dataset" if fmt == "parquet" else "file", inputs=inputs
+    )
+    return fmt
+
+
 def dump(
     traces: Trace | Iterable[Trace],
     path: PathLike,
     *,
     format: str | None = None,
     indent: int | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Write one trace or many to ``path`` (atomically; the format comes from the name).
 
     JSON and survey-schema JSON hold exactly one trace; JSONL and Parquet hold any number.
+    An existing output is replaced only with ``overwrite=True`` (a directory only when it is
+    a dataset orchestrace wrote), by renaming a complete new file or dataset into place.
+
+    Args:
+        traces: One trace or many.
+        path: The output file (or dataset directory).
+        format: One of :data:`FORMATS` (default: from the name, see :func:`output_format`).
+        indent: JSON: indent by this many spaces.
+        overwrite: Replace an existing output.
 
     Raises:
         TraceFormatError: Several traces for a one-trace format, or an unknown format.
+        OutputError: The output exists (without ``overwrite``), is not ours, the path cannot
+            hold it, or writing failed (nothing half-written is left, the previous output is
+            kept).
     """
     items = [traces] if isinstance(traces, Trace) else list(traces)
-    if format is None:
-        format = detect_format(path) if Path(path).suffix or Path(path).exists() else "json"
-    fmt = _check_format(format)
+    fmt = check_dump_target(path, format=format, overwrite=overwrite)
     if fmt == "jsonl":
-        write_jsonl(items, path)
+        write_jsonl(items, path, overwrite=overwrite)
         return
     if fmt == "parquet":
-        write_parquet(items, path)
+        write_parquet(items, path, overwrite=overwrite)
         return
     if len(items) != 1:
         raise TraceFormatError(
@@ -212,7 +277,7 @@ def dump(
         data = msgspec.json.encode(to_upstream(items[0]))
         if indent:
             data = msgspec.json.format(data, indent=indent)
-        with atomic_write(path) as fh:
+        with atomic_write(path, force=overwrite) as fh:
             fh.write(data)
         return
-    write_json(items[0], path, indent=indent)
+    write_json(items[0], path, indent=indent, overwrite=overwrite)

@@ -9,10 +9,7 @@ import re
 import select
 import stat
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from pathlib import Path
+from contextlib import suppress
 from typing import IO, Any
 
 from orchestrace.errors import TraceFormatError
@@ -274,22 +271,14 @@ def format_error(source: str, data: Any, err: Exception, *, base_line: int = 1) 
     return TraceFormatError(source, where, reason, "fix the JSON syntax there")
 
 
-@contextmanager
-def atomic_write(path: PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Write to a temporary file beside ``path`` and rename it into place on success.
+# the write side (output checks, atomic replacement, locks) lives in one place
+from orchestrace.io._output import (  # noqa: E402
+    OutputError,
+    atomic_write,
+    check_output,
+    file_mode,
+    replace_dir,
+    write_error,
+)
 
-    A crash or error never leaves a half-written file where a good one was.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+__all__ += ["OutputError", "check_output", "file_mode", "replace_dir", "write_error"]

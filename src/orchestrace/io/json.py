@@ -210,8 +210,21 @@ def read_json(path: PathLike, *, upstream: bool | None = None, check: bool = Tru
     return loads(read_bytes(path), source=str(path), upstream=upstream, check=check)
 
 
-def write_json(trace: Trace, path: PathLike, *, indent: int | None = None) -> None:
-    """Write ``trace`` as native JSON, atomically (a crash never leaves half a file)."""
+def write_json(
+    trace: Trace, path: PathLike, *, indent: int | None = None, overwrite: bool = False
+) -> None:
+    """Write ``trace`` as native JSON, atomically (a crash never leaves half a file).
+
+    Args:
+        trace: The trace.
+        path: The output file.
+        indent: Indent by this many spaces (default: compact).
+        overwrite: Replace ``path`` if it exists (otherwise an existing file is an error).
+
+    Raises:
+        OutputError: The file exists (without ``overwrite``), the path cannot hold it, or
+            writing failed; nothing is left half-written.
+    """
     data = dumps(trace, indent=indent)
-    with atomic_write(path) as fh:
+    with atomic_write(path, force=overwrite) as fh:
         fh.write(data)

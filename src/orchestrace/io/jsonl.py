@@ -40,6 +40,7 @@ import msgspec
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
 from orchestrace.io import _common
 from orchestrace.io._common import PathLike, atomic_write, format_error
+from orchestrace.io._output import StreamTarget, write_error
 from orchestrace.trace.check import check_trace
 from orchestrace.trace.model import (
     SCHEMA_VERSION,
@@ -102,10 +103,20 @@ class JsonlItem:
 
 
 # ---------------------------------------------------------------------- writing
-def write_jsonl(traces: Iterable[Trace], path: PathLike) -> int:
-    """Write traces one per line, atomically. Returns how many were written."""
+def write_jsonl(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> int:
+    """Write traces one per line, atomically. Returns how many were written.
+
+    Args:
+        traces: The traces.
+        path: The output file.
+        overwrite: Replace ``path`` if it exists (otherwise an existing file is an error).
+
+    Raises:
+        OutputError: The file exists (without ``overwrite``), the path cannot hold it, or
+            writing failed; nothing is left half-written.
+    """
     n = 0
-    with atomic_write(path) as fh:
+    with atomic_write(path, force=overwrite) as fh:
         for tr in traces:
             fh.write(_ENC.encode(tr))
             fh.write(b"\n")
@@ -119,6 +130,11 @@ class StreamWriter:
     Every record is one complete line, written with a single ``write`` and flushed, so a crash
     (even ``kill -9``) loses at most the line being written. ``close`` writes the footer.
 
+    A new file is created (an existing one is never truncated) and locked while it is written,
+    so a second writer on the same path is refused. With ``overwrite=True`` an existing file is
+    replaced: the recording goes to a temporary sibling renamed into place by ``close``, and
+    the previous file stays whole until then.
+
     Args:
         path: File to create (or append to, with ``append=True``).
         trace_id: Id of the trace.
@@ -128,6 +144,13 @@ class StreamWriter:
         meta: Run information for the header.
         fsync: Also ``fsync`` after each record (survives power loss; slower).
         append: Add this trace after the traces already in the file.
+        overwrite: Replace ``path`` if it exists.
+        target: An output already opened with :class:`~orchestrace.io._output.StreamTarget`
+            (``path``, ``append`` and ``overwrite`` are then taken from it).
+
+    Raises:
+        OutputError: The file exists (without ``overwrite``), another process writes it, the
+            path cannot hold it, or writing failed.
     """
 
     def __init__(
@@ -141,12 +164,12 @@ class StreamWriter:
         meta: Mapping[str, Any] | None = None,
         fsync: bool = False,
         append: bool = False,
+        overwrite: bool = False,
+        target: StreamTarget | None = None,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(
-            self.path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o644
-        )
+        self._target = target or StreamTarget(path, force=overwrite, append=append)
+        self._fd = self._target.fd
         self._fsync = fsync
         self.closed = False
         self.records = 0
@@ -196,7 +219,12 @@ class StreamWriter:
         metrics: Mapping[str, float] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        """Write the footer and close the file. Closing twice does nothing."""
+        """Write the footer and close the file. Closing twice does nothing.
+
+        Raises:
+            OutputError: The footer could not be written (the recording is removed, and a
+                file it was to replace is kept).
+        """
         if self.closed:
             return
         self._write(
@@ -209,14 +237,26 @@ class StreamWriter:
                 )
             )
         )
-        os.close(self._fd)
         self.closed = True
+        self._target.commit()
 
     def abandon(self) -> None:
-        """Close the file without a footer (the trace stays marked partial)."""
+        """Close the file without a footer (the trace stays marked partial).
+
+        A recording that was to replace an existing file is dropped instead, keeping that file.
+        """
         if not self.closed:
-            os.close(self._fd)
             self.closed = True
+            self._target.close_partial()
+
+    def discard(self) -> None:
+        """Close and remove the recording (it cannot be completed).
+
+        A file it was to replace is kept.
+        """
+        if not self.closed:
+            self.closed = True
+            self._target.discard(remove_new=True)
 
 
 # ---------------------------------------------------------------------- reading
@@ -513,7 +553,7 @@ def _iter_stream(
             edges.append(rec.edge)
         elif rec.footer is not None:
             yield finish(rec.footer, None)
-            header = None
+            header, problems, bad_ids = None, [], []
         else:
             problems.append(
                 Problem(

@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterable
 from operator import attrgetter
 from pathlib import Path
@@ -38,6 +37,7 @@ import msgspec
 
 from orchestrace.errors import TraceFormatError
 from orchestrace.io._common import PathLike
+from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Edge, Event, Trace
 
@@ -129,15 +129,41 @@ def _schemas() -> tuple[Any, Any, Any]:
     return events, edges, traces
 
 
-def write_parquet(traces: Iterable[Trace], path: PathLike) -> None:
-    """Write traces as a Parquet dataset directory (replaced atomically if it exists)."""
+def write_parquet(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> None:
+    """Write traces as a Parquet dataset directory.
+
+    The dataset is built in a temporary sibling directory and renamed into place when
+    complete. An existing dataset is replaced only with ``overwrite=True``, and only when it
+    is one orchestrace wrote (the three tables and nothing else); any other directory is
+    refused.
+
+    Args:
+        traces: The traces.
+        path: The dataset directory (conventionally ``*.parquet``).
+        overwrite: Replace an existing dataset.
+
+    Raises:
+        OutputError: The output exists (without ``overwrite``), is not ours, the path cannot
+            hold it, or writing failed (the temporary directory is removed and the previous
+            dataset kept).
+    """
+    pa, _ = _pa()
+    with replace_dir(path, force=overwrite) as tmp:
+        try:
+            _write_tables(traces, tmp)
+        except pa.ArrowException as err:
+            if isinstance(err, OSError):
+                raise
+            raise OutputError(
+                path,
+                f"cannot write {path}: {str(err)[:200]}; write these traces as .json or "
+                ".jsonl instead",
+            ) from None
+
+
+def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
     pa, pq = _pa()
     ev_schema, ed_schema, tr_schema = _schemas()
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
     enc = msgspec.json.Encoder()
     ev_writer = pq.ParquetWriter(tmp / _FILES[0], ev_schema)
     ed_writer = pq.ParquetWriter(tmp / _FILES[1], ed_schema)
@@ -183,12 +209,65 @@ def write_parquet(traces: Iterable[Trace], path: PathLike) -> None:
         ev_writer.close()
         ed_writer.close()
     pq.write_table(pa.table(rows, schema=tr_schema), tmp / _FILES[2])
-    if target.exists():
-        if target.is_dir():
-            shutil.rmtree(target)
-        else:
-            target.unlink()
-    tmp.rename(target)
+
+
+_REWRITE = "rewrite the dataset with `orchestrace convert`"
+# what each column must hold: "str", "float" (integers accepted), "int" or "bool"
+_EVENT_KINDS: dict[str, str] = {
+    "trace_id": "str",
+    "id": "str",
+    "t": "float",
+    "type": "str",
+    "agent": "str",
+    "dur": "float",
+    "role": "str",
+    "from": "str",
+    "to": "str",
+    "tool": "str",
+    "decision": "str",
+    "step": "int",
+    "content": "str",
+    "content_ref": "str",
+    "trusted": "bool",
+    "tokens_in": "int",
+    "tokens_out": "int",
+    "cost": "float",
+    "error": "str",
+    "attrs": "str",
+}
+_EDGE_KINDS = {"trace_id": "str", "src": "str", "dst": "str", "type": "str"}
+_TRACE_KINDS = {
+    "trace_id": "str",
+    "task_id": "str",
+    "system": "str",
+    "topology": "str",
+    "schema_version": "str",
+    "rewards": "map",
+    "costs": "map",
+    "metrics": "map",
+    "meta": "str",
+    "n_events": "int",
+    "n_edges": "int",
+}
+# columns that may not hold nulls (the model's fields without a None default)
+_NOT_NULL = {
+    "trace_id",
+    "id",
+    "t",
+    "type",
+    "agent",
+    "dur",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "src",
+    "dst",
+    "task_id",
+    "schema_version",
+    "n_events",
+    "n_edges",
+}
+_NAMES = {"str": "a string", "float": "a number", "int": "an integer", "bool": "a boolean"}
 
 
 def _check_dataset(path: PathLike) -> Path:

@@ -180,19 +180,32 @@ def export_rows(
     return rows
 
 
-def export(traces: Sequence[Trace], out: str | Path, to: str = "trl", **kw: Any) -> int:
+def export(
+    traces: Sequence[Trace],
+    out: str | Path,
+    to: str = "trl",
+    *,
+    overwrite: bool = False,
+    **kw: Any,
+) -> int:
     """Write the rows of :func:`export_rows` for ``to`` (``trl`` or ``verl``); returns the count.
+
+    The file is written atomically; an existing one is replaced only with ``overwrite=True``.
 
     Raises:
         ConfigError: Unknown format.
+        OutputError: ``out`` exists (without ``overwrite``), cannot hold a file, or writing
+            failed (the previous file is kept).
     """
+    from orchestrace.io._output import atomic_write, check_output
+
     if to not in FORMATS:
         raise ConfigError(f"unknown export format {to!r}; use one of: {', '.join(FORMATS)}")
+    check_output(out, force=overwrite, kind="file")
     rows = export_rows(traces, **kw)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if to == "trl":
-        with open(out, "w", encoding="utf-8") as fh:
+        with atomic_write(out, "w", force=overwrite) as fh:
             for r in rows:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         return len(rows)
@@ -218,7 +231,8 @@ def export(traces: Sequence[Trace], out: str | Path, to: str = "trl", **kw: Any)
             for i, r in enumerate(rows)
         ]
     )
-    pq.write_table(table, out)
+    with atomic_write(out, "wb", force=overwrite) as fh:
+        pq.write_table(table, fh)
     return len(rows)
 
 

@@ -9,13 +9,17 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import signal
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrace.io._output import check_output
 from orchestrace.runtime.backends import Backend, make_backend
 from orchestrace.runtime.clock import run_real, run_virtual
 from orchestrace.runtime.config import RunConfig
@@ -64,6 +68,8 @@ class RunResult:
         cache_hits: Calls answered from the replay cache.
         cpu_s: Process CPU seconds the run took.
         wall_s: Real seconds the run took.
+        interrupted_by: ``"SIGINT"`` or ``"SIGTERM"`` when a signal stopped the run early
+            (``run(..., stop_on_signals=True)``); the trace then ends with that stop.
     """
 
     trace: Trace
@@ -73,6 +79,7 @@ class RunResult:
     cache_hits: int
     cpu_s: float
     wall_s: float
+    interrupted_by: str | None = None
 
 
 def run(
@@ -91,6 +98,8 @@ def run(
     processors: Sequence[Processor] = (),
     interventions: Sequence[Any] = (),
     cache: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    stop_on_signals: bool = False,
     **options: Any,
 ) -> RunResult:
     """Run ``topology`` on ``task`` and record the trace.
@@ -105,17 +114,27 @@ def run(
         backend: ``sim``, ``openai``, ``hf``, or a backend object.
         backend_options: Options for the backend factory.
         config: Full configuration (overrides ``agents``/``seed``/``options``).
-        output: Stream the trace to this ``.jsonl`` file as it is recorded.
+        output: Stream the trace to this ``.jsonl`` file as it is recorded. It is checked
+            and created before the run starts; if it cannot be written completely the run
+            stops and raises :class:`~orchestrace.io.OutputError`.
         progress: Show a progress bar.
         processors: Extra recording processors.
         interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.replay`).
         cache: Replay cache to answer calls from.
+        overwrite: Replace an existing ``output`` (otherwise an existing file is an error).
+        stop_on_signals: SIGINT and SIGTERM stop the run cleanly (a recorded stop event, a
+            footer; see ``RunResult.interrupted_by``) instead of raising mid-run. Only in the
+            main thread.
         **options: :class:`RunConfig` fields (``max_steps``, ``tool_failure_rate``...) and
             topology options (``rounds``, ``managers``, ``gossip``, ``chunks``...).
 
     Raises:
         ConfigError: Unknown topology, task or backend, or a bad option value.
+        OutputError: ``output`` exists (without ``overwrite``), is being written by another
+            process, cannot be created, or writing it failed during the run.
     """
+    if output is not None:
+        check_output(output, force=overwrite, kind="file")
     spec = get_topology(topology)
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     given = {k: v for k, v in options.items() if k in fields}
@@ -137,22 +156,30 @@ def run(
     )
     procs = list(processors)
     if output is not None:
-        procs.insert(0, JsonlExporter(output))
+        procs.insert(0, JsonlExporter(output, overwrite=overwrite))
     if progress:
         procs.append(ProgressBar(desc=f"{spec.name}/{inst.name}", force=True))
+    recorder = Recorder(procs)
     rt = Runtime(
         task=inst,
         backend=be,
         config=cfg,
-        recorder=Recorder(procs),
+        recorder=recorder,
         interventions=interventions,
         cache=cache,
         topology=spec.trace_topology,
         meta={"runner": {"topology": spec.name}},
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
+    recorder.on_fatal = rt._request_stop
     runner = run_virtual if be.virtual else run_real
-    trace = runner(_run_and_close(rt, be, spec.root))
+    caught: list[str] = []
+    try:
+        trace = runner(_run_and_close(rt, be, spec.root, caught if stop_on_signals else None))
+    except BaseException:
+        recorder.shutdown()  # a run that never started still closes its outputs
+        raise
+    recorder.raise_error()
     return RunResult(
         trace,
         rt.answer,
@@ -161,11 +188,43 @@ def run(
         rt.cache_hits,
         time.process_time() - cpu0,
         time.perf_counter() - wall0,
+        caught[0] if caught else None,
     )
 
 
-async def _run_and_close(rt: Runtime, backend: Backend, root: Any) -> Trace:
+def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
+    """Make SIGINT/SIGTERM stop ``rt`` cleanly; returns the handlers to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    loop = asyncio.get_running_loop()
+
+    def stop(name: str) -> None:
+        if not caught:
+            caught.append(name)
+            rt._request_stop(f"interrupted by {name}")
+
+    saved: list[tuple[int, Any]] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous = signal.getsignal(sig)
+            loop.add_signal_handler(sig, stop, sig.name)
+        except (NotImplementedError, RuntimeError, ValueError, OSError):
+            continue
+        saved.append((sig, previous))
+    return saved
+
+
+async def _run_and_close(
+    rt: Runtime, backend: Backend, root: Any, caught: list[str] | None = None
+) -> Trace:
+    saved = _catch_signals(rt, caught) if caught is not None else []
     try:
         return await rt.run(root)
     finally:
-        await backend.aclose()
+        try:
+            await backend.aclose()
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig, previous in saved:
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)

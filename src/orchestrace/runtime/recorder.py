@@ -2,7 +2,11 @@
 
 A :class:`Recorder` fans each event (with the edges into it) out to its processors: the JSONL
 exporter that makes recordings crash-safe, a progress bar, reward annotators or safety monitors.
-Processors never break a run: an exception is logged and the processor is dropped.
+
+A failure that loses data fails the run: when a *critical* processor (the JSONL exporter) fails,
+the recorder keeps the error in :attr:`Recorder.error`, asks the run to stop
+(:attr:`Recorder.on_fatal`) and the run raises it when it ends. Any other processor that fails
+is dropped with a one-line warning and listed in :attr:`Recorder.failures`; the run goes on.
 
 Example:
     >>> import io
@@ -19,12 +23,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrace.errors import OrchestraceError, RuntimeError_
+from orchestrace.io._output import StreamTarget, check_output
 from orchestrace.io.jsonl import StreamWriter
 from orchestrace.trace.model import Edge, Event, Trace
 
@@ -34,7 +41,14 @@ log = logging.getLogger("orchestrace.runtime")
 
 
 class Processor:
-    """Base processor: override what you need. Methods must be fast; they run inline."""
+    """Base processor: override what you need. Methods must be fast; they run inline.
+
+    Attributes:
+        critical: A failure of this processor loses data, so it fails the run (the JSONL
+            exporter); other processors are dropped with a warning when they fail.
+    """
+
+    critical: bool = False
 
     def on_start(self, header: Mapping[str, Any]) -> None:
         """A run starts (``header``: trace_id, task_id, system, topology, meta)."""
@@ -51,20 +65,34 @@ class Processor:
     def shutdown(self) -> None:
         """Release resources (called once, even after a failed run)."""
 
+    def fail(self) -> None:
+        """Called instead of the rest when this processor failed (drop what it half wrote)."""
+
 
 class Recorder:
-    """Fan events out to processors; failures are logged, never raised."""
+    """Fan events out to processors; failures never escape a processor call.
+
+    Attributes:
+        processors: The live processors.
+        failures: One line per processor that failed and was dropped.
+        error: The failure of a critical processor, raised by the run when it ends.
+        on_fatal: Called with a reason when a critical processor fails (the runtime stops the
+            run there).
+    """
 
     def __init__(self, processors: Iterable[Processor] = ()) -> None:
         self.processors = list(processors)
         self.failures: list[str] = []
+        self.error: OrchestraceError | None = None
+        self.on_fatal: Callable[[str], None] | None = None
+        self._shut = False
 
     def _call(self, name: str, *args: Any) -> None:
         for p in list(self.processors):
             try:
                 getattr(p, name)(*args)
-            except Exception:
-                self._drop(p, name)
+            except Exception as err:
+                self._drop(p, name, err)
 
     def start(self, header: Mapping[str, Any]) -> None:
         """Announce the run."""
@@ -75,15 +103,40 @@ class Recorder:
         for p in list(self.processors):
             try:
                 p.on_event(event, edges)
-            except Exception:
-                self._drop(p, "on_event")
+            except Exception as err:
+                self._drop(p, "on_event", err)
 
-    def _drop(self, p: Processor, name: str) -> None:
-        msg = f"{type(p).__name__}.{name} failed and was removed"
-        log.warning(msg, exc_info=True)
-        self.failures.append(msg)
+    def _drop(self, p: Processor, name: str, err: Exception) -> None:
         if p in self.processors:
             self.processors.remove(p)
+        with contextlib.suppress(Exception):  # the first failure is the one reported
+            p.fail()
+        detail = str(err) if isinstance(err, OrchestraceError) else f"{type(err).__name__}: {err}"
+        msg = f"{type(p).__name__}.{name} failed and was removed: {detail[:300]}"
+        self.failures.append(msg)
+        if not p.critical:
+            log.warning(msg, exc_info=log.isEnabledFor(logging.DEBUG))
+            return
+        if self.error is None:
+            self.error = (
+                err
+                if isinstance(err, OrchestraceError)
+                else RuntimeError_(
+                    f"{type(p).__name__} failed ({detail[:300]}); the recording is incomplete, "
+                    "so the run was stopped"
+                )
+            )
+            if self.on_fatal is not None:
+                self.on_fatal(f"recording failed: {detail[:200]}")
+
+    def raise_error(self) -> None:
+        """Raise the failure of a critical processor, if there was one.
+
+        Raises:
+            OrchestraceError: The recording could not be written.
+        """
+        if self.error is not None:
+            raise self.error
 
     def end(self, trace: Trace) -> None:
         """Close the run."""
@@ -94,34 +147,61 @@ class Recorder:
         self._call("force_flush")
 
     def shutdown(self) -> None:
-        """Shut every processor down."""
-        self._call("shutdown")
+        """Shut every processor down (once; later calls do nothing)."""
+        if not self._shut:
+            self._shut = True
+            self._call("shutdown")
 
 
 class JsonlExporter(Processor):
     """Append every record to a JSONL stream as it happens (crash-safe; see StreamWriter).
 
+    The file is checked, created and locked when the exporter is made, before the run starts,
+    so an output that cannot be written never costs a run. It is critical: if writing fails
+    the run stops and fails, and the incomplete recording is removed.
+
     Args:
         path: The ``.jsonl`` file.
         fsync: Also fsync after each record.
+        overwrite: Replace an existing file (the new recording is renamed over it when
+            complete; until then the old one stays).
+
+    Raises:
+        OutputError: The file exists (without ``overwrite``), another process writes it, or
+            it cannot be created.
     """
 
-    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
+    critical = True
+
+    def __init__(self, path: str | Path, *, fsync: bool = False, overwrite: bool = False) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self.writer: StreamWriter | None = None
+        check_output(path, force=overwrite, kind="file")
+        self._target: StreamTarget | None = StreamTarget(path, force=overwrite)
 
     def on_start(self, header: Mapping[str, Any]) -> None:
-        """Open the stream file and write the header."""
-        self.writer = StreamWriter(
-            self.path,
-            trace_id=header["trace_id"],
-            task_id=header["task_id"],
-            system=header.get("system"),
-            topology=header.get("topology"),
-            meta=header.get("meta"),
-            fsync=self.fsync,
-        )
+        """Write the header."""
+        target, self._target = self._target, None
+        if target is None:
+            raise RuntimeError_(
+                f"{self.path}: this exporter already recorded a run; make a new JsonlExporter "
+                "for each run"
+            )
+        try:
+            self.writer = StreamWriter(
+                self.path,
+                trace_id=header["trace_id"],
+                task_id=header["task_id"],
+                system=header.get("system"),
+                topology=header.get("topology"),
+                meta=header.get("meta"),
+                fsync=self.fsync,
+                target=target,
+            )
+        except Exception:
+            target.discard(remove_new=True)
+            raise
 
     def on_event(self, event: Event, edges: list[Edge]) -> None:
         """Append the event and the edges into it."""
@@ -145,6 +225,17 @@ class JsonlExporter(Processor):
         """Close without a footer if the run did not end (the trace stays partial)."""
         if self.writer is not None:
             self.writer.abandon()
+        elif self._target is not None:  # the run never started: nothing recorded
+            self._target.discard(remove_new=True)
+            self._target = None
+
+    def fail(self) -> None:
+        """Remove the incomplete recording (a file it was to replace is kept)."""
+        if self.writer is not None:
+            self.writer.discard()
+        elif self._target is not None:
+            self._target.discard(remove_new=True)
+            self._target = None
 
 
 class ProgressBar(Processor):

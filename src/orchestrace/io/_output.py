@@ -1,0 +1,652 @@
+"""Where outputs go: every writer checks its target here and replaces it atomically.
+
+The rules, shared by every command and writer:
+
+* An output never deletes or replaces what orchestrace did not write. A directory is a Parquet
+  dataset target only when its name ends in ``.parquet`` or it holds exactly the dataset's
+  three tables (and the ``_orchestrace.json`` marker); any other directory is refused, even
+  with ``--force``.
+* An existing output (a file, or one of our datasets or report directories) is replaced only
+  with ``--force`` (``overwrite=True`` in Python), and always by writing a complete temporary
+  sibling first and renaming it into place, so the previous output stays whole until the new
+  one is complete.
+* Output paths are checked before any work starts: a trailing slash, ``.``/``..``, a parent
+  that is missing or a file, an unwritable directory, or an output that is also an input each
+  give one line saying what to do.
+* A write that fails (disk full, permission denied) is reported as :class:`OutputError`; its
+  temporary files are removed and the previous output is left intact.
+* Files get the mode the user's umask gives (``0o666 & ~umask``).
+* A writer holds an advisory lock (``flock``) on its output while it writes; a second writer
+  on the same path is refused instead of interleaving with the first.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import errno
+import fcntl
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from orchestrace.errors import TraceError
+
+__all__ = [
+    "DATASET_FILES",
+    "FORCE_HINT",
+    "MARKER",
+    "OutputError",
+    "StreamTarget",
+    "atomic_write",
+    "check_output",
+    "file_mode",
+    "is_our_dataset",
+    "lock_path",
+    "mark_report_dir",
+    "replace_dir",
+    "write_error",
+]
+
+PathLike = str | os.PathLike[str]
+Kind = Literal["file", "dataset", "dir"]
+
+#: The tables of a Parquet dataset.
+DATASET_FILES = ("events.parquet", "edges.parquet", "traces.parquet")
+#: Small file marking a directory (dataset or report) that orchestrace wrote.
+MARKER = "_orchestrace.json"
+#: How messages name the replace switch; the command line sets ``"--force"``.
+FORCE_HINT: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "orchestrace_force_hint", default="overwrite=True"
+)
+
+
+class OutputError(TraceError):
+    """An output cannot be written where asked; the message says why and what to do.
+
+    Attributes:
+        path: The output path as given.
+    """
+
+    def __init__(self, path: PathLike, message: str) -> None:
+        self.path = str(path)
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------------- small helpers
+def _show(path: PathLike) -> str:
+    text = os.fspath(path)
+    text = text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)  # no /proc: read it by setting it (and put it back at once)
+    os.umask(old)
+    return old
+
+
+def file_mode() -> int:
+    """Mode of a new file under the current umask (``0o666 & ~umask``)."""
+    return 0o666 & ~_umask()
+
+
+def _dir_mode() -> int:
+    return 0o777 & ~_umask()
+
+
+def write_error(path: PathLike, err: OSError) -> OutputError:
+    """An :class:`OutputError` for an ``OSError`` met while writing ``path``."""
+    reason = err.strerror or str(err) or type(err).__name__
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space or choose another path"
+    elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "make the directory writable or choose another path"
+    else:
+        fix = "choose another path"
+    return OutputError(path, f"cannot write {_show(path)}: {reason}; {fix}")
+
+
+def _exists_error(path: PathLike) -> OutputError:
+    return OutputError(path, f"{_show(path)} exists; pass {FORCE_HINT.get()} to replace it")
+
+
+def _entries(p: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(p))
+    except OSError:
+        return []
+
+
+def _holds(p: Path, names: Iterable[str], ours: Iterable[str] = ()) -> str:
+    skip = set(ours)
+    shown = []
+    for name in names:
+        if name in skip:
+            continue
+        shown.append(_show(name) + ("/" if (p / name).is_dir() else ""))
+    if not shown:
+        return "it holds files orchestrace does not write"
+    head = ", ".join(shown[:3])
+    if len(shown) > 3:
+        head += f" and {len(shown) - 3} more"
+    return f"it holds {head}"
+
+
+def _regular(p: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(p).st_mode)
+    except OSError:
+        return False
+
+
+def _read_marker(p: Path) -> dict[str, Any] | None:
+    m = p / MARKER
+    if not _regular(m):
+        return None
+    try:
+        if m.stat().st_size > 65536:
+            return None
+        data = json.loads(m.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("writer") != "orchestrace":
+        return None
+    return data
+
+
+def is_our_dataset(path: PathLike) -> bool:
+    """``True`` when ``path`` is a Parquet dataset directory as orchestrace writes it.
+
+    That is: exactly the three tables (plain files), optionally with the marker file.
+    """
+    p = Path(path)
+    if not p.is_dir() or p.is_symlink():
+        return False
+    names = set(_entries(p))
+    extra = names - set(DATASET_FILES) - {MARKER}
+    if extra or not set(DATASET_FILES) <= names:
+        return False
+    if MARKER in names and _read_marker(p) is None:
+        return False
+    return all(_regular(p / n) for n in DATASET_FILES)
+
+
+def _our_report_dir(p: Path, kind: str) -> bool:
+    marker = _read_marker(p)
+    if marker is None or marker.get("kind") != kind:
+        return False
+    listed = marker.get("files")
+    if not isinstance(listed, list):
+        return False
+    allowed = {str(x) for x in listed} | {MARKER}
+    return set(_entries(p)) <= allowed and all(_regular(p / n) for n in _entries(p))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _check_parent(path: PathLike, parent: Path, *, create: bool) -> None:
+    shown = _show(path)
+    probe = parent
+    while not probe.exists() and not probe.is_symlink():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise OutputError(
+            path,
+            f"cannot write {shown}: {_show(probe)} is a file, not a directory; choose another path",
+        )
+    if not parent.exists():
+        if create:
+            probe_parent = probe
+        else:
+            raise OutputError(
+                path,
+                f"cannot write {shown}: directory {_show(parent)} does not exist; "
+                f"create it first (mkdir -p {_show(parent)}) or choose another path",
+            )
+    else:
+        probe_parent = parent
+    if not os.access(probe_parent, os.W_OK | os.X_OK):
+        raise OutputError(
+            path,
+            f"cannot write {shown}: permission denied in directory {_show(probe_parent)}; "
+            "make it writable or choose another path",
+        )
+
+
+# ---------------------------------------------------------------------- the check
+def check_output(
+    path: PathLike,
+    *,
+    force: bool = False,
+    kind: Kind = "file",
+    inputs: Iterable[PathLike] = (),
+    report: str = "report",
+) -> Path:
+    """Check that ``path`` may be written, before any work starts.
+
+    Args:
+        path: The output as given.
+        force: Replace an existing output (a file, or a directory orchestrace wrote).
+        kind: ``"file"``, ``"dataset"`` (a Parquet dataset directory) or ``"dir"`` (a
+            directory of reports, written into; created with its parents when missing).
+        inputs: Files read by the same command; the output may not be one of them.
+        report: For ``kind="dir"``: what writes it (``bench``, ``train``, ``study``...), as
+            recorded in the directory's marker.
+
+    Returns:
+        The output path.
+
+    Raises:
+        OutputError: The output may not be written there; the message says what to do.
+    """
+    raw = os.fspath(path)
+    shown = _show(raw)
+    if not raw:
+        raise OutputError(raw, "the output path is empty; give a file name")
+    p = Path(raw)
+    if kind != "dir":
+        if raw.endswith(("/", os.sep)):
+            raise OutputError(
+                raw,
+                f"{shown} ends in '/'; name a file (OUT.json, OUT.jsonl) or a dataset "
+                "(OUT.parquet) without a trailing slash",
+            )
+        if p.name in ("", ".", ".."):
+            raise OutputError(
+                raw, f"{shown} is a directory, not an output name; give a file name inside it"
+            )
+    for src in inputs:
+        if os.fspath(src) != "-" and _same_file(Path(os.fspath(src)), p):
+            raise OutputError(raw, f"{shown} is also an input; write the output to another path")
+    _check_parent(raw, p.parent if p.name else p, create=kind == "dir")
+    if not (p.exists() or p.is_symlink()):
+        return p
+    if kind == "dir":
+        if not p.is_dir():
+            raise OutputError(raw, f"{shown} is a file; give a directory for the {report}")
+        names = _entries(p)
+        if not names:
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise OutputError(
+                    raw,
+                    f"cannot write {shown}: permission denied; make it writable or choose "
+                    "another path",
+                )
+            return p
+        if _our_report_dir(p, report):
+            if not force:
+                raise _exists_error(raw)
+            return p
+        raise OutputError(
+            raw,
+            f"{shown} is a directory that orchestrace did not write ({_holds(p, names)}); "
+            "choose another path",
+        )
+    if p.is_dir() and not p.is_symlink():
+        names = _entries(p)
+        if not names:
+            if kind == "dataset":
+                return p  # an empty directory: nothing to lose
+            raise OutputError(
+                raw, f"{shown} is a directory, not an output name; give a file name inside it"
+            )
+        if is_our_dataset(p):
+            if kind != "dataset":
+                raise OutputError(
+                    raw, f"{shown} is a Parquet dataset; choose a file path for this format"
+                )
+            if not force:
+                raise _exists_error(raw)
+            return p
+        raise OutputError(
+            raw,
+            f"{shown} is a directory that orchestrace did not write "
+            f"({_holds(p, names, (*DATASET_FILES, MARKER))}); choose another path",
+        )
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        mode = 0
+    if p.is_symlink() and not mode:
+        raise OutputError(raw, f"{shown} is a broken symbolic link; choose another path")
+    if not stat.S_ISREG(mode):
+        raise OutputError(raw, f"{shown} is not a regular file; choose another path")
+    if not force:
+        raise _exists_error(raw)
+    return p
+
+
+# ---------------------------------------------------------------------- locks
+def _lock(fd: int, path: PathLike) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise OutputError(
+            path,
+            f"{_show(path)} is being written by another orchestrace process; wait for it to "
+            "finish or choose another path",
+        ) from None
+    except OSError:
+        pass  # file systems without flock: no lock, as before
+
+
+@contextmanager
+def lock_path(path: PathLike) -> Iterator[None]:
+    """Hold the writers' lock of an existing output file (nothing when it does not exist).
+
+    Raises:
+        OutputError: Another process is writing it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        yield
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            _lock(fd, path)
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------- files
+def _mkstemp(target: Path) -> tuple[int, str]:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    with suppress(OSError):
+        os.fchmod(fd, file_mode())
+    return fd, tmp
+
+
+def _publish(tmp: str, target: Path, force: bool) -> None:
+    if force:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)  # atomic "create if absent": never replaces a file made meanwhile
+    except FileExistsError:
+        raise _exists_error(target) from None
+    except OSError as err:
+        if err.errno not in (
+            errno.EPERM,
+            errno.ENOTSUP,
+            errno.EOPNOTSUPP,
+            errno.EXDEV,
+            errno.EMLINK,
+        ):
+            raise
+        if target.exists() or target.is_symlink():
+            raise _exists_error(target) from None
+        os.replace(tmp, target)
+        return
+    os.unlink(tmp)
+
+
+@contextmanager
+def atomic_write(
+    path: PathLike,
+    mode: str = "wb",
+    *,
+    force: bool = False,
+    inputs: Iterable[PathLike] = (),
+) -> Iterator[IO[Any]]:
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+
+    ``path`` is checked first (see :func:`check_output`). A crash or error never leaves a
+    half-written file where a good one was, and never leaves the temporary file behind.
+
+    Args:
+        path: The output file.
+        mode: ``"wb"`` or ``"w"``.
+        force: Replace ``path`` if it exists.
+        inputs: Files the output may not be.
+
+    Raises:
+        OutputError: The output may not be written there, or writing failed.
+    """
+    target = check_output(path, force=force, kind="file", inputs=inputs)
+    try:
+        fd, tmp = _mkstemp(target)
+    except OSError as err:
+        raise write_error(path, err) from None
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with lock_path(target), os.fdopen(fd, mode, encoding=encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        _publish(tmp, target, force)
+    except OSError as err:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise write_error(path, err) from None
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------- directories
+def _write_marker(d: Path, kind: str, files: Iterable[str] = ()) -> None:
+    data = {"writer": "orchestrace", "kind": kind, "files": sorted(files)}
+    with open(d / MARKER, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(data) + "\n")
+
+
+@contextmanager
+def replace_dir(
+    path: PathLike,
+    *,
+    force: bool = False,
+    inputs: Iterable[PathLike] = (),
+    kind: str = "parquet-dataset",
+) -> Iterator[Path]:
+    """Build a dataset directory in a temporary sibling and swap it in when complete.
+
+    Yields the temporary directory to fill. On success the marker is added, an existing
+    dataset (ours, checked again right before) is renamed aside, the new one renamed in, and
+    the old one removed. On failure the temporary directory is removed and the old dataset is
+    left as it was.
+
+    Raises:
+        OutputError: The output may not be written there, or writing failed.
+    """
+    target = check_output(path, force=force, kind="dataset", inputs=inputs)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        os.chmod(tmp, _dir_mode())
+    except OSError as err:
+        raise write_error(path, err) from None
+    old: Path | None = None
+    try:
+        yield tmp
+        _write_marker(tmp, kind)
+        if target.exists() or target.is_symlink():
+            # checked again now: something may have appeared since the first check
+            check_output(path, force=force, kind="dataset")
+            if target.is_dir() and not _entries(target):
+                target.rmdir()
+            else:
+                old = Path(
+                    tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+                )
+                old_item = old / "previous"
+                os.rename(target, old_item)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if old is not None:
+                with suppress(OSError):
+                    os.rename(old / "previous", target)
+                    shutil.rmtree(old, ignore_errors=True)
+                    old = None
+            raise
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_error(path, err) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)  # the previous dataset, ours (checked above)
+
+
+def mark_report_dir(path: PathLike, report: str) -> None:
+    """Record in ``path`` that orchestrace wrote it (``report``: which command), listing its files.
+
+    A later run of the same command may then replace them with ``--force``.
+    """
+    p = Path(path)
+    names = [n for n in _entries(p) if n != MARKER and _regular(p / n)]
+    try:
+        _write_marker(p, report, names)
+    except OSError as err:
+        raise write_error(p / MARKER, err) from None
+
+
+# ---------------------------------------------------------------------- streams
+class StreamTarget:
+    """An output file written record by record while a run goes on.
+
+    A new file is created exclusively (never truncating anything) and written in place, so a
+    crash leaves every complete record where the user asked. An existing file (with
+    ``force``) is replaced by a temporary sibling renamed into place by :meth:`commit`, so it
+    stays whole until the new recording is complete. Either way the output is locked while
+    written: a second writer is refused.
+
+    Args:
+        path: The output file.
+        force: Replace an existing file.
+        append: Append to the existing file instead (nothing is replaced).
+
+    Raises:
+        OutputError: The output may not be written there, another process writes it, or the
+            file cannot be created.
+    """
+
+    def __init__(self, path: PathLike, *, force: bool = False, append: bool = False) -> None:
+        self.path = Path(path)
+        self.shown = os.fspath(path)
+        self._tmp: str | None = None
+        self._guard: int | None = None
+        self._open = False
+        flags = os.O_WRONLY | os.O_CLOEXEC
+        if append and self.path.exists():
+            check_output(path, force=True, kind="file")
+            self.fd = self._os_open(flags | os.O_APPEND)
+        else:
+            check_output(path, force=force, kind="file")
+            try:
+                self.fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, file_mode())
+            except FileExistsError:
+                if not force:
+                    raise _exists_error(path) from None
+                self._replace()
+                return
+            except OSError as err:
+                raise write_error(path, err) from None
+        self._open = True
+        try:
+            _lock(self.fd, self.shown)
+        except OutputError:
+            self._close()
+            raise
+
+    def _os_open(self, flags: int) -> int:
+        try:
+            return os.open(self.path, flags)
+        except OSError as err:
+            raise write_error(self.shown, err) from None
+
+    def _replace(self) -> None:
+        guard = self._os_open(os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _lock(guard, self.shown)
+        except OutputError:
+            os.close(guard)
+            raise
+        self._guard = guard
+        try:
+            self.fd, self._tmp = _mkstemp(self.path)
+        except OSError as err:
+            self._release()
+            raise write_error(self.shown, err) from None
+        self._open = True
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            with suppress(OSError):
+                os.close(self.fd)
+
+    def _release(self) -> None:
+        if self._guard is not None:
+            with suppress(OSError):
+                os.close(self._guard)
+            self._guard = None
+
+    def commit(self) -> None:
+        """Close the file; a replacing recording is renamed into place now.
+
+        Raises:
+            OutputError: Renaming failed (the previous file is left intact).
+        """
+        try:
+            if self._tmp is not None:
+                os.fsync(self.fd)
+                os.replace(self._tmp, self.path)
+                self._tmp = None
+        except OSError as err:
+            self.discard()
+            raise write_error(self.shown, err) from None
+        self._close()
+        self._release()
+
+    def close_partial(self) -> None:
+        """Close without finishing.
+
+        A new file keeps its complete records (read back as a partial trace); a replacing
+        recording is dropped and the previous file stays.
+        """
+        if self._tmp is not None:
+            self.discard()
+            return
+        self._close()
+        self._release()
+
+    def discard(self, *, remove_new: bool = False) -> None:
+        """Close and drop what was written.
+
+        Args:
+            remove_new: Also remove a newly created file (a recording that cannot be
+                completed); a replaced file's predecessor is always kept.
+        """
+        self._close()
+        if self._tmp is not None:
+            with suppress(OSError):
+                os.unlink(self._tmp)
+            self._tmp = None
+        elif remove_new:
+            with suppress(OSError):
+                os.unlink(self.path)
+        self._release()
