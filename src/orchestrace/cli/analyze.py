@@ -7,10 +7,12 @@ import json
 import sys
 from typing import Any
 
+from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import TraceValidationError
 from orchestrace.io import detect_format, iter_traces, read_graph
 from orchestrace.io._common import read_bytes
 from orchestrace.io.json import parse
+from orchestrace.io.parquet import header_of
 from orchestrace.trace.analyze import summarize
 from orchestrace.trace.check import check_graph
 from orchestrace.trace.model import Trace
@@ -37,6 +39,7 @@ def add_parser(sub: Any) -> None:
         default=12,
         help="text output: show at most this many critical-path events",
     )
+    add_partial_flag(p)
     p.set_defaults(func=run)
 
 
@@ -44,9 +47,11 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     fmt = detect_format(args.file)
     if fmt == "parquet":
         graph, header = read_graph(args.file, trace_id=args.trace_id)
-        head = Trace(trace_id=header["trace_id"], task_id=header["task_id"], events=())
-        problems = check_graph(graph, head)
-        if any(p.severity == "error" for p in problems):
+        head, problems = header_of(header)
+        if head is not None:
+            warn_truncated(args.file, [head], partial=args.partial)
+            problems = check_graph(graph, head, partial=True)
+        if head is None or any(p.severity == "error" for p in problems):
             raise TraceValidationError(problems, source=args.file)
         return [(header["trace_id"], summarize(graph))]
     if fmt == "jsonl":
@@ -54,11 +59,13 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
         for tr in iter_traces(args.file):
             if args.trace_id and tr.trace_id != args.trace_id:
                 continue
+            warn_truncated(args.file, [tr], partial=args.partial)
             out.append((tr.trace_id, summarize(_checked(tr, args.file))))
         return out
-    trace, problems = parse(read_bytes(args.file), source=args.file)
+    trace, problems = parse(read_bytes(args.file), source=args.file, partial=True)
     if trace is None or any(p.severity == "error" for p in problems):
         raise TraceValidationError(problems, source=args.file)
+    warn_truncated(args.file, [trace], partial=args.partial)
     return [(trace.trace_id, summarize(trace))]
 
 

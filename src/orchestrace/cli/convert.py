@@ -6,9 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from orchestrace.io import FORMATS, check_dump_target, dump, load_all
+from orchestrace.cli._partial import add_partial_flag, warn_truncated
+from orchestrace.errors import Problem, TraceError
+from orchestrace.io import FORMATS, check_dump_target, detect_format, dump, iter_jsonl, load_all
+from orchestrace.trace.model import Trace
 
 _CHOICES = ["native", *FORMATS]
+#: At most this many skipped records are listed in a trace's ``meta.skipped``.
+_SKIPPED_LISTED = 100
 
 
 def add_parser(sub: Any) -> None:
@@ -25,7 +30,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--from", dest="src", choices=_CHOICES, help="input format (default: by name)")
     p.add_argument("--to", dest="dst", choices=_CHOICES, help="output format (default: by name)")
     p.add_argument("--indent", type=int, default=None, help="indent JSON output")
-    p.add_argument("--keep-going", action="store_true", help="JSONL input: skip damaged lines")
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="JSONL input: skip damaged lines; each trace lists what was skipped in "
+        "meta.skipped, and the count is printed",
+    )
+    add_partial_flag(p)
     p.set_defaults(func=run)
 
 
@@ -38,8 +49,50 @@ def run(args: argparse.Namespace) -> int:
     fmt = check_dump_target(
         args.output, format=_fmt(args.dst), overwrite=args.force, inputs=[args.input]
     )
-    traces = load_all(args.input, format=_fmt(args.src), keep_going=args.keep_going, check=True)
+    traces = _read(args)
     dump(traces, args.output, format=fmt, indent=args.indent, overwrite=args.force)
     n = sum(t.n_events for t in traces)
     print(f"wrote {args.output}: {len(traces)} trace(s), {n} events", file=sys.stderr)
     return 0
+
+
+def _read(args: argparse.Namespace) -> list[Trace]:
+    """Read the input; with --keep-going, mark what was skipped and say how much."""
+    fmt = _fmt(args.src) or detect_format(args.input)
+    if not args.keep_going or fmt != "jsonl":
+        traces = load_all(args.input, format=fmt, check=True, partial=True)
+        warn_truncated(args.input, traces, partial=args.partial)
+        return traces
+    traces: list[Trace] = []
+    lost: list[Problem] = []
+    skipped = 0
+    for item in iter_jsonl(args.input, keep_going=True, partial=True, check=True):
+        errors = [p for p in item.problems if p.severity == "error"]
+        skipped += len(errors)
+        if item.trace is None:
+            lost += errors
+            continue
+        tr = item.trace
+        if errors:
+            listed = [str(p) for p in errors[:_SKIPPED_LISTED]]
+            if len(errors) > _SKIPPED_LISTED:
+                listed.append(f"... and {len(errors) - _SKIPPED_LISTED} more")
+            tr = tr.replace(meta={**tr.meta, "skipped": listed})
+        traces.append(tr)
+    for p in lost[:20]:
+        print(f"warning: {p}", file=sys.stderr)
+    if not traces:
+        first = f": {lost[0]}" if lost else ""
+        raise TraceError(
+            f"{args.input}: no readable trace to write ({skipped} problem(s){first}); "
+            "fix the damaged lines (see `orchestrace validate --keep-going`)"
+        )
+    if skipped:
+        print(
+            f"warning: {args.input}: {skipped} problem(s) skipped over (--keep-going): "
+            f"{len(lost)} in traces that could not be read (not written), "
+            f"{skipped - len(lost)} listed in meta.skipped of the trace they belong to",
+            file=sys.stderr,
+        )
+    warn_truncated(args.input, traces, partial=args.partial)
+    return traces

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
 from orchestrace.io import load
 
@@ -29,12 +30,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
     p.add_argument("--json", action="store_true", help="print rows {unit, id, value}, one per line")
+    add_partial_flag(p)
     p.set_defaults(func=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Assign and print."""
-    trace = load(args.trace)
+    trace = load(args.trace, partial=True)
+    refuse_truncated(args.trace, [trace], partial=args.partial)
     kw: dict[str, Any] = {}
     if args.method == "discounted":
         kw["gamma"] = args.gamma

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.io import load
 from orchestrace.learn.export import FORMATS, export
 
@@ -29,6 +30,7 @@ def add_parser(sub: Any) -> None:
         help="group: run-level group-relative; credit: per-turn credit",
     )
     p.add_argument("--method", default="uniform", help="credit mode: assigner")
+    add_partial_flag(p)
     p.set_defaults(func=run_cmd)
 
 
@@ -37,7 +39,9 @@ def run_cmd(args: argparse.Namespace) -> int:
     from orchestrace.io._output import check_output
 
     check_output(args.output, force=args.force, kind="file", inputs=args.traces)
-    traces = [load(p) for p in args.traces]
+    traces = [load(p, partial=True) for p in args.traces]
+    for path, tr in zip(args.traces, traces, strict=True):
+        refuse_truncated(path, [tr], partial=args.partial)
     n = export(
         traces,
         args.output,

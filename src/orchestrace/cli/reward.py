@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.io import load_all
 from orchestrace.rewards import Composite, load_spec
 
@@ -27,13 +28,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--spec", help="reward spec (TOML)")
     p.add_argument("--step", type=int, default=0, help="training step (for annealed weights)")
     p.add_argument("--json", action="store_true", help="one JSON object per trace")
+    add_partial_flag(p)
     p.set_defaults(func=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Score and print."""
     combo = load_spec(args.spec) if args.spec else Composite.from_spec(_DEFAULT)
-    traces = [tr for path in args.traces for tr in load_all(path, check=True)]
+    traces = []
+    for path in args.traces:
+        found = load_all(path, check=True, partial=True)
+        refuse_truncated(path, found, partial=args.partial)
+        traces += found
     parts = combo.components(traces, step=args.step)
     totals = combo.total(parts)
     names = list(parts)

@@ -10,8 +10,7 @@ from typing import Any
 from orchestrace.errors import Problem, TraceFormatError
 from orchestrace.io import detect_format, iter_jsonl, parse
 from orchestrace.io._common import read_bytes
-from orchestrace.io.parquet import read_parquet
-from orchestrace.trace.check import check_trace
+from orchestrace.io.parquet import parse_parquet
 
 
 def add_parser(sub: Any) -> None:
@@ -51,12 +50,13 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
         return problems, f"{n_traces} trace(s), {n_events} events"
     if fmt == "parquet":
         problems = []
-        traces = read_parquet(path)
-        for tr in traces:
-            problems.extend(
-                p.at(f"{path}[{tr.trace_id}]") for p in check_trace(tr, partial=args.partial)
-            )
-        return problems, f"{len(traces)} trace(s), {sum(t.n_events for t in traces)} events"
+        n_traces = n_events = 0
+        for label, trace, found in parse_parquet(path, partial=args.partial):
+            problems.extend(p.at(f"{path}[{label}]") for p in found)
+            if trace is not None:
+                n_traces += 1
+                n_events += trace.n_events
+        return problems, f"{n_traces} trace(s), {n_events} events"
     trace, problems = parse(
         read_bytes(path),
         source=path,

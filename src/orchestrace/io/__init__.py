@@ -30,9 +30,8 @@ from orchestrace.io._common import BOM, PathLike, atomic_write, peek_stream
 from orchestrace.io._output import OutputError, check_output, is_our_dataset
 from orchestrace.io.json import dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
-from orchestrace.io.parquet import read_graph, read_parquet, write_parquet
+from orchestrace.io.parquet import parse_parquet, read_graph, read_parquet, write_parquet
 from orchestrace.io.upstream import from_upstream, to_upstream
-from orchestrace.trace.check import check_trace
 from orchestrace.trace.model import Trace
 
 __all__ = [
@@ -112,15 +111,25 @@ def _check_format(fmt: str) -> str:
 
 
 def load_all(
-    path: PathLike, *, format: str | None = None, keep_going: bool = False, check: bool = False
+    path: PathLike,
+    *,
+    format: str | None = None,
+    keep_going: bool = False,
+    check: bool = False,
+    partial: bool | None = None,
 ) -> list[Trace]:
     """Read every trace in ``path``.
+
+    Every format is type- and range-checked while reading; ``check`` adds the rules of
+    ``check_trace`` (unique ids, edges to existing events, no cycles, ...).
 
     Args:
         path: A trace file or Parquet dataset.
         format: One of :data:`FORMATS` (default: from the name).
         keep_going: JSONL only: skip damaged lines instead of raising.
         check: Run ``check_trace`` and raise on errors.
+        partial: With ``check``: accept (``True``) or refuse (``False``) a truncated
+            recording (``meta.partial``). ``None``: JSONL accepts it, other formats refuse.
 
     Raises:
         TraceFormatError: The file cannot be parsed.
@@ -128,31 +137,42 @@ def load_all(
     """
     fmt = _check_format(format or detect_format(path))
     if fmt == "jsonl":
-        return read_jsonl(path, keep_going=keep_going, check=check)
+        return read_jsonl(
+            path, keep_going=keep_going, check=check, partial=True if partial is None else partial
+        )
     if fmt == "parquet":
-        traces = read_parquet(path)
-        if check:
-            for tr in traces:
-                problems = check_trace(tr)
-                if any(p.severity == "error" for p in problems):
-                    raise TraceValidationError(problems, source=str(path))
-        return traces
-    return [read_json(path, upstream=True if fmt == "upstream" else None, check=check)]
+        out: list[Trace] = []
+        for label, trace, problems in parse_parquet(path, partial=bool(partial), check=check):
+            if trace is None or any(p.severity == "error" for p in problems):
+                raise TraceValidationError(problems, source=f"{path}[{label}]")
+            out.append(trace)
+        return out
+    return [
+        read_json(
+            path,
+            upstream=True if fmt == "upstream" else None,
+            check=check,
+            partial=bool(partial),
+        )
+    ]
 
 
-def load(path: PathLike, *, format: str | None = None, check: bool = True) -> Trace:
+def load(
+    path: PathLike, *, format: str | None = None, check: bool = True, partial: bool | None = None
+) -> Trace:
     """Read the one trace in ``path`` (JSON, survey-schema JSON, JSONL or Parquet).
 
     Args:
         path: The file (or Parquet dataset directory).
         format: One of :data:`FORMATS` (default: from the name).
         check: Run ``check_trace`` and raise on errors (default).
+        partial: Accept a truncated recording; see :func:`load_all`.
 
     Raises:
         TraceFormatError: Unparseable, or the file holds several traces (use :func:`load_all`).
         TraceValidationError: The trace is invalid (lists every problem).
     """
-    traces = load_all(path, format=format, check=check)
+    traces = load_all(path, format=format, check=check, partial=partial)
     if len(traces) != 1:
         raise TraceFormatError(
             str(path),

@@ -185,7 +185,12 @@ def _out_of_range(source: str, data: Any, typed_error: str) -> TraceFormatError:
 
 
 def loads(
-    data: Any, *, source: str = "<bytes>", upstream: bool | None = None, check: bool = True
+    data: Any,
+    *,
+    source: str = "<bytes>",
+    upstream: bool | None = None,
+    check: bool = True,
+    partial: bool = False,
 ) -> Trace:
     """Decode one JSON trace.
 
@@ -194,20 +199,25 @@ def loads(
         source: Name used in error messages.
         upstream: See :func:`parse`.
         check: Run ``check_trace`` too (default); ``False`` checks structure only.
+        partial: Accept a truncated recording (see :func:`parse`).
 
     Raises:
         TraceFormatError: Not JSON.
         TraceValidationError: JSON, but not a valid trace (lists every problem).
     """
-    trace, problems = parse(data, source=source, upstream=upstream, check=check)
+    trace, problems = parse(data, source=source, upstream=upstream, check=check, partial=partial)
     if trace is None or any(p.severity == "error" for p in problems):
         raise TraceValidationError(problems, source=source)
     return trace
 
 
-def read_json(path: PathLike, *, upstream: bool | None = None, check: bool = True) -> Trace:
+def read_json(
+    path: PathLike, *, upstream: bool | None = None, check: bool = True, partial: bool = False
+) -> Trace:
     """Read a JSON trace file (native or survey schema); see :func:`loads`."""
-    return loads(read_bytes(path), source=str(path), upstream=upstream, check=check)
+    return loads(
+        read_bytes(path), source=str(path), upstream=upstream, check=check, partial=partial
+    )
 
 
 def write_json(

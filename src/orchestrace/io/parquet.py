@@ -28,20 +28,31 @@ Example:
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable
+from dataclasses import replace
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from orchestrace.errors import TraceFormatError
-from orchestrace.io._common import PathLike
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
+from orchestrace.io._common import PathLike, _denied
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.trace.graph import TraceGraph
-from orchestrace.trace.model import Edge, Event, Trace
+from orchestrace.trace.model import MAX_INT, Decision, Edge, EdgeType, Event, EventType, Trace
 
-__all__ = ["EVENT_COLUMNS", "read_graph", "read_parquet", "read_tables", "write_parquet"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "header_of",
+    "parse_parquet",
+    "read_graph",
+    "read_parquet",
+    "read_tables",
+    "write_parquet",
+]
 
 #: Event columns in file order (``from`` is the JSON name of ``Event.from_``).
 EVENT_COLUMNS = (
@@ -270,24 +281,252 @@ _NOT_NULL = {
 _NAMES = {"str": "a string", "float": "a number", "int": "an integer", "bool": "a boolean"}
 
 
+def _kind_ok(typ: Any, kind: str) -> bool:
+    pa, _ = _pa()
+    t = pa.types
+    if t.is_null(typ):
+        return True  # every value is null: the null checks decide
+    if t.is_dictionary(typ):
+        typ = typ.value_type
+    if kind == "str":
+        return bool(t.is_string(typ) or t.is_large_string(typ))
+    if kind == "float":
+        return bool(t.is_floating(typ) or t.is_integer(typ))
+    if kind == "int":
+        return bool(t.is_integer(typ))
+    if kind == "bool":
+        return bool(t.is_boolean(typ))
+    if kind == "map":
+        return bool(
+            t.is_map(typ) and _kind_ok(typ.key_type, "str") and _kind_ok(typ.item_type, "float")
+        )
+    return False
+
+
+def _check_schema(schema: Any, kinds: dict[str, str], file: str, src: str) -> None:
+    """Refuse a table whose columns are missing or hold the wrong kind of value."""
+    for name, kind in kinds.items():
+        idx = schema.get_field_index(name)
+        if idx < 0:
+            raise TraceFormatError(src, file, f"column `{name}` is missing", _REWRITE)
+        typ = schema.field(idx).type
+        if not _kind_ok(typ, kind):
+            what = _NAMES.get(kind, "a map of names to numbers")
+            raise TraceFormatError(
+                src,
+                f"{file} column `{name}`",
+                f"holds {typ} values, expected {what} per row",
+                f"store `{name}` as {what}, or {_REWRITE}",
+            )
+
+
+def _where(mask: Any, limit: int = 100) -> list[int]:
+    """Row numbers where a boolean Arrow array is true (nulls count as false)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    arr = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+    return [int(i) for i in np.flatnonzero(arr)[:limit]]
+
+
+def _value_problems(
+    table: Any, kinds: dict[str, str], what: str, members: dict[str, tuple[str, ...]]
+) -> list[tuple[int, Problem]]:
+    """``(row, problem)`` for every bad value of ``table``; paths hold ``{i}`` for the row."""
+    pa, _ = _pa()
+    import pyarrow.compute as pc
+
+    found: list[tuple[int, Problem]] = []
+    names = set(table.schema.names)
+
+    def add(rows: list[int], name: str, code: str, message: Any, fix: str) -> None:
+        for r in rows:
+            text = message(r) if callable(message) else message
+            found.append((r, Problem(code, text, fix, path=f"$.{what}[{{i}}].{name}")))
+
+    for name, kind in kinds.items():
+        if name not in names or name == "trace_id":
+            continue
+        col = table.column(name)
+        label = kind if kind != "str" else "str"
+        if name in _NOT_NULL and col.null_count:
+            add(
+                _where(pc.is_null(col)),
+                name,
+                "wrong-type",
+                f"expected {label}, got null",
+                f"make the value a {label}",
+            )
+        if pa.types.is_null(col.type):
+            continue
+        if kind == "float":
+            values = pc.cast(col, pa.float64())
+            bad = pc.or_(pc.invert(pc.is_finite(values)), pc.less(values, 0))
+
+            def describe(r: int, values: Any = values, name: str = name) -> str:
+                v = values[r].as_py()
+                return (
+                    f"{name} is negative {v!r}"
+                    if v < 0
+                    else f"{name} is not a finite number: {v!r}"
+                )
+
+            add(
+                _where(bad),
+                name,
+                "negative-value",
+                describe,
+                f"record {name} as a finite number >= 0",
+            )
+        elif kind == "int":
+            if pa.types.is_unsigned_integer(col.type):
+                bad = pc.greater(col, pa.scalar(MAX_INT, pa.uint64()))
+            else:
+                bad = pc.less(col, 0)
+
+            def describe_int(r: int, col: Any = col) -> str:
+                return (
+                    f"value out of range: {col[r].as_py()} (expected an integer from 0 to 2^63-1)"
+                )
+
+            add(
+                _where(bad),
+                name,
+                "out-of-range",
+                describe_int,
+                "record an integer from 0 to 2^63-1",
+            )
+        elif kind == "str":
+            values = pc.cast(col, pa.string())
+            if name in ("id", "agent", "src", "dst", "trace_id", "task_id"):
+                add(
+                    _where(pc.equal(pc.utf8_length(values), 0)),
+                    name,
+                    "invalid-value",
+                    f"{name} is empty",
+                    f"give `{name}` a non-empty string",
+                )
+            if name in members:
+                allowed = pa.array(members[name], pa.string())
+                unknown = pc.and_(
+                    pc.invert(pc.is_in(values, value_set=allowed)), pc.is_valid(values)
+                )
+
+                label = {"events": "event type", "edges": "edge type"}[what]
+                label = label if name == "type" else name
+
+                def describe_enum(r: int, values: Any = values, label: str = label) -> str:
+                    return f"unknown {label} {_short(str(values[r].as_py()))!r}"
+
+                add(
+                    _where(unknown),
+                    name,
+                    "unknown-type" if name == "type" else "unknown-value",
+                    describe_enum,
+                    f"use one of: {', '.join(members[name])}",
+                )
+    return found
+
+
+_EVENT_MEMBERS = {"type": tuple(EventType), "decision": tuple(Decision)}
+_EDGE_MEMBERS = {"type": tuple(EdgeType)}
+
+
+def _located(found: list[tuple[int, Problem]], lo: int, hi: int) -> list[Problem]:
+    """The problems of rows ``lo <= row < hi``, with paths indexed within their trace."""
+    return [
+        replace(p, path=p.path.format(i=r - lo))
+        for r, p in sorted(found, key=lambda x: x[0])
+        if lo <= r < hi
+    ]
+
+
+def _json_object(text: Any, path: str) -> tuple[dict[str, Any] | None, Problem | None]:
+    """Decode a JSON-object column value; ``(value, None)`` or ``(None, problem)``."""
+    if text is None:
+        return None, None
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None, Problem("malformed-json", "column holds invalid JSON", _REWRITE, path=path)
+    if not isinstance(value, dict):
+        return None, Problem(
+            "wrong-type",
+            f"expected object, got {_json_kind(value)}",
+            "store a JSON object (or null) here",
+            path=path,
+        )
+    return value, None
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "array", str: "str", bool: "bool", int: "int", float: "float"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def header_of(row: dict[str, Any]) -> tuple[Trace | None, list[Problem]]:
+    """Type-check one row of the ``traces`` table; return it as an event-less trace.
+
+    Returns:
+        ``(header, problems)``: ``header`` is ``None`` when the row is unusable.
+    """
+    meta, problem = _json_object(row.get("meta"), "$.meta")
+    problems = [problem] if problem else []
+    head = {
+        k: row.get(k)
+        for k in ("trace_id", "task_id", "system", "topology", "schema_version")
+        if row.get(k) is not None
+    }
+    for k in ("rewards", "costs", "metrics"):
+        head[k] = dict(row.get(k) or [])
+    head["meta"] = meta or {}
+    header: Trace | None = None
+    try:
+        header = msgspec.convert({**head, "events": [], "edges": []}, Trace)
+    except msgspec.ValidationError as err:
+        from orchestrace.trace.check import problem_from_msgspec
+
+        problems.append(problem_from_msgspec(err, "$", where="trace"))
+    return (header if not problems else None), problems
+
+
 def _check_dataset(path: PathLike) -> Path:
     p = Path(path)
-    if not p.is_dir():
+    src = str(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise TraceFormatError(src, "dataset", "no such dataset", "check the path") from None
+    except PermissionError:
+        raise _denied(src) from None
+    if not stat.S_ISDIR(st.st_mode):
         raise TraceFormatError(
-            str(path),
+            src,
             "dataset",
             "not a Parquet dataset directory",
             "pass the directory written by `orchestrace convert --to parquet`",
         )
     for name in _FILES:
-        if not (p / name).exists():
-            raise TraceFormatError(
-                str(path),
-                name,
-                "file missing from the dataset",
-                "rewrite the dataset with `orchestrace convert`",
-            )
+        try:
+            mode = (p / name).stat().st_mode
+        except FileNotFoundError:
+            raise TraceFormatError(src, name, "file missing from the dataset", _REWRITE) from None
+        except PermissionError:
+            raise _denied(str(p / name)) from None
+        if not stat.S_ISREG(mode):
+            raise TraceFormatError(src, name, "is not a regular file", _REWRITE)
+        if not os.access(p / name, os.R_OK):
+            raise _denied(str(p / name))
     return p
+
+
+def _read_error(path: PathLike, where: str, err: Exception) -> TraceFormatError:
+    if isinstance(err, PermissionError) or "Permission denied" in str(err):
+        return _denied(str(path))
+    return TraceFormatError(
+        str(path), where, f"cannot read Parquet: {_short(str(err), 200)}", _REWRITE
+    )
 
 
 def read_tables(
@@ -301,94 +540,135 @@ def read_tables(
         trace_id: Read only this trace.
 
     Raises:
-        TraceFormatError: Not a dataset, or a file is damaged.
+        TraceFormatError: Not a dataset, a file is damaged or unreadable, or a column is
+            missing or holds the wrong kind of value.
     """
     pa, pq = _pa()
     p = _check_dataset(path)
+    src = str(path)
+    try:
+        for name, kinds in zip(_FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), strict=True):
+            _check_schema(pq.read_schema(p / name), kinds, name, src)
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, "dataset", err) from None
     filt = [("trace_id", "=", trace_id)] if trace_id is not None else None
     cols = None if columns is None else ["trace_id", *[c for c in columns if c != "trace_id"]]
     try:
         events = pq.read_table(p / _FILES[0], columns=cols, filters=filt)
         edges = pq.read_table(p / _FILES[1], filters=filt)
         traces = pq.read_table(p / _FILES[2], filters=filt)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise TraceFormatError(
-            str(path),
-            "dataset",
-            f"cannot read Parquet: {str(err)[:200]}",
-            "rewrite the dataset with `orchestrace convert`",
-        ) from None
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, "dataset", err) from None
     return events, edges, traces
 
 
-def _json_field(text: Any, where: str, path: str) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+def parse_parquet(
+    path: PathLike, *, partial: bool = False, check: bool = True
+) -> list[tuple[str, Trace | None, list[Problem]]]:
+    """Read every trace of a dataset, reporting bad values instead of raising.
+
+    Every column is type-checked and every value range-checked as the JSON reader does, so
+    what is accepted here can be written back as a valid trace in any format.
+
+    Args:
+        path: The dataset directory.
+        partial: Accept truncated recordings (see :func:`~orchestrace.trace.check.check_trace`).
+        check: Also run ``check_trace`` on each trace that was read.
+
+    Returns:
+        ``(trace_id, trace, problems)`` per trace; ``trace`` is ``None`` when its values are bad.
+
+    Raises:
+        TraceFormatError: Not a dataset, unreadable, a column missing or of the wrong kind, or
+            the tables disagree on how many events and edges each trace has.
+    """
+    from orchestrace.trace.check import check_trace
+
+    events, edges, traces = read_tables(path)
+    src = str(path)
+    ev_found = _value_problems(events, _EVENT_KINDS, "events", _EVENT_MEMBERS)
+    ed_found = _value_problems(edges, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
+    ev_cols = {c: events.column(c).to_pylist() for c in ("trace_id", *EVENT_COLUMNS)}
+    ed_cols = {c: edges.column(c).to_pylist() for c in ("trace_id", "src", "dst", "type")}
+    rows = traces.to_pylist()
+    counts = [(r["n_events"], r["n_edges"]) for r in rows]
+    if any(not isinstance(a, int) or not isinstance(b, int) or a < 0 or b < 0 for a, b in counts):
         raise TraceFormatError(
-            path,
-            where,
-            "column holds invalid JSON",
-            "rewrite the dataset with `orchestrace convert`",
-        ) from None
+            src, "traces.parquet", "n_events and n_edges must be counts >= 0", _REWRITE
+        )
+    if sum(a for a, _ in counts) != len(ev_cols["id"]) or sum(b for _, b in counts) != len(
+        ed_cols["src"]
+    ):
+        raise TraceFormatError(
+            src,
+            "traces.parquet",
+            "n_events/n_edges do not match the rows of events.parquet/edges.parquet",
+            _REWRITE,
+        )
+    out: list[tuple[str, Trace | None, list[Problem]]] = []
+    ev_pos = 0
+    ed_pos = 0
+    for k, row in enumerate(rows):
+        n_ev, n_ed = row["n_events"], row["n_edges"]
+        label = row["trace_id"] if isinstance(row["trace_id"], str) else f"#{k}"
+        if (
+            ev_cols["trace_id"][ev_pos : ev_pos + n_ev].count(row["trace_id"]) != n_ev
+            or ed_cols["trace_id"][ed_pos : ed_pos + n_ed].count(row["trace_id"]) != n_ed
+        ):
+            raise TraceFormatError(
+                src, "events.parquet", "events or edges are not grouped by trace", _REWRITE
+            )
+        sl = slice(ev_pos, ev_pos + n_ev)
+        header, problems = header_of(row)
+        problems += _located(ev_found, ev_pos, ev_pos + n_ev)
+        problems += _located(ed_found, ed_pos, ed_pos + n_ed)
+        attrs: list[Any] = []
+        for i, a in enumerate(ev_cols["attrs"][sl]):
+            value, problem = _json_object(a, f"$.events[{i}].attrs")
+            attrs.append(value)
+            if problem:
+                problems.append(problem)
+        trace: Trace | None = None
+        if header is not None and not problems:
+            columns = [ev_cols[c][sl] for c in EVENT_COLUMNS[:-1]]
+            evs = tuple(_EVENT(*vals, attrs=a) for *vals, a in zip(*columns, attrs, strict=True))
+            eds = tuple(
+                Edge(s, d, t)
+                for s, d, t in zip(
+                    ed_cols["src"][ed_pos : ed_pos + n_ed],
+                    ed_cols["dst"][ed_pos : ed_pos + n_ed],
+                    ed_cols["type"][ed_pos : ed_pos + n_ed],
+                    strict=True,
+                )
+            )
+            # every column was type- and range-checked above
+            trace = header.replace(events=evs, edges=eds)._mark_decoded()
+            if check:
+                problems += check_trace(trace, partial=partial)
+        out.append((label, trace, problems))
+        ev_pos += n_ev
+        ed_pos += n_ed
+    return out
 
 
-def read_parquet(path: PathLike) -> list[Trace]:
+def read_parquet(path: PathLike, *, partial: bool = True) -> list[Trace]:
     """Read every trace of a dataset, in the order written.
+
+    Args:
+        path: The dataset directory.
+        partial: Accept traces marked truncated (``meta.partial``); ``False`` checks every
+            trace with ``check_trace`` and raises on errors.
 
     Raises:
         TraceFormatError: Not a dataset, or damaged.
+        TraceValidationError: A value is of the wrong type or out of range (lists each).
     """
-    events, edges, traces = read_tables(path)
     out: list[Trace] = []
-    ev_cols = {c: events.column(c).to_pylist() for c in ("trace_id", *EVENT_COLUMNS)}
-    ed_cols = {c: edges.column(c).to_pylist() for c in ("trace_id", "src", "dst", "type")}
-    ev_pos = 0
-    ed_pos = 0
-    src = str(path)
-    for row in traces.to_pylist():
-        n_ev, n_ed = row["n_events"], row["n_edges"]
-        if ev_cols["trace_id"][ev_pos : ev_pos + n_ev].count(row["trace_id"]) != n_ev:
-            raise TraceFormatError(
-                src,
-                "events.parquet",
-                "events are not grouped by trace",
-                "rewrite the dataset with `orchestrace convert`",
-            )
-        sl = slice(ev_pos, ev_pos + n_ev)
-        attrs = [
-            None if a is None else _json_field(a, "events.attrs", src) for a in ev_cols["attrs"][sl]
-        ]
-        columns = [ev_cols[c][sl] for c in EVENT_COLUMNS[:-1]]
-        evs = tuple(_EVENT(*vals, attrs=a) for *vals, a in zip(*columns, attrs, strict=True))
-        eds = tuple(
-            Edge(s, d, t)
-            for s, d, t in zip(
-                ed_cols["src"][ed_pos : ed_pos + n_ed],
-                ed_cols["dst"][ed_pos : ed_pos + n_ed],
-                ed_cols["type"][ed_pos : ed_pos + n_ed],
-                strict=True,
-            )
-        )
-        out.append(
-            Trace(
-                trace_id=row["trace_id"],
-                task_id=row["task_id"],
-                events=evs,
-                edges=eds,
-                rewards=dict(row["rewards"] or []),
-                costs=dict(row["costs"] or []),
-                system=row["system"],
-                topology=row["topology"],
-                metrics=dict(row["metrics"] or []),
-                schema_version=row["schema_version"],
-                meta=_json_field(row["meta"], "traces.meta", src) or {},
-            )
-        )
-        ev_pos += n_ev
-        ed_pos += n_ed
+    for label, trace, problems in parse_parquet(path, partial=partial, check=not partial):
+        errors = [p for p in problems if p.severity == "error"]
+        if trace is None or errors:
+            raise TraceValidationError(errors, source=f"{path}[{label}]")
+        out.append(trace)
     return out
 
 
@@ -427,15 +707,29 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     """
     pa, pq = _pa()
     p = _check_dataset(path)
+    src = str(path)
     try:
+        for name, kinds in zip(_FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), strict=True):
+            _check_schema(pq.read_schema(p / name), kinds, name, src)
         traces = pq.read_table(p / _FILES[2]).to_pylist()
-    except (pa.ArrowInvalid, OSError) as err:
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, _FILES[2], err) from None
+    for r in traces:
+        if not all(isinstance(r[k], int) and r[k] >= 0 for k in ("n_events", "n_edges")):
+            raise TraceFormatError(
+                src, "traces.parquet", "n_events and n_edges must be counts >= 0", _REWRITE
+            )
+    try:
+        rows_in = [pq.ParquetFile(p / f).metadata.num_rows for f in _FILES[:2]]
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, "dataset", err) from None
+    if rows_in != [sum(r["n_events"] for r in traces), sum(r["n_edges"] for r in traces)]:
         raise TraceFormatError(
-            str(path),
-            _FILES[2],
-            f"cannot read Parquet: {str(err)[:200]}",
-            "rewrite the dataset with `orchestrace convert`",
-        ) from None
+            src,
+            "traces.parquet",
+            "n_events/n_edges do not match the rows of events.parquet/edges.parquet",
+            _REWRITE,
+        )
     ids = [row["trace_id"] for row in traces]
     if trace_id is None:
         if len(ids) != 1:
@@ -452,6 +746,9 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         )
     k = ids.index(trace_id)
     row = traces[k]
+    _, head_problems = header_of(row)
+    if head_problems:
+        raise TraceValidationError(head_problems, source=f"{path}[{trace_id}]")
     ev_lo = sum(r["n_events"] for r in traces[:k])
     ed_lo = sum(r["n_edges"] for r in traces[:k])
 
@@ -467,14 +764,37 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
             if pos >= lo + count:
                 break
 
+    def checked(
+        batches: Any, kinds: dict[str, str], what: str, members: dict[str, tuple[str, ...]]
+    ) -> Any:
+        """Pass the batches on, refusing the first one holding a bad value."""
+        pos = 0
+        for batch in batches:
+            found = _value_problems(batch, kinds, what, members)
+            if found:
+                problems = _located([(r + pos, q) for r, q in found], 0, pos + batch.num_rows)
+                raise TraceValidationError(problems, source=f"{path}[{trace_id}]")
+            pos += batch.num_rows
+            yield batch
+
     def edge_ref(k: int, end: str) -> str:
         table = pq.read_table(p / _FILES[1], columns=[end])
         return str(table.column(end)[ed_lo + k].as_py())
 
     try:
         graph = TraceGraph.from_batches(
-            rows(_FILES[0], _GRAPH_COLUMNS, ev_lo, row["n_events"]),
-            rows(_FILES[1], ["src", "dst", "type"], ed_lo, row["n_edges"]),
+            checked(
+                rows(_FILES[0], _GRAPH_COLUMNS, ev_lo, row["n_events"]),
+                _EVENT_KINDS,
+                "events",
+                _EVENT_MEMBERS,
+            ),
+            checked(
+                rows(_FILES[1], ["src", "dst", "type"], ed_lo, row["n_edges"]),
+                _EDGE_KINDS,
+                "edges",
+                _EDGE_MEMBERS,
+            ),
             n_events=row["n_events"],
             n_edges=row["n_edges"],
             edge_refs=edge_ref,
@@ -483,11 +803,6 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         raise TraceFormatError(
             str(path), "events.parquet", str(err), "fix the values or rewrite the dataset"
         ) from None
-    except (pa.ArrowInvalid, OSError, KeyError) as err:
-        raise TraceFormatError(
-            str(path),
-            "dataset",
-            f"cannot read Parquet: {str(err)[:200]}",
-            "rewrite the dataset with `orchestrace convert`",
-        ) from None
+    except (pa.ArrowException, OSError, KeyError) as err:
+        raise _read_error(path, "dataset", err) from None
     return graph, row

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, Problem, TraceValidationError, _short
 from orchestrace.rewards.base import (
     RewardFn,
     _Fn,
@@ -36,7 +36,7 @@ from orchestrace.rewards.base import (
     team_reward,
     truth_of,
 )
-from orchestrace.trace.model import Event, Trace
+from orchestrace.trace.model import MAX_INT, Event, Trace
 
 __all__ = [
     "agent_reward",
@@ -258,18 +258,69 @@ def _task(trace: Trace) -> Any:
         return None
 
 
+def _part(trace: Trace, i: int, e: Event) -> tuple[int, int] | None:
+    """The item range ``[lo, hi)`` a spawn hands its child (``attrs.part``), if any.
+
+    Raises:
+        TraceValidationError: ``attrs.part`` is not an object with integers
+            ``0 <= lo <= hi <= 2^63-1`` (a malformed part is an error, never ignored: the
+            split and aggregation scores would silently change without it).
+    """
+    part = (e.attrs or {}).get("part") if e.type == "spawn" else None
+    if part is None or not e.to:
+        return None
+    lo = part.get("lo") if isinstance(part, dict) else None
+    hi = part.get("hi") if isinstance(part, dict) else None
+    if (
+        not isinstance(lo, int)
+        or not isinstance(hi, int)
+        or isinstance(lo, bool)
+        or isinstance(hi, bool)
+        or not 0 <= lo <= hi <= MAX_INT
+    ):
+        raise TraceValidationError(
+            [
+                Problem(
+                    "invalid-value",
+                    f"spawn attrs.part is {_short(repr(part), 80)}, not "
+                    '{"lo": int, "hi": int} with 0 <= lo <= hi',
+                    "record the item range handed to the child as integers lo <= hi, or "
+                    "remove attrs.part",
+                    path=f"$.events[{i}].attrs.part",
+                    event_id=e.id,
+                )
+            ],
+            source=trace.trace_id,
+        )
+    return lo, hi
+
+
+def _covered(parts: list[tuple[int, int]], lo: int, hi: int) -> int:
+    """How many items of ``[lo, hi)`` the ranges ``parts`` cover (overlaps counted once)."""
+    total = 0
+    end = lo
+    for a, b in sorted((max(a, lo), min(b, hi)) for a, b in parts):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
 def split_correctness(trace: Trace) -> float | None:
     """How well each splitting agent's parts cover its span without overlap.
 
     The mean over splitters; 1.0 is an exact partition.
+
+    Raises:
+        TraceValidationError: A spawn's ``attrs.part`` is malformed (see :func:`_part`).
     """
     task = _task(trace)
     spans: dict[str, tuple[int, int]] = {}
     children: dict[str, list[tuple[int, int]]] = {}
-    for e in trace.events:
-        part = (e.attrs or {}).get("part") if e.type == "spawn" else None
-        if isinstance(part, dict) and e.to:
-            span = (int(part["lo"]), int(part["hi"]))
+    for i, e in enumerate(trace.events):
+        span = _part(trace, i, e)
+        if span is not None and e.to:
             spans[e.to] = span
             children.setdefault(e.agent, []).append(span)
     if not children:
@@ -285,14 +336,10 @@ def split_correctness(trace: Trace) -> float | None:
         length = hi - lo
         if length <= 0:
             continue
-        covered: set[int] = set()
-        total = 0
-        for a, b in parts:
-            rng = set(range(max(a, lo), min(b, hi)))
-            covered |= rng
-            total += b - a
-        overlap = total - len(covered)
-        scores.append(max(0.0, len(covered) / length - overlap / length))
+        covered = _covered(parts, lo, hi)
+        total = sum(b - a for a, b in parts)
+        overlap = total - covered
+        scores.append(max(0.0, covered / length - overlap / length))
     return _mean(scores)
 
 
@@ -301,11 +348,7 @@ def aggregation_quality(trace: Trace) -> float | None:
     task = _task(trace)
     if task is None:
         return None
-    spans = {
-        e.to: ((e.attrs or {}).get("part") or {})
-        for e in trace.events
-        if e.type == "spawn" and e.to
-    }
+    spans = {e.to: _part(trace, i, e) for i, e in enumerate(trace.events) if e.to}
     values: dict[str, Any] = {}
     for e in trace.events:
         a = e.attrs or {}
@@ -321,8 +364,10 @@ def aggregation_quality(trace: Trace) -> float | None:
     for e in trace.events:
         if e.type != "aggregate" or not e.attrs:
             continue
-        part = spans.get(e.agent) or {}
-        truth = task.span_truth(int(part["lo"]), int(part["hi"])) if part else task.answer
+        part = spans.get(e.agent)
+        if part is not None and isinstance(task.size, int) and part[1] > task.size:
+            continue  # a range beyond the task's items has no truth to compare with
+        truth = task.span_truth(*part) if part is not None else task.answer
         got = [values[s] for s in inputs.get(e.id, []) if s in values]
         method = e.attrs.get("method")
         if method == "combine":
