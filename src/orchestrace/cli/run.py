@@ -45,14 +45,23 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="sim", choices=BACKENDS, help="LLM backend")
     p.add_argument("--model", help="openai: model name; hf: model directory or hub id")
     p.add_argument("--base-url", help="openai: server URL ending in /v1 (or env)")
-    p.add_argument("--timeout", type=float, default=60.0, help="openai: seconds per request")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="openai: total seconds per request attempt, answer included",
+    )
     p.add_argument("--retries", type=int, default=3, help="openai: retries per request")
     p.add_argument("--concurrency", type=int, default=16, help="openai: requests in flight")
     p.add_argument("--max-steps", type=int, default=100_000, help="budget: agent steps")
     p.add_argument("--max-agents", type=int, default=1000, help="budget: agents")
     p.add_argument("--max-depth", type=int, default=8, help="budget: spawn depth")
     p.add_argument("--max-tokens", type=int, default=100_000_000, help="budget: tokens")
-    p.add_argument("--max-wall", type=float, help="budget: seconds (virtual on sim)")
+    p.add_argument(
+        "--max-wall",
+        type=float,
+        help="budget: seconds (virtual on sim), finite; leave out for no limit",
+    )
     p.add_argument("--on-error", choices=["continue", "stop"], default="continue")
     p.add_argument("--tool-failure-rate", type=float, default=0.0, help="inject tool failures")
     p.add_argument(
@@ -122,6 +131,22 @@ def result_lines(res: Any, output: str | None) -> list[str]:
     ]
 
 
+def _print_team_note(args: argparse.Namespace, meta: Any) -> None:
+    """Say on stderr when the topology used another team size than ``--agents``."""
+    from orchestrace.runtime.topologies import team_note
+
+    task = meta.get("task") if isinstance(meta, dict) else None
+    if not isinstance(task, dict):
+        return
+    size = task.get("size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return
+    options = (meta.get("config") or {}).get("options") or {}
+    note = team_note(args.topology, str(task.get("name", args.task)), size, args.agents, options)
+    if note:
+        print(note, file=sys.stderr)
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     """Run and report."""
     from orchestrace.cli.analyze import _text
@@ -148,6 +173,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     )
     if args.output and stream is None:
         dump(res.trace, args.output, format=fmt, overwrite=args.force)
+    _print_team_note(args, res.trace.meta)
     summary = summarize(res.trace)
     if args.json:
         out = {

@@ -22,7 +22,7 @@ from typing import Any
 from orchestrace.io._output import check_output
 from orchestrace.runtime.backends import Backend, make_backend
 from orchestrace.runtime.clock import run_real, run_virtual
-from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.config import RunConfig, check_seed
 from orchestrace.runtime.core import (
     BudgetExceeded,
     Context,
@@ -34,7 +34,7 @@ from orchestrace.runtime.core import (
 )
 from orchestrace.runtime.recorder import JsonlExporter, Processor, ProgressBar, Recorder
 from orchestrace.runtime.tasks import TASKS, Task, make_task
-from orchestrace.runtime.topologies import TOPOLOGIES, get_topology
+from orchestrace.runtime.topologies import TOPOLOGIES, check_options, get_topology
 from orchestrace.trace.model import Trace
 
 __all__ = [
@@ -140,6 +140,9 @@ def run(
     given = {k: v for k, v in options.items() if k in fields}
     topo_options = {k: v for k, v in options.items() if k not in fields}
     cfg = config or RunConfig(agents=agents, seed=seed, options=topo_options, **given)
+    cfg = dataclasses.replace(cfg, options=check_options(spec.name, cfg.options))
+    if task_seed is not None:
+        check_seed(task_seed, "task_seed")
     inst = (
         task
         if isinstance(task, Task)

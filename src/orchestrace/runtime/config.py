@@ -16,12 +16,35 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrace.errors import ConfigError
 
-__all__ = ["RunConfig"]
+__all__ = ["MAX_INT", "RunConfig", "check_seed"]
+
+#: Largest count, budget or seed (the trace format's integer range).
+MAX_INT = 2**63 - 1
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """Check a seed: an integer from 0 to 2**63 - 1.
+
+    Raises:
+        ConfigError: Not an integer, negative, or too large (the message names ``name``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise ConfigError(
+            f"{name} must be an integer from 0 to 2**63-1 (got {_shown(value)}); "
+            "seeds are non-negative, e.g. --seed 0"
+        )
+    return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass
@@ -51,9 +74,33 @@ class RunConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 help_ = self.__dataclass_fields__[name].metadata["help"]
-                raise ConfigError(f"{name} must be >= 1 (got {value!r}): {help_}")
-        if self.max_wall_s is not None and not self.max_wall_s > 0:
-            raise ConfigError(f"max_wall_s must be > 0 or None (got {self.max_wall_s!r})")
+                raise ConfigError(f"{name} must be >= 1 (got {_shown(value)}): {help_}")
+            if value > MAX_INT:
+                raise ConfigError(
+                    f"{name} must be at most 2**63-1 (got {_shown(value)}); "
+                    "a smaller budget stops the run just the same"
+                )
+        check_seed(self.seed)
+        if self.max_wall_s is not None:
+            wall = self.max_wall_s
+            if (
+                isinstance(wall, bool)
+                or not isinstance(wall, int | float)
+                or not math.isfinite(wall)
+                or not wall > 0
+            ):
+                raise ConfigError(
+                    f"max_wall_s must be a finite number of seconds > 0 (got {_shown(wall)}); "
+                    "leave it out (no --max-wall) for no time limit"
+                )
+        for name in ("tool_failure_rate", "tool_latency_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{name} must be a number (got {_shown(value)})")
+            if not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number (got {_shown(value)})")
+        if not isinstance(self.options, dict):
+            raise ConfigError(f"options must be a mapping (got {_shown(self.options)})")
         if self.on_error not in ("continue", "stop"):
             raise ConfigError(f"on_error must be 'continue' or 'stop' (got {self.on_error!r})")
         if not 0.0 <= self.tool_failure_rate <= 1.0:

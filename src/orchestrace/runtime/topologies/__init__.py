@@ -5,12 +5,40 @@ Example:
     ['centralized', 'critic_loop', 'debate', 'hierarchical', 'pipeline', 'swarm']
     >>> TOPOLOGIES["pipeline"].trace_topology
     'planner_executor_critic'
+    >>> check_options("debate", {"rounds": "3"})
+    {'rounds': 3}
+    >>> check_options("debate", {"round": 3})
+    Traceback (most recent call last):
+    ...
+    orchestrace.errors.ConfigError: unknown option 'round' for topology 'debate'; did you mean 'rounds'? (its options: debaters, patience, rounds)
+
+Topology options (``-O KEY=VALUE`` on the command line, keyword arguments of ``run``) are
+checked before a run starts (:func:`check_options`; unknown names get a "did you mean"):
+
+* ``chunks`` (centralized, hierarchical, swarm, pipeline, critic_loop): integer >= 1, sequential
+  turns per part;
+* ``roles`` (centralized, hierarchical, swarm): non-empty list of worker role names;
+  ``worker_role``: one role name;
+* ``managers`` (hierarchical): integer >= 1;
+* ``gossip`` (swarm): probability in [0, 1];
+* ``patience`` (swarm, debate, critic_loop, pipeline): seconds >= 0 to wait for a message;
+* ``rounds``: debate exchange rounds (>= 1), critic_loop attempts (>= 1), pipeline re-dos after
+  a rejected answer (>= 0);
+* ``debaters`` (debate): integer >= 2.
+
+Counts are at most 1,000,000; NaN and infinities are refused.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
+from orchestrace._safe import display
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.core import AgentFn
 from orchestrace.runtime.topologies import (
@@ -22,7 +50,15 @@ from orchestrace.runtime.topologies import (
     swarm,
 )
 
-__all__ = ["TOPOLOGIES", "TopologySpec", "get_topology"]
+__all__ = [
+    "OPTIONS",
+    "TOPOLOGIES",
+    "OptionSpec",
+    "TopologySpec",
+    "check_options",
+    "get_topology",
+    "team_note",
+]
 
 
 @dataclass(frozen=True)
@@ -83,3 +119,203 @@ def get_topology(name: str) -> TopologySpec:
     if spec is None:
         raise ConfigError(f"unknown topology {name!r}; use one of: {', '.join(sorted(TOPOLOGIES))}")
     return spec
+
+
+# ---------------------------------------------------------------------------- options
+#: Largest count option accepted (rounds, managers, chunks, debaters).
+MAX_COUNT = 1_000_000
+#: Longest patience accepted, in seconds.
+MAX_PATIENCE_S = 1e9
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One topology option: its type and range.
+
+    Attributes:
+        kind: ``int``, ``float``, ``str`` or ``roles`` (a non-empty list of names).
+        low: Smallest value (numbers).
+        high: Largest value (numbers).
+        help: What it sets.
+    """
+
+    kind: Literal["int", "float", "str", "roles"]
+    low: float = 0
+    high: float = MAX_COUNT
+    help: str = ""
+
+
+_CHUNKS = OptionSpec("int", 1, MAX_COUNT, "number of sequential turns per part")
+_ROLES = OptionSpec("roles", help="worker role names, cycled over the workers")
+_WORKER_ROLE = OptionSpec("str", help="role of every worker")
+_PATIENCE = OptionSpec("float", 0, MAX_PATIENCE_S, "seconds to wait for a message")
+_WORKERS = {"chunks": _CHUNKS, "roles": _ROLES, "worker_role": _WORKER_ROLE}
+
+#: The options each topology reads.
+OPTIONS: dict[str, dict[str, OptionSpec]] = {
+    "centralized": dict(_WORKERS),
+    "hierarchical": {**_WORKERS, "managers": OptionSpec("int", 1, MAX_COUNT, "number of managers")},
+    "swarm": {
+        **_WORKERS,
+        "gossip": OptionSpec("float", 0, 1, "chance a worker also tells a peer"),
+        "patience": _PATIENCE,
+    },
+    "critic_loop": {
+        "chunks": _CHUNKS,
+        "patience": _PATIENCE,
+        "rounds": OptionSpec("int", 1, MAX_COUNT, "number of attempts"),
+    },
+    "debate": {
+        "debaters": OptionSpec("int", 2, MAX_COUNT, "number of debaters"),
+        "patience": _PATIENCE,
+        "rounds": OptionSpec("int", 1, MAX_COUNT, "number of exchange rounds"),
+    },
+    "pipeline": {
+        "chunks": _CHUNKS,
+        "patience": _PATIENCE,
+        "rounds": OptionSpec("int", 0, MAX_COUNT, "number of re-dos after a rejected answer"),
+    },
+}
+
+_INT_TEXT = re.compile(r"[+-]?\d{1,30}")
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _bad(topology: str, name: str, spec: OptionSpec, value: Any) -> ConfigError:
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    if spec.kind == "int":
+        want = f"an integer from {_num(spec.low)} to {_num(spec.high)}"
+    elif spec.kind == "float":
+        want = f"a number from {_num(spec.low)} to {_num(spec.high)}"
+    elif spec.kind == "str":
+        want = "a non-empty name"
+    else:
+        want = "a non-empty list of role names, e.g. -O 'roles=[\"expert\",\"novice\"]'"
+    return ConfigError(
+        f"option {name!r} for topology {topology!r} must be {want} (got {shown}); "
+        f"it sets the {spec.help}"
+    )
+
+
+def _coerce(topology: str, name: str, spec: OptionSpec, value: Any) -> Any:
+    bad = _bad(topology, name, spec, value)
+    if spec.kind == "str":
+        if not isinstance(value, str) or not value.strip() or len(value) > 200:
+            raise bad
+        return value
+    if spec.kind == "roles":
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or len(value) > MAX_COUNT
+            or not all(isinstance(r, str) and r.strip() and len(r) <= 200 for r in value)
+        ):
+            raise bad
+        return list(value)
+    if isinstance(value, bool):
+        raise bad
+    number: float | int
+    if isinstance(value, str):
+        text = value.strip()
+        if spec.kind == "int":
+            if not _INT_TEXT.fullmatch(text):
+                raise bad
+            number = int(text)
+        else:
+            try:
+                number = float(text)
+            except ValueError:
+                raise bad from None
+    elif isinstance(value, int | float):
+        number = value
+    else:
+        raise bad
+    if isinstance(number, float) and not math.isfinite(number):
+        raise bad
+    if spec.kind == "int":
+        if isinstance(number, float):
+            if not number.is_integer():
+                raise bad
+            number = int(number)
+    else:
+        number = float(number)
+    if not spec.low <= number <= spec.high:
+        raise bad
+    return number
+
+
+def check_options(topology: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a topology's options before a run: known names, right types, in range.
+
+    Args:
+        topology: Topology name (or alias).
+        options: Option name -> value (numbers may be given as text, e.g. from ``-O``).
+
+    Returns:
+        The options with numbers converted (``"3"`` -> ``3``).
+
+    Raises:
+        ConfigError: Unknown topology, unknown option name (with a "did you mean" hint), or a
+            value of the wrong type or out of range (the message names the option and range).
+    """
+    name = get_topology(topology).name
+    known = OPTIONS.get(name, {})
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        spec = known.get(key)
+        if spec is None:
+            listed = ", ".join(sorted(known)) or "none"
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            shown = repr(key) if len(repr(key)) <= 60 else repr(key)[:57] + "..."
+            raise ConfigError(
+                f"unknown option {shown} for topology {name!r}{hint} (its options: {listed})"
+            )
+        out[key] = _coerce(name, key, spec, value)
+    return out
+
+
+def team_note(
+    topology: str, task_name: str, size: int, agents: int, options: Mapping[str, Any]
+) -> str | None:
+    """A one-line note when the team a topology uses differs from the requested ``agents``.
+
+    Args:
+        topology: Topology name.
+        task_name: The task's name.
+        size: The task's number of items.
+        agents: The requested team size (``--agents``).
+        options: Checked topology options.
+
+    Returns:
+        The note (``None`` when the requested size is what the run uses).
+
+    Example:
+        >>> team_note("swarm", "arith-mapreduce-v0", 64, 300, {})
+        'note: arith-mapreduce-v0 has 64 items; using 64 workers (pass --task-size 300 for more)'
+    """
+    name = get_topology(topology).name
+    task_name = display(task_name, 60)
+    if name in ("centralized", "swarm", "hierarchical", "pipeline") and 0 < size < agents:
+        unit = "parts" if name == "pipeline" else "workers"
+        return (
+            f"note: {task_name} has {size} items; using {size} {unit} "
+            f"(pass --task-size {agents} for more)"
+        )
+    if name == "hierarchical" and "managers" in options and int(options["managers"]) > agents:
+        return f"note: using {agents} managers (at most one per worker; --agents is {agents})"
+    if name == "debate":
+        n = max(2, min(agents, int(options.get("debaters", 7))))
+        if n != agents:
+            return (
+                f"note: debate uses {n} debaters and a judge (--agents {agents}); "
+                "pass -O debaters=N and --agents N for another number"
+            )
+    if name == "critic_loop" and agents != 1:
+        return f"note: critic_loop uses one worker and one critic (--agents {agents} is not used)"
+    return None
