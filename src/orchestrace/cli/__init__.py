@@ -88,6 +88,16 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _check_seeds(args: argparse.Namespace) -> None:
+    """Every seed option of every command: an integer from 0 to 2**63-1."""
+    from orchestrace.runtime.config import check_seed
+
+    for name in ("seed", "task_seed", "train_seed"):
+        value = getattr(args, name, None)
+        if value is not None:
+            check_seed(value, "--" + name.replace("_", "-"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code.
 
@@ -125,6 +135,7 @@ def _main(args_list: list[str]) -> int:
         return 2
     debug = bool(os.environ.get("ORCHESTRACE_DEBUG"))
     try:
+        _check_seeds(args)
         code: int = args.func(args)
         return code
     except OrchestraceError as err:

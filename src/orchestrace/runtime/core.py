@@ -47,6 +47,7 @@ from orchestrace.runtime.backends.base import (
     BackendError,
     LLMRequest,
     LLMResponse,
+    backend_spec,
     request_key,
 )
 from orchestrace.runtime.config import RunConfig
@@ -870,7 +871,7 @@ class Runtime:
         meta = {
             "config": self.config.to_dict(),
             "task": self.task.spec(),
-            "backend": {"name": self.backend.name, "virtual": self.backend.virtual},
+            "backend": backend_spec(self.backend),
             **self.meta,
         }
         if self.interventions:
