@@ -26,6 +26,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
     p.add_argument("--no-envelope", action="store_true", help="skip the scale envelope")
     p.add_argument("-o", "--output", default="runs/bench", help="report directory")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into OUTPUT even though an earlier `orchestrace bench` wrote it "
+        "(a directory holding anything else is never written into)",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the per-cell rows as JSON lines")
     p.set_defaults(func=run_cmd)
@@ -39,6 +45,9 @@ def run_cmd(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
+    from orchestrace.io._output import check_output, mark_report_dir
+
+    check_output(args.output, force=args.force, kind="dir", report="bench")
     opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
     report = run_suite(
         args.suite,
@@ -50,6 +59,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         envelope=not args.no_envelope,
     )
     out = write_report(report, args.output)
+    mark_report_dir(out, "bench")
     if args.json:
         for c in report["cells"]:
             print(json.dumps(c))

@@ -28,6 +28,7 @@ def add_parser(sub: Any) -> None:
         "print the analysis.",
     )
     p.add_argument("-o", "--output", help="where to write the trace (default: a temp dir)")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--agents", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run_cmd)
@@ -43,9 +44,13 @@ def run_cmd(args: argparse.Namespace) -> int:
         seed=args.seed,
         task_size=5 * args.agents,
         output=out,
+        overwrite=args.force,
+        stop_on_signals=True,
         gossip=0.2,
     )
     back = load(out)  # validated on load
     print("\n".join(result_lines(res, str(out))))
     print(_text(back.trace_id, summarize(back), 8))
+    if res.interrupted_by:
+        return 130 if res.interrupted_by == "SIGINT" else 143
     return 0

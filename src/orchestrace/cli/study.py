@@ -24,13 +24,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--train-episodes", type=int, help="override the default training budget")
     p.add_argument("--train-seed", type=int, default=0, help="seed of the training runs")
     p.add_argument("--jobs", type=int, default=2, help="tasks in parallel")
-    p.add_argument("-o", "--output", default="runs/learned-stopping")
+    p.add_argument("-o", "--output", default="runs/learned-stopping", help="report directory")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into OUTPUT even though an earlier `orchestrace study` wrote it "
+        "(a directory holding anything else is never written into)",
+    )
     p.set_defaults(func=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run the study and print the summary table."""
+    from orchestrace.io._output import check_output, mark_report_dir
     from orchestrace.learn.stopping import run_study, summary_table
+
+    check_output(args.output, force=args.force, kind="dir", report="study")
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     study = run_study(
@@ -44,6 +53,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         progress=lambda t: print(f"done: {t}", flush=True),
     )
+    mark_report_dir(args.output, "study")
     print(summary_table(study))
     print(f"report: {Path(args.output) / 'results.md'}")
     return 0

@@ -26,13 +26,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--group", type=int, default=8, help="GRPO: episodes per task instance")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", default="runs/train", help="output directory")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into OUTPUT even though an earlier `orchestrace train` wrote it "
+        "(a directory holding anything else is never written into)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Train and report."""
+    from orchestrace.io._output import check_output, mark_report_dir
     from orchestrace.learn.algorithms import TrainConfig, make_trainer
+
+    check_output(args.output, force=args.force, kind="dir", report="train")
 
     cfg = TrainConfig(
         env=args.env,
@@ -55,6 +64,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if result.out is not None:
+        mark_report_dir(result.out, "train")
     last = result.log[-1]
     print(
         json.dumps(

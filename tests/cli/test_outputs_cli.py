@@ -1,0 +1,369 @@
+"""``-o`` of every command: never destroys what orchestrace did not write; --force replaces;
+a recording that cannot be written fails the run; SIGINT/SIGTERM end a run cleanly."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrace import dump, load
+from orchestrace.cli import main
+from orchestrace.io import OutputError
+from orchestrace.io._output import MARKER, check_output, mark_report_dir
+
+
+def cli(capsys, *args):
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    from orchestrace.runtime import run
+
+    p = tmp_path / "in" / "t.json"
+    p.parent.mkdir()
+    dump(run("centralized", agents=2).trace, p)
+    return p
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    d = tmp_path / "victim"
+    (d / "sub").mkdir(parents=True)
+    (d / "notes.txt").write_text("precious\n")
+    (d / "sub" / "results.csv").write_text("data\n")
+    return d
+
+
+def _commands(inp: Path, out: Path | str) -> dict[str, list[str]]:
+    return {
+        "convert": ["convert", str(inp), "-o", str(out)],
+        "generate": ["generate", "--agents", "3", "--steps", "10", "-o", str(out)],
+        "replay": ["replay", str(inp), "-o", str(out)],
+        "run": ["run", "centralized", "--agents", "2", "--no-progress", "-o", str(out)],
+        "export": ["export", str(inp), "-o", str(out)],
+    }
+
+
+@pytest.mark.parametrize("command", ["convert", "generate", "replay", "run", "export"])
+@pytest.mark.parametrize("force", [False, True])
+def test_an_existing_foreign_directory_is_never_written(
+    tmp_path, capsys, trace_file, victim, command, force
+):
+    before = _tree(tmp_path)
+    args = _commands(trace_file, victim)[command] + (["--force"] if force else [])
+    code, out, err = cli(capsys, *args)
+    assert code == 1
+    assert err == (
+        f"error: {victim} is a directory that orchestrace did not write (it holds notes.txt, "
+        "sub/); choose another path\n"
+    )
+    assert "Traceback" not in err and "trace in" not in out
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["convert", "generate", "replay", "run"])
+def test_existing_output_needs_force_then_is_replaced(tmp_path, capsys, trace_file, command):
+    out_path = tmp_path / "out.jsonl"
+    out_path.write_text("old\n")
+    args = _commands(trace_file, out_path)[command]
+    code, _, err = cli(capsys, *args)
+    assert (code, err) == (1, f"error: {out_path} exists; pass --force to replace it\n")
+    assert out_path.read_text() == "old\n"
+    code, _, err = cli(capsys, *args, "--force")
+    assert (code, err.startswith("error")) == (0, False), err
+    assert load(out_path).n_events > 0
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["in", "out.jsonl"]
+
+
+def test_export_needs_force(tmp_path, capsys, trace_file):
+    out_path = tmp_path / "turns.jsonl"
+    out_path.write_text("old\n")
+    code, _, err = cli(capsys, "export", trace_file, "-o", out_path)
+    assert (code, err) == (1, f"error: {out_path} exists; pass --force to replace it\n")
+    assert out_path.read_text() == "old\n"
+
+
+@pytest.mark.parametrize("command", ["convert", "replay", "export"])
+def test_output_equal_to_the_input_is_refused(capsys, trace_file, command):
+    before = trace_file.read_bytes()
+    args = _commands(trace_file, trace_file)[command] + ["--force"]
+    code, _, err = cli(capsys, *args)
+    assert (code, err) == (
+        1,
+        f"error: {trace_file} is also an input; write the output to another path\n",
+    )
+    assert trace_file.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        (
+            "dir/",
+            "dir/ ends in '/'; name a file (OUT.json, OUT.jsonl) or a dataset "
+            "(OUT.parquet) without a trailing slash",
+        ),
+        (".", ". is a directory, not an output name; give a file name inside it"),
+        ("..", ".. is a directory, not an output name; give a file name inside it"),
+        (
+            "afile/x.json",
+            "cannot write afile/x.json: afile is a file, not a directory; choose another path",
+        ),
+        (
+            "nodir/x.jsonl",
+            "cannot write nodir/x.jsonl: directory nodir does not exist; "
+            "create it first (mkdir -p nodir) or choose another path",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["convert", "generate", "run"])
+def test_bad_output_paths(tmp_path, monkeypatch, capsys, trace_file, command, out, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("keep\n")
+    (tmp_path / "dir").mkdir()
+    before = _tree(tmp_path)
+    code, stdout, err = cli(capsys, *_commands(trace_file, out)[command], "--force")
+    assert (code, err) == (1, f"error: {message}\n")
+    assert "trace in" not in stdout
+    assert _tree(tmp_path) == before
+
+
+def test_convert_replaces_our_dataset_with_force_only(tmp_path, capsys, trace_file):
+    ds = tmp_path / "ds.parquet"
+    assert cli(capsys, "convert", trace_file, "-o", ds)[0] == 0
+    code, _, err = cli(capsys, "convert", trace_file, "-o", ds)
+    assert (code, err) == (1, f"error: {ds} exists; pass --force to replace it\n")
+    assert cli(capsys, "convert", trace_file, "-o", ds, "--force")[0] == 0
+    assert load(ds) == load(trace_file)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["ds.parquet", "in"]
+
+
+def test_convert_disk_full_is_one_line_and_keeps_the_old_output(
+    tmp_path, capsys, monkeypatch, trace_file
+):
+    from orchestrace.io import _output
+
+    out = tmp_path / "c.json"
+    out.write_text("old\n")
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_output.os, "fsync", full)
+    code, _, err = cli(capsys, "convert", trace_file, "-o", out, "--force")
+    assert (code, err) == (
+        1,
+        f"error: cannot write {out}: No space left on device; free space or choose another path\n",
+    )
+    assert out.read_text() == "old\n"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.json", "in"]
+
+
+# ---------------------------------------------------------------------- run: recording failures
+def _fail_writes_to(monkeypatch, name: str, after: int, err: int = errno.ENOSPC) -> None:
+    real = os.write
+    seen = [0]
+
+    def write(fd, data):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if os.path.basename(target).endswith(name):
+            seen[0] += 1
+            if seen[0] > after:
+                raise OSError(err, os.strerror(err))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("after", [0, 5])
+def test_run_stops_and_fails_when_the_recording_cannot_be_written(
+    tmp_path, capsys, monkeypatch, after
+):
+    out = tmp_path / "r.jsonl"
+    _fail_writes_to(monkeypatch, "r.jsonl", after)
+    code, stdout, err = cli(
+        capsys, "run", "centralized", "--agents", "2", "--no-progress", "-o", out
+    )
+    assert code == 1
+    assert err == (
+        f"error: cannot write {out}: No space left on device; free space or choose another path\n"
+    )
+    assert stdout == ""  # no "trace in" line, no analysis
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_replacing_a_recording_keeps_it_when_writing_fails(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "r.jsonl"
+    assert cli(capsys, "run", "centralized", "--agents", "2", "--no-progress", "-o", out)[0] == 0
+    before = out.read_bytes()
+    _fail_writes_to(monkeypatch, ".tmp", 3)
+    code, _, err = cli(
+        capsys, "run", "centralized", "--agents", "3", "--no-progress", "-o", out, "--force"
+    )
+    assert code == 1 and "No space left on device" in err
+    assert out.read_bytes() == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.jsonl"]
+
+
+def test_a_failing_extra_processor_is_reported_without_traceback(tmp_path, caplog):
+    from orchestrace.runtime import Processor, run
+
+    class Broken(Processor):
+        def on_event(self, event, edges):
+            raise ValueError("boom")
+
+    out = tmp_path / "r.jsonl"
+    res = run("centralized", agents=2, output=out, processors=[Broken()])
+    assert load(out).n_events == res.trace.n_events  # the recording is complete
+    (rec,) = [r for r in caplog.records if "Broken" in r.getMessage()]
+    assert rec.getMessage() == "Broken.on_event failed and was removed: ValueError: boom"
+    assert not rec.exc_info
+
+
+def test_run_checks_the_output_before_building_the_task(tmp_path, monkeypatch):
+    from orchestrace import runtime
+
+    def never(*a, **k):
+        raise AssertionError("the task was built")
+
+    monkeypatch.setattr(runtime, "make_task", never)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputError, match="afile is a file, not a directory"):
+        runtime.run("centralized", output=tmp_path / "afile" / "r.jsonl")
+
+
+# ---------------------------------------------------------------------- report directories
+@pytest.mark.parametrize("report", ["bench", "train", "study"])
+def test_report_directories(tmp_path, report):
+    out = tmp_path / "runs" / report
+    assert check_output(out, kind="dir", report=report) == out  # missing: created later
+    out.mkdir(parents=True)
+    check_output(out, kind="dir", report=report)  # empty: fine
+    (out / "report.md").write_text("x")
+    mark_report_dir(out, report)
+    with pytest.raises(OutputError, match=f"{out} exists; pass overwrite=True to replace it"):
+        check_output(out, kind="dir", report=report, force=False)
+    check_output(out, kind="dir", report=report, force=True)
+    other = "train" if report != "train" else "bench"
+    with pytest.raises(OutputError, match="did not write"):
+        check_output(out, kind="dir", report=other, force=True)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError) as ei:
+        check_output(out, kind="dir", report=report, force=True)
+    assert str(ei.value) == (
+        f"{out} is a directory that orchestrace did not write (it holds {MARKER}, notes.txt, "
+        "report.md); choose another path"
+    )
+
+
+@pytest.mark.parametrize("command", ["bench", "train", "study"])
+def test_report_commands_refuse_a_foreign_directory_before_running(
+    tmp_path, capsys, victim, command
+):
+    args = {"bench": ["bench"], "train": ["train"], "study": ["study", "stopping"]}[command]
+    before = _tree(tmp_path)
+    t0 = time.perf_counter()
+    code, _, err = cli(capsys, *args, "-o", victim, "--force")
+    assert code == 1 and time.perf_counter() - t0 < 5  # refused before any work
+    assert err == (
+        f"error: {victim} is a directory that orchestrace did not write (it holds notes.txt, "
+        "sub/); choose another path\n"
+    )
+    assert _tree(tmp_path) == before
+
+
+# ---------------------------------------------------------------------- signals, two runs
+_SLOW = [
+    sys.executable,
+    "-m",
+    "orchestrace",
+    "run",
+    "debate",
+    "-O",
+    "rounds=3000",
+    "-k",
+    "10",
+    "--no-progress",
+]
+
+
+def _start(out: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [*_SLOW, "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ORCHESTRACE_NO_REEXEC": "1"},
+    )
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.stat().st_size > 0):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_run_cleanly(tmp_path, capsys, sig, code):
+    out = tmp_path / "x.jsonl"
+    proc = _start(out)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr and "never retrieved" not in stderr
+    name = signal.Signals(sig).name
+    assert f"interrupted by {name}: the run was stopped early and its stop recorded" in stderr
+    assert f"stop: interrupted by {name}" in stdout
+    tr = load(out)  # validated: complete, with its footer
+    assert not tr.meta.get("partial")
+    last = tr.events[-1]
+    assert (last.type, last.decision, last.content) == (
+        "orchestrator_decision",
+        "stop",
+        f"interrupted by {name}",
+    )
+    assert cli(capsys, "validate", out)[0] == 0
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_output_is_refused(tmp_path, capsys):
+    out = tmp_path / "same.jsonl"
+    first = _start(out)
+    try:
+        code, stdout, err = cli(
+            capsys, "run", "swarm", "--agents", "4", "--no-progress", "-o", out, "--force"
+        )
+        assert (code, err) == (
+            1,
+            f"error: {out} is being written by another orchestrace process; wait for it to "
+            "finish or choose another path\n",
+        )
+        assert stdout == ""
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
+    assert load(out).topology == "debate"
