@@ -36,9 +36,7 @@ def truncated(trace: Trace) -> bool:
 
 def _message(path: str, trace: Trace, several: bool) -> str:
     where = f"{path} [{_short(trace.trace_id, 60)}]" if several else path
-    return (
-        f"{where} is truncated (no footer): scores may mislead; pass --partial to accept it"
-    )
+    return f"{where} is truncated (no footer): scores may mislead; pass --partial to accept it"
 
 
 def warn_truncated(path: str, traces: Iterable[Trace], *, partial: bool) -> None:

@@ -59,11 +59,12 @@ def run(args: argparse.Namespace) -> int:
 def _read(args: argparse.Namespace) -> list[Trace]:
     """Read the input; with --keep-going, mark what was skipped and say how much."""
     fmt = _fmt(args.src) or detect_format(args.input)
+    traces: list[Trace]
     if not args.keep_going or fmt != "jsonl":
         traces = load_all(args.input, format=fmt, check=True, partial=True)
         warn_truncated(args.input, traces, partial=args.partial)
         return traces
-    traces: list[Trace] = []
+    traces = []
     lost: list[Problem] = []
     skipped = 0
     for item in iter_jsonl(args.input, keep_going=True, partial=True, check=True):

@@ -41,7 +41,7 @@ from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
 from orchestrace.io import _common
 from orchestrace.io._common import PathLike, atomic_write, format_error
 from orchestrace.io._output import StreamTarget, write_error
-from orchestrace.trace.check import check_trace
+from orchestrace.trace.check import _knock_on, check_trace
 from orchestrace.trace.model import (
     SCHEMA_VERSION,
     Edge,
@@ -436,6 +436,8 @@ def _iter_stream(
     edges: list[Edge] = []
     problems: list[Problem] = []
     bad_ids: list[str] = []
+    # agents a damaged event spawned or addressed: their missing spawn is no separate error
+    bad_to: set[str] = set()
     # records read while no header was open (its line was damaged, or missing)
     orphans: list[int] = []
 
@@ -484,6 +486,7 @@ def _iter_stream(
             found += [
                 p.at(f"{src}:{start}")
                 for p in check_trace(trace, partial=partial, known_ids=bad_ids)
+                if not _knock_on(p, trace, bad_to)
             ]
         found.sort(key=lambda p: p.severity != "error")
         return JsonlItem(trace, found, start)
@@ -513,9 +516,12 @@ def _iter_stream(
             problems.append(p)
             try:
                 raw = msgspec.json.decode(line)
-                eid = raw.get("event", {}).get("id") if isinstance(raw, dict) else None
+                ev = raw.get("event") if isinstance(raw, dict) else None
+                eid = ev.get("id") if isinstance(ev, dict) else None
                 if isinstance(eid, str):
                     bad_ids.append(eid)
+                if isinstance(ev, dict) and isinstance(ev.get("to"), str):
+                    bad_to.add(ev["to"])
             except (msgspec.DecodeError, AttributeError, RecursionError):
                 pass
             if not keep_going:
@@ -534,6 +540,7 @@ def _iter_stream(
             else:
                 yield from headless()
             header, start, events, edges, problems, bad_ids = rec.header, lineno, [], [], [], []
+            bad_to = set()
         elif header is None:
             if not keep_going:
                 problems.append(
@@ -553,7 +560,7 @@ def _iter_stream(
             edges.append(rec.edge)
         elif rec.footer is not None:
             yield finish(rec.footer, None)
-            header, problems, bad_ids = None, [], []
+            header, problems, bad_ids, bad_to = None, [], [], set()
         else:
             problems.append(
                 Problem(

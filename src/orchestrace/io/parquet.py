@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterable
@@ -428,8 +429,11 @@ def _value_problems(
     return found
 
 
-_EVENT_MEMBERS = {"type": tuple(EventType), "decision": tuple(Decision)}
-_EDGE_MEMBERS = {"type": tuple(EdgeType)}
+_EVENT_MEMBERS: dict[str, tuple[str, ...]] = {
+    "type": tuple(m.value for m in EventType),
+    "decision": tuple(m.value for m in Decision),
+}
+_EDGE_MEMBERS: dict[str, tuple[str, ...]] = {"type": tuple(m.value for m in EdgeType)}
 
 
 def _located(found: list[tuple[int, Problem]], lo: int, hi: int) -> list[Problem]:
@@ -479,7 +483,18 @@ def header_of(row: dict[str, Any]) -> tuple[Trace | None, list[Problem]]:
         if row.get(k) is not None
     }
     for k in ("rewards", "costs", "metrics"):
-        head[k] = dict(row.get(k) or [])
+        values = dict(row.get(k) or [])
+        head[k] = values
+        for key, value in values.items():
+            if value is None or not math.isfinite(value):
+                problems.append(
+                    Problem(
+                        "non-finite",
+                        f"{k}.{_short(str(key))} is {value!r}",
+                        "record a finite number",
+                        path=f"$.{k}.{_short(str(key))}",
+                    )
+                )
     head["meta"] = meta or {}
     header: Trace | None = None
     try:
