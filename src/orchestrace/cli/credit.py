@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
+from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
 from orchestrace.io import load
 
@@ -30,6 +31,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
     p.add_argument("--json", action="store_true", help="print rows {unit, id, value}, one per line")
+    add_rerun_checks(p)
     add_partial_flag(p)
     p.set_defaults(func=run_cmd)
 
@@ -43,7 +45,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         kw["gamma"] = args.gamma
     if args.samples is not None and args.method in ("shapley", "counterfactual"):
         kw["samples"] = args.samples
-    table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
+    kw["rerun_checks"] = args.rerun_checks
+    with verdict_warnings():
+        table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
     for p in check_credit(table, trace):
         print(f"{args.trace}: {p}", file=sys.stderr)
     if args.json:
@@ -52,7 +56,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     rows = sorted(table.rows, key=lambda r: -abs(r.value))
     print(
         f"{args.method} credit at unit {args.unit} of {trace.trace_id}: reward "
-        f"{table.reward}, {len(rows)} rows, sum {table.total(args.unit):.4f}"
+        f"{'unknown' if table.reward is None else table.reward}, {len(rows)} rows, sum {table.total(args.unit):.4f}"
         + (" (efficient)" if table.efficient else "")
     )
     for k, v in table.stats.items():

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
+from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.io import load
 from orchestrace.learn.export import FORMATS, export
 
@@ -30,6 +31,7 @@ def add_parser(sub: Any) -> None:
         help="group: run-level group-relative; credit: per-turn credit",
     )
     p.add_argument("--method", default="uniform", help="credit mode: assigner")
+    add_rerun_checks(p)
     add_partial_flag(p)
     p.set_defaults(func=run_cmd)
 
@@ -42,7 +44,14 @@ def run_cmd(args: argparse.Namespace) -> int:
     traces = [load(p, partial=True) for p in args.traces]
     for path, tr in zip(args.traces, traces, strict=True):
         refuse_truncated(path, [tr], partial=args.partial)
-    n = export(
+    with verdict_warnings():
+        n = _export(traces, args)
+    print(f"wrote {n} turns from {len(traces)} traces to {args.output} ({args.to})")
+    return 0
+
+
+def _export(traces: list[Any], args: argparse.Namespace) -> int:
+    return export(
         traces,
         args.output,
         to=args.to,
@@ -50,6 +59,5 @@ def run_cmd(args: argparse.Namespace) -> int:
         reward=args.reward,
         mode=args.advantage,
         method=args.method,
+        rerun_checks=args.rerun_checks,
     )
-    print(f"wrote {n} turns from {len(traces)} traces to {args.output} ({args.to})")
-    return 0

@@ -6,8 +6,10 @@ import argparse
 import sys
 from typing import Any
 
+from orchestrace.cli._verdicts import add_rerun_checks
 from orchestrace.errors import ConfigError
 from orchestrace.io import check_dump_target, dump, dumps, load
+from orchestrace.rewards.base import executes_code
 from orchestrace.runtime.replay import (
     DropMessage,
     ForceStop,
@@ -44,8 +46,27 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--spawn-one-more", action="store_true", help="one more worker")
     p.add_argument("-o", "--output", help="write the re-executed trace here")
+    add_rerun_checks(p)
     p.add_argument("--force", action="store_true", help="replace an existing output")
     p.set_defaults(func=run_cmd)
+
+
+def _success(trace: Any) -> str:
+    """``1``/``0`` from the recorded verdict (or metrics); ``unknown`` without one."""
+    result = trace.meta.get("result") if isinstance(trace.meta, dict) else None
+    verdict = result.get("verdict") if isinstance(result, dict) else None
+    passed = verdict.get("passed") if isinstance(verdict, dict) else None
+    if isinstance(passed, bool):
+        return str(int(passed))
+    if executes_code(trace):  # only a recorded verdict tells
+        return "unknown"
+    value = trace.metrics.get("task_success")
+    return "unknown" if value is None else f"{value:.0f}"
+
+
+def _clip(text: Any, limit: int = 300) -> str:
+    out = str(text).encode("unicode_escape", "backslashreplace").decode("ascii")
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 def run_cmd(args: argparse.Namespace) -> int:
@@ -66,7 +87,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.spawn_one_more:
         ivs.append(spawn_one_more(trace))
     if not ivs:
-        res = replay(trace)
+        res = replay(trace, rerun_checks=args.rerun_checks)
         same = dumps(res.trace) == dumps(trace)
         print(
             f"replayed {trace.n_events} events from {res.cache_hits} recorded inputs, "
@@ -74,19 +95,22 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         code = 0 if same else 1
     else:
-        res = fork(trace, ivs)
+        res = fork(trace, ivs, rerun_checks=args.rerun_checks)
         total = sum(1 for e in trace.events if e.type == "llm_call")
-        before = trace.metrics.get("task_success", 0)
+        before = _success(trace)
         print(
             f"fork with {', '.join(iv.describe()['kind'] for iv in ivs)}: "
             f"{res.backend_calls} backend call(s) ({res.backend_calls / max(total, 1):.1%} of "
             f"the {total} in a full re-run), {res.cache_hits} from the trace"
         )
         print(
-            f"task success {before:.0f} -> {res.trace.metrics.get('task_success', 0):.0f}; "
+            f"task success {before} -> {_success(res.trace)}; "
             f"events {trace.n_events} -> {res.trace.n_events}"
         )
         code = 0
+    verdict = res.verdict
+    if verdict is not None and verdict.get("passed") is None:
+        print(f"outcome unknown: {_clip(verdict.get('reason'))}")
     if args.output:
         dump(res.trace, args.output, format=fmt, overwrite=args.force)
         print(f"wrote {args.output}", file=sys.stderr)

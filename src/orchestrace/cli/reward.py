@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
+from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.io import load_all
 from orchestrace.rewards import Composite, load_spec
 
@@ -28,6 +29,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--spec", help="reward spec (TOML)")
     p.add_argument("--step", type=int, default=0, help="training step (for annealed weights)")
     p.add_argument("--json", action="store_true", help="one JSON object per trace")
+    add_rerun_checks(p)
     add_partial_flag(p)
     p.set_defaults(func=run_cmd)
 
@@ -40,7 +42,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         found = load_all(path, check=True, partial=True)
         refuse_truncated(path, found, partial=args.partial)
         traces += found
-    parts = combo.components(traces, step=args.step)
+    with verdict_warnings():
+        parts = combo.components(traces, step=args.step, rerun_checks=args.rerun_checks)
     totals = combo.total(parts)
     names = list(parts)
     if args.json:

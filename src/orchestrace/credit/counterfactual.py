@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
-from orchestrace.credit.reward import RewardLike, reward_of
+from orchestrace.credit.reward import RewardLike, counterfactual_reward
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Trace
 
@@ -70,14 +70,19 @@ class LeaveOneOutCredit:
     Args:
         reward_fn: The reward (default: team reward).
         backend: Answers changed calls (default: the simulator with the run's seed).
+        rerun_checks: Check answers the recorded verdict does not cover even where that runs
+            them as code (sandboxed); without it such a fork raises ConfigError.
     """
 
     name = "loo"
     efficient = False
 
-    def __init__(self, reward_fn: RewardLike | None = None, backend: Any = None) -> None:
+    def __init__(
+        self, reward_fn: RewardLike | None = None, backend: Any = None, rerun_checks: bool = False
+    ) -> None:
         self.reward_fn = reward_fn
         self.backend = backend
+        self.rerun_checks = rerun_checks
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``."""
@@ -89,7 +94,7 @@ class LeaveOneOutCredit:
                 "leave-one-out credit removes agents or messages; for other units "
                 "use uniform or discounted credit"
             )
-        base = reward_of(trace, self.reward_fn) if reward is None else float(reward)
+        base = self._reward(trace, forked=False) if reward is None else float(reward)
         roots = set(root_agents(trace))
         values = {}
         calls = 0
@@ -97,9 +102,9 @@ class LeaveOneOutCredit:
             if key in roots:
                 continue
             iv = Silence(key) if unit == "agent" else DropMessage.of(trace, key)
-            res = fork(trace, [iv], backend=self.backend)
+            res = fork(trace, [iv], backend=self.backend, rerun_checks=self.rerun_checks)
             calls += res.backend_calls
-            values[key] = base - reward_of(res.trace, self.reward_fn)
+            values[key] = base - self._reward(res.trace)
         return table(
             unit,
             values,
@@ -107,6 +112,11 @@ class LeaveOneOutCredit:
             method=self.name,
             efficient=False,
             stats={"backend_calls": calls},
+        )
+
+    def _reward(self, trace: Trace, forked: bool = True) -> float:
+        return counterfactual_reward(
+            trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=forked
         )
 
 
@@ -120,6 +130,8 @@ class CounterfactualMessageCredit:
         reward_fn: The reward (default: team reward).
         backend_factory: ``f(trace, k) -> backend`` for the k-th sample (default: the
             simulator with the run's seed plus ``k``).
+        rerun_checks: Check answers the recorded verdict does not cover even where that runs
+            them as code (sandboxed); without it such a fork raises ConfigError.
     """
 
     name = "counterfactual"
@@ -131,6 +143,7 @@ class CounterfactualMessageCredit:
         replace_with: str | None = None,
         reward_fn: RewardLike | None = None,
         backend_factory: Any = None,
+        rerun_checks: bool = False,
     ) -> None:
         if samples < 1:
             raise ConfigError(f"samples must be >= 1, got {samples}")
@@ -138,6 +151,12 @@ class CounterfactualMessageCredit:
         self.replace_with = replace_with
         self.reward_fn = reward_fn
         self.backend_factory = backend_factory or _backend
+        self.rerun_checks = rerun_checks
+
+    def _reward(self, trace: Trace, forked: bool = True) -> float:
+        return counterfactual_reward(
+            trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=forked
+        )
 
     def assign(
         self, trace: Trace, unit: str = "message", reward: float | None = None
@@ -150,7 +169,7 @@ class CounterfactualMessageCredit:
                 "counterfactual credit is defined for messages; use shapley or "
                 "loo for agents, discounted or uniform for other units"
             )
-        base = reward_of(trace, self.reward_fn) if reward is None else float(reward)
+        base = self._reward(trace, forked=False) if reward is None else float(reward)
         llm_calls = sum(e.type == "llm_call" for e in trace.events)
         descendants = llm_descendants(trace)
         values = {}
@@ -163,9 +182,14 @@ class CounterfactualMessageCredit:
                 iv = ReplaceMessage.of(trace, mid, self.replace_with, None, replace_data=True)
             outcomes = []
             for k in range(self.samples):
-                res = fork(trace, [iv], backend=self.backend_factory(trace, k))
+                res = fork(
+                    trace,
+                    [iv],
+                    backend=self.backend_factory(trace, k),
+                    rerun_checks=self.rerun_checks,
+                )
                 calls += res.backend_calls
-                outcomes.append(reward_of(res.trace, self.reward_fn))
+                outcomes.append(self._reward(res.trace))
             values[mid] = base - sum(outcomes) / len(outcomes)
         naive = llm_calls * len(descendants) * self.samples
         lower = sum(descendants.values()) * self.samples

@@ -59,21 +59,30 @@ class DiscountedCredit:
     Args:
         gamma: Discount per hop, in (0, 1].
         reward_fn: Reward to distribute when none is given (default: team reward, R1).
+        rerun_checks: Check the recorded answer again even where that runs it as code
+            (sandboxed); by default the verdict recorded with the run counts.
     """
 
     name = "discounted"
     efficient = True
 
-    def __init__(self, gamma: float = 0.95, reward_fn: RewardLike | None = None) -> None:
+    def __init__(
+        self,
+        gamma: float = 0.95,
+        reward_fn: RewardLike | None = None,
+        rerun_checks: bool = False,
+    ) -> None:
         if not 0.0 < gamma <= 1.0:
             raise ConfigError(f"gamma must be in (0, 1], got {gamma}")
         self.gamma = gamma
         self.reward_fn = reward_fn
+        self.rerun_checks = rerun_checks
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
-        """Credit table of ``trace`` at ``unit``."""
+        """Credit table of ``trace`` at ``unit`` (all 0, reward ``None``, when it is unknown)."""
         unit = check_unit(unit)
-        r = resolve_reward(trace, reward, self.reward_fn)
+        known = resolve_reward(trace, reward, self.reward_fn, rerun_checks=self.rerun_checks)
+        r = 0.0 if known is None else known
         dist = hop_distance(trace)
         weight = np.where(dist >= 0, self.gamma ** np.maximum(dist, 0), 0.0)
         members = unit_members(trace, unit)
@@ -93,5 +102,10 @@ class DiscountedCredit:
         else:  # nothing leads to the outcome: fall back to an equal split
             values = {k: r / len(w) for k in w}
         return table(
-            unit, values, reward=r, method=self.name, efficient=True, stats={"gamma": self.gamma}
+            unit,
+            values,
+            reward=known,
+            method=self.name,
+            efficient=True,
+            stats={"gamma": self.gamma},
         )

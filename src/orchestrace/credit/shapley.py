@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
-from orchestrace.credit.reward import RewardLike, reward_of
+from orchestrace.credit.reward import RewardLike, counterfactual_reward
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Trace
 
@@ -143,6 +143,8 @@ class TraceGame:
             outside it). Root agents always play.
         reward_fn: The reward of a forked run (default: team reward).
         backend: Answers changed calls (default: the simulator with the run's seed).
+        rerun_checks: Check answers the recorded verdict does not cover even where that runs
+            them as code (sandboxed); without it such a coalition raises ConfigError.
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class TraceGame:
         unit: str = "agent",
         reward_fn: RewardLike | None = None,
         backend: Any = None,
+        rerun_checks: bool = False,
     ) -> None:
         unit = check_unit(unit)
         if unit not in ("agent", "message"):
@@ -162,6 +165,7 @@ class TraceGame:
         self.unit = unit
         self.reward_fn = reward_fn
         self.backend = backend
+        self.rerun_checks = rerun_checks
         roots = set(root_agents(trace))
         self.players = [k for k in unit_members(trace, unit) if k not in roots]
         self.backend_calls = 0
@@ -177,17 +181,19 @@ class TraceGame:
 
         out = [p for p in self.players if p not in key]
         if not out:
-            value = reward_of(self.trace, self.reward_fn)
+            value = counterfactual_reward(
+                self.trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=False
+            )
         else:
             ivs: list[Any] = (
                 [Silence(p) for p in out]
                 if self.unit == "agent"
                 else [DropMessage.of(self.trace, p) for p in out]
             )
-            res = fork(self.trace, ivs, backend=self.backend)
+            res = fork(self.trace, ivs, backend=self.backend, rerun_checks=self.rerun_checks)
             self.backend_calls += res.backend_calls
             self.forks += 1
-            value = reward_of(res.trace, self.reward_fn)
+            value = counterfactual_reward(res.trace, self.reward_fn, rerun_checks=self.rerun_checks)
         self._cache[key] = value
         return value
 
@@ -201,6 +207,10 @@ class ShapleyCredit:
         reward_fn: The reward (default: team reward).
         seed: Permutation sampling seed.
         delta: Confidence for the reported Hoeffding bound.
+        backend: Answers changed calls (default: the simulator with the run's seed).
+        rerun_checks: Check answers of coalitions the recorded verdict does not cover even
+            where that runs them as code (sandboxed); without it such a coalition raises
+            ConfigError.
     """
 
     name = "shapley"
@@ -214,8 +224,10 @@ class ShapleyCredit:
         seed: int = 0,
         delta: float = 0.05,
         backend: Any = None,
+        rerun_checks: bool = False,
     ) -> None:
         self.samples = samples
+        self.rerun_checks = rerun_checks
         self.exact_limit = exact_limit
         self.reward_fn = reward_fn
         self.seed = seed
@@ -224,7 +236,7 @@ class ShapleyCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``."""
-        game = TraceGame(trace, unit, self.reward_fn, self.backend)
+        game = TraceGame(trace, unit, self.reward_fn, self.backend, self.rerun_checks)
         players = game.players
         stats: dict[str, Any] = {"players": len(players)}
         if self.samples is None and len(players) > self.exact_limit:

@@ -118,11 +118,18 @@ def orchestrator_turns(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
-def _rewards(traces: Sequence[Trace], reward: str) -> list[float]:
+def _rewards(traces: Sequence[Trace], reward: str, rerun_checks: bool) -> list[float | None]:
+    """Each run's reward (``None``: the run's outcome is unknown; 0 when not applicable)."""
     from orchestrace.rewards import make
+    from orchestrace.rewards.base import outcome_known
 
-    values = make(reward)(list(traces))
-    return [0.0 if v is None else float(v) for v in values]
+    values = make(reward)(list(traces), rerun_checks=rerun_checks)
+    return [
+        None
+        if v is None and not outcome_known(t, rerun_checks=rerun_checks)
+        else (0.0 if v is None else float(v))
+        for t, v in zip(traces, values, strict=True)
+    ]
 
 
 def export_rows(
@@ -131,14 +138,21 @@ def export_rows(
     reward: str = "team",
     mode: Literal["group", "credit"] = "group",
     method: str = "uniform",
+    rerun_checks: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per orchestrator turn with its advantage (see the module docstring).
+
+    Rewards come from the verdicts recorded with the runs. A run whose outcome is unknown
+    (its task checks answers by running them as code and it records no verdict) is left out,
+    with a :class:`~orchestrace.rewards.base.VerdictWarning`.
 
     Args:
         traces: The runs (a group: several runs per task gives GRPO baselines).
         reward: Reward name (``team``, ``parl``... see :func:`orchestrace.rewards.make`).
         mode: ``group`` (run-level group-relative advantage) or ``credit`` (turn credit).
         method: Credit assigner for ``credit`` mode.
+        rerun_checks: Check recorded answers again even where that runs them as code (in the
+            task's sandbox) instead of using the recorded verdicts.
 
     Raises:
         ConfigError: Unknown mode, reward or method.
@@ -147,8 +161,22 @@ def export_rows(
 
     if mode not in ("group", "credit"):
         raise ConfigError(f"unknown advantage mode {mode!r}; use 'group' or 'credit'")
-    traces = list(traces)
-    rewards = _rewards(traces, reward)
+    import warnings
+
+    from orchestrace.rewards.base import VerdictWarning
+
+    scored = _rewards(list(traces), reward, rerun_checks)
+    for t, r in zip(traces, scored, strict=True):
+        if r is None:
+            warnings.warn(
+                VerdictWarning(
+                    f"trace {t.trace_id[:80]!r} left out of the export: its outcome is unknown; "
+                    "pass --rerun-checks (rerun_checks=True) to check its answer in the sandbox"
+                ),
+                stacklevel=2,
+            )
+    traces = [t for t, r in zip(traces, scored, strict=True) if r is not None]
+    rewards = [r for r in scored if r is not None]
     if mode == "group":
         repeated = len({t.task_id for t in traces}) < len(traces)
         run_adv = by_task(traces, rewards) if repeated else group_relative(rewards)
@@ -156,7 +184,7 @@ def export_rows(
     else:
         from orchestrace.credit import make_assigner
 
-        assigner = make_assigner(method)
+        assigner = make_assigner(method, rerun_checks=rerun_checks)
         tables = [
             assigner.assign(t, "turn", reward=r) for t, r in zip(traces, rewards, strict=True)
         ]

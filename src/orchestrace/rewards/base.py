@@ -17,18 +17,28 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Event, Trace
 
+if TYPE_CHECKING:
+    from orchestrace.runtime.tasks.base import Verdict
+
 __all__ = [
     "REGISTRY",
     "RewardFn",
+    "VerdictWarning",
     "agent_correctness",
     "answer_of",
+    "executes_code",
+    "orchestrators",
+    "outcome",
+    "outcome_known",
+    "recorded_verdict",
     "register",
     "team_reward",
     "truth_of",
@@ -99,41 +109,187 @@ def make(name: str, **params: Any) -> RewardFn:
 
 
 # ---------------------------------------------------------------------- trace helpers
-def answer_of(trace: Trace) -> Any:
-    """The run's final answer (from the stop event or the run result)."""
+class VerdictWarning(UserWarning):
+    """A recorded run's outcome is unknown, or its recorded verdict was contradicted."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(VerdictWarning(message), stacklevel=3)
+
+
+def _clip(text: Any, limit: int = 80) -> str:
+    """A possibly hostile string for a message: escaped, on one line, bounded."""
+    out = str(text).encode("unicode_escape", "backslashreplace").decode("ascii")
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _result(trace: Trace) -> dict[str, Any] | None:
     result = trace.meta.get("result") if isinstance(trace.meta, dict) else None
-    if isinstance(result, dict) and "answer" in result:
+    return result if isinstance(result, dict) else None
+
+
+def orchestrators(trace: Trace) -> list[str]:
+    """The agents whose stop decision ends the run, in order of appearance.
+
+    These are the root agents (:func:`orchestrace.credit.base.root_agents`: agents that no
+    ``spawn`` event created, tool pseudo-agents excluded). When several roots act and some of
+    them hold the role ``orchestrator`` (their own events say so, or their name is
+    ``orchestrator``), only those. An agent spawned by another is never an orchestrator,
+    whatever role it was given.
+    """
+    from orchestrace.credit.base import root_agents
+
+    roots = root_agents(trace)
+    if len(roots) <= 1:
+        return roots
+    rooted = set(roots)
+    named = {
+        e.agent
+        for e in trace.events
+        if e.agent in rooted and (e.agent == "orchestrator" or e.role == "orchestrator")
+    }
+    return [a for a in roots if a in named] or roots
+
+
+def answer_of(trace: Trace) -> Any:
+    """The run's final answer.
+
+    Taken from ``meta.result.answer`` (what the runtime records), else from the last stop
+    decision made by an orchestrator (see :func:`orchestrators`). A stop decision of any other
+    agent (a worker, or an agent a worker spawned) is never the run's answer.
+    """
+    result = _result(trace)
+    if result is not None and "answer" in result:
         return result["answer"]
-    for e in reversed(trace.events):
-        if e.decision == "stop" and e.attrs and "answer" in e.attrs:
-            return e.attrs["answer"]
+    stops = [e for e in trace.events if e.decision == "stop" and e.attrs and "answer" in e.attrs]
+    if not stops:
+        return None
+    allowed = set(orchestrators(trace))
+    for e in reversed(stops):
+        if e.agent in allowed:
+            return e.attrs["answer"] if e.attrs else None
     return None
 
 
 def truth_of(trace: Trace) -> Any:
     """The task's ground truth, when the trace records it."""
-    result = trace.meta.get("result") if isinstance(trace.meta, dict) else None
-    return result.get("truth") if isinstance(result, dict) else None
+    result = _result(trace)
+    return result.get("truth") if result is not None else None
 
 
-def _check(trace: Trace, checker: Callable[[Trace, Any], bool] | None) -> bool | None:
+def recorded_verdict(trace: Trace) -> Verdict | None:
+    """The checker's verdict recorded with the run (``meta.result.verdict``), as recorded.
+
+    ``None`` when there is none, or when it is malformed (not an object, or ``passed`` is not
+    ``true``, ``false`` or ``null``). See :data:`orchestrace.runtime.tasks.base.Verdict`.
+    """
+    result = _result(trace)
+    raw = result.get("verdict") if result is not None else None
+    if not isinstance(raw, dict) or "passed" not in raw:
+        return None
+    passed = raw["passed"]
+    if passed is not None and not isinstance(passed, bool):
+        return None
+    return dict(raw)
+
+
+def executes_code(trace: Trace) -> bool:
+    """Whether the trace's task (``meta.task.name``) checks answers by running them as code."""
+    from orchestrace.runtime.tasks import task_class
+
+    spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
+    cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
+    return bool(cls is not None and cls.executes_code)
+
+
+def outcome_known(trace: Trace, *, rerun_checks: bool = False) -> bool:
+    """Whether :func:`outcome` can tell if the run succeeded, without warning.
+
+    False only for a task whose check runs code, when the trace records no verdict (or an
+    unknown one) and ``rerun_checks`` is off.
+    """
+    if rerun_checks or not executes_code(trace):
+        return True
+    v = recorded_verdict(trace)
+    return v is not None and v["passed"] is not None
+
+
+def outcome(
+    trace: Trace,
+    checker: Callable[[Trace, Any], bool] | None = None,
+    *,
+    rerun_checks: bool = False,
+) -> bool | None:
+    """Whether the run solved its task; ``None`` when that cannot be known.
+
+    Reading a trace never runs code from it. In order:
+
+    * ``checker(trace, answer)`` when given;
+    * a task whose check executes code (``humaneval-v0``): the verdict recorded with the run
+      (``meta.result.verdict``); without one the outcome is ``None`` and a
+      :class:`VerdictWarning` says so. Only with ``rerun_checks=True`` is the recorded answer
+      checked again, by the task's own (sandboxed) checker;
+    * any other known task: its checker on the recorded answer (a value comparison). The
+      recorded verdict is kept when it agrees; when it does not, a :class:`VerdictWarning`
+      says so and the checker's result counts;
+    * otherwise the recorded verdict, ``metrics.task_success``, or answer == recorded truth.
+
+    Args:
+        trace: A recorded run.
+        checker: ``checker(trace, answer) -> bool`` replacing the task's checker.
+        rerun_checks: Check the recorded answer again even where that runs it as code.
+
+    Raises:
+        ConfigError: ``meta.task`` names a known task with an unusable seed or size (the
+            message names the field and the allowed range).
+    """
     answer = answer_of(trace)
     if checker is not None:
         return bool(checker(trace, answer))
-    spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
-    if isinstance(spec, dict) and "name" in spec:
-        from orchestrace.runtime.tasks import make_task
+    from orchestrace.runtime.tasks import make_task, task_class
 
-        try:
-            task = make_task(spec["name"], seed=spec.get("seed", 0), size=spec.get("size"))
-        except ConfigError:
-            task = None
-        if task is not None:
-            return bool(task.check(answer))
+    recorded = recorded_verdict(trace)
+    spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
+    cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
+    tid = _clip(trace.trace_id)
+    if spec is not None and cls is not None and (rerun_checks or not cls.executes_code):
+        assert isinstance(spec, dict)
+        task = make_task(
+            cls.name,
+            seed=spec.get("seed", 0),
+            size=spec.get("size"),
+            source=f"trace {tid}: meta.task",
+        )
+        raw = task.verdict(answer).get("passed")
+        now = None if raw is None else bool(raw)
+        if recorded is not None and recorded["passed"] is not None and recorded["passed"] != now:
+            _warn(
+                f"trace {tid}: the recorded verdict (passed={recorded['passed']}) disagrees with "
+                f"the {cls.name} checker on the recorded answer (passed={now}); using the "
+                "checker's"
+            )
+        return now
+    if cls is not None and cls.executes_code:
+        if recorded is None:
+            _warn(
+                f"trace {tid}: outcome unknown: {cls.name} checks an answer by running it as "
+                "code and the trace records no verdict; record the run again, or pass "
+                "--rerun-checks (rerun_checks=True) to check the recorded answer in the sandbox"
+            )
+            return None
+        if recorded["passed"] is None:
+            _warn(
+                f"trace {tid}: outcome unknown: {_clip(recorded.get('reason'), 200)}; pass "
+                "--rerun-checks (rerun_checks=True) to check the answer in the sandbox"
+            )
+            return None
+        return bool(recorded["passed"])
+    if recorded is not None and recorded["passed"] is not None:
+        return bool(recorded["passed"])
     if "task_success" in trace.metrics:
         return bool(trace.metrics["task_success"])
     truth = truth_of(trace)
-    return None if truth is None else answer == truth
+    return None if truth is None else bool(answer == truth)
 
 
 def agent_correctness(trace: Trace) -> dict[str, tuple[int, int]]:
@@ -162,12 +318,16 @@ def solve_events(trace: Trace) -> list[Event]:
 def team_reward(checker: Callable[[Trace, Any], bool] | None = None) -> RewardFn:
     """R1 shared team/outcome reward: 1.0 when the task's checker accepts the final answer.
 
+    The outcome is :func:`outcome`: the verdict recorded with the run for tasks whose check
+    runs code (``None`` when there is none), the task's checker otherwise. Call with
+    ``rerun_checks=True`` to check recorded answers again in the sandbox.
+
     Args:
         checker: ``checker(trace, answer) -> bool``; default: the task recorded in the trace.
     """
 
-    def score(tr: Trace, **_: Any) -> float | None:
-        ok = _check(tr, checker)
+    def score(tr: Trace, rerun_checks: bool = False, **_: Any) -> float | None:
+        ok = outcome(tr, checker, rerun_checks=rerun_checks)
         return None if ok is None else float(ok)
 
     return _Fn("team", score, {"checker": checker})

@@ -124,7 +124,7 @@ def role_reward(weights: dict[str, float] | None = None) -> RewardFn:
     """
     w = dict(weights or {})
 
-    def score(tr: Trace, **_: Any) -> float | None:
+    def score(tr: Trace, rerun_checks: bool = False, **_: Any) -> float | None:
         roles = _roles(tr)
         per_role: dict[str, list[float]] = {}
         for a, (c, n) in agent_correctness(tr).items():
@@ -138,7 +138,7 @@ def role_reward(weights: dict[str, float] | None = None) -> RewardFn:
             per_role["critic"] = crit
         if judge := _judge_accuracy(by_agent.get("judge", [])):
             per_role["judge"] = judge
-        team = team_reward()([tr])[0]
+        team = team_reward()([tr], rerun_checks=rerun_checks)[0]
         if team is not None:
             per_role["orchestrator"] = [team]
         if not per_role:
@@ -254,7 +254,7 @@ def _task(trace: Trace) -> Any:
 
     try:
         return make_task(spec["name"], seed=spec.get("seed", 0), size=spec.get("size"))
-    except (ConfigError, KeyError):
+    except (ConfigError, KeyError, ImportError):
         return None
 
 

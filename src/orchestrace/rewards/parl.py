@@ -78,14 +78,31 @@ def _value(lam: float | Anneal, step: int) -> float:
 
 
 def parl_components(
-    trace: Trace, *, latency_weight: float = 0.0, steps_budget: int | None = None
+    trace: Trace,
+    *,
+    latency_weight: float = 0.0,
+    steps_budget: int | None = None,
+    rerun_checks: bool = False,
 ) -> dict[str, float]:
-    """``r_perf``, ``r_parallel``, ``r_finish`` and the step counts behind them."""
+    """``r_perf``, ``r_parallel``, ``r_finish`` and the step counts behind them.
+
+    ``r_perf`` counts an unknown outcome (see :func:`orchestrace.rewards.base.outcome`) as 0;
+    :func:`parl_reward` gives ``None`` for such a run instead.
+    """
+    return _components(
+        trace, latency_weight=latency_weight, steps_budget=steps_budget, rerun_checks=rerun_checks
+    )[0]
+
+
+def _components(
+    trace: Trace, *, latency_weight: float, steps_budget: int | None, rerun_checks: bool
+) -> tuple[dict[str, float], bool]:
     g = trace.graph
     structure = g.step_structure()
     total = structure.total_steps
     cs = structure.critical_steps()
-    perf = team_reward()([trace])[0] or 0.0
+    team = team_reward()([trace], rerun_checks=rerun_checks)[0]
+    perf = team or 0.0
     if latency_weight and steps_budget:
         perf -= latency_weight * min(1.0, cs / steps_budget)
     r_parallel = 1.0 - cs / total if total else 0.0
@@ -100,7 +117,7 @@ def parl_components(
         "r_finish": r_finish,
         "critical_steps": float(cs),
         "total_steps": float(total),
-    }
+    }, team is not None
 
 
 @register("parl", "PARL")
@@ -110,12 +127,19 @@ def parl_reward(
     latency_weight: float = 0.0,
     steps_budget: int | None = None,
 ) -> RewardFn:
-    """The PARL reward ``r_perf + λ1·r_parallel + λ2·r_finish`` (call with ``step=``)."""
+    """The PARL reward ``r_perf + λ1·r_parallel + λ2·r_finish`` (call with ``step=``).
+
+    ``None`` for a run whose outcome is unknown (see :func:`orchestrace.rewards.base.outcome`).
+    """
     if latency_weight < 0:
         raise ConfigError("latency_weight must be >= 0")
 
-    def score(tr: Trace, step: int = 0, **_: Any) -> float:
-        c = parl_components(tr, latency_weight=latency_weight, steps_budget=steps_budget)
+    def score(tr: Trace, step: int = 0, rerun_checks: bool = False, **_: Any) -> float | None:
+        c, known = _components(
+            tr, latency_weight=latency_weight, steps_budget=steps_budget, rerun_checks=rerun_checks
+        )
+        if not known:
+            return None
         return (
             c["r_perf"]
             + _value(lambda1, step) * c["r_parallel"]

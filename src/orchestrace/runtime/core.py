@@ -41,7 +41,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -53,7 +53,7 @@ from orchestrace.runtime.backends.base import (
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.prompts import render
 from orchestrace.runtime.recorder import Recorder
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.runtime.tasks.base import Subtask, Task, Verdict, unknown_verdict
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import SCHEMA_VERSION, Decision, Edge, Event, Trace
 
@@ -424,6 +424,8 @@ class Runtime:
         cache: Replay cache (request key -> response) consulted before the backend.
         topology: Topology name recorded in the trace.
         meta: Extra run information recorded in the trace.
+        judge: ``judge(answer) -> Verdict`` for the final answer (default: the task's checker,
+            run now: :meth:`Task.verdict`). Replays pass one that reuses recorded verdicts.
     """
 
     def __init__(
@@ -438,8 +440,10 @@ class Runtime:
         cache: dict[str, Any] | None = None,
         topology: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        judge: Callable[[Any], Verdict] | None = None,
     ) -> None:
         self.task = task
+        self.judge = judge
         self.backend = backend
         self.config = config or RunConfig()
         self.tools: dict[str, Callable[[dict[str, Any]], Any]] = {**task.tools(), **(tools or {})}
@@ -956,28 +960,45 @@ class Runtime:
             self.stop_reason = reason
             self.answer = attrs["answer"]
 
+    def verdict(self) -> Verdict:
+        """The checker's verdict on the final answer (recorded as ``meta.result.verdict``).
+
+        A checker that refuses to run (e.g. no sandbox is available) gives an unknown verdict
+        whose reason says why; the run is still recorded.
+        """
+        try:
+            judge = self.judge if self.judge is not None else self.task.verdict
+            v = judge(self.answer)
+        except OrchestraceError as err:
+            return unknown_verdict(self.task.name, f"not checked: {err}")
+        return v if "checker" in v else {**v, "checker": self.task.name}
+
     def _finish(self, header: Mapping[str, Any]) -> Trace:
-        success = bool(self.task.check(self.answer))
+        verdict = self.verdict()
+        success = verdict["passed"]
         costs = default_costs(self.events)
         metrics = {
-            "task_success": float(success),
             "budget_exceeded": float(
                 bool(self.stop_reason and self.stop_reason.startswith("budget"))
             ),
             "agents": float(len(self.agents)),
         }
+        if success is not None:  # unknown outcomes have no task_success
+            metrics = {"task_success": float(success), **metrics}
         meta = dict(header["meta"])
         meta["result"] = {
             "answer": self.answer,
             "stop_reason": self.stop_reason or "done",
             "truth": self.task.answer,
+            "success": success,
+            "verdict": dict(verdict),
         }
         return Trace(
             trace_id=header["trace_id"],
             task_id=header["task_id"],
             events=tuple(self.events),
             edges=tuple(self.edges),
-            rewards={"team": float(success)},
+            rewards={} if success is None else {"team": float(success)},
             costs=costs,
             system="orchestrace",
             topology=self.topology,  # type: ignore[arg-type]

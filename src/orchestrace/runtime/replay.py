@@ -10,6 +10,12 @@ trace alone and reproduces it exactly (same events, edges, ids) for runs on virt
 decision (spawn one more worker). Calls whose inputs did not change come from the cache; only
 calls downstream of the change reach the backend, and :class:`ForkResult` says how many did.
 
+Neither ever runs a recorded answer as code. A re-executed run whose final answer equals the
+recorded one reuses the verdict recorded with it (``meta.result.verdict``). A new answer is
+checked by the task's checker when that only compares values; for a task whose check runs
+the answer as code (``humaneval-v0``) its verdict is unknown (``passed: None``, the reason says
+why) unless ``rerun_checks=True``, which checks it in the task's sandbox.
+
 Example:
     >>> from orchestrace.runtime import run
     >>> original = run("debate", "arith", agents=3, seed=1, task_size=16).trace
@@ -28,15 +34,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime.backends.base import Backend, BackendError, LLMRequest, LLMResponse
 from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import ROOT, Runtime
 from orchestrace.runtime.recorder import Recorder
-from orchestrace.runtime.tasks import make_task
+from orchestrace.runtime.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.runtime.topologies import get_topology
 from orchestrace.trace.model import Trace
+
+_ENC = msgspec.json.Encoder(order="deterministic")
 
 __all__ = [
     "DropMessage",
@@ -282,18 +292,75 @@ class ForkResult:
 
     @property
     def success(self) -> bool:
-        """Whether the forked run solved the task."""
+        """Whether the forked run solved the task (``False`` when unknown: see :attr:`verdict`)."""
         return bool(self.trace.metrics.get("task_success"))
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        """The verdict on the re-executed run's answer (``passed`` is ``None`` when unknown)."""
+        result = self.trace.meta.get("result")
+        v = result.get("verdict") if isinstance(result, dict) else None
+        return v if isinstance(v, dict) else None
+
+
+def _encoded(value: Any) -> bytes | None:
+    try:
+        return _ENC.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return None
+
+
+def _recorded(trace: Trace) -> tuple[bool, Any, Verdict | None]:
+    """Whether the trace records an answer; the answer; its recorded verdict."""
+    from orchestrace.rewards.base import recorded_verdict
+
+    result = trace.meta.get("result")
+    if not isinstance(result, dict) or "answer" not in result:
+        return False, None, None
+    return True, result["answer"], recorded_verdict(trace)
+
+
+def _judge(trace: Trace, task: Task, rerun_checks: bool) -> Any:
+    """How a re-executed run's final answer is judged (see the module docstring)."""
+    has_answer, answer, recorded = _recorded(trace)
+    key = _encoded(answer) if has_answer else None
+
+    def judge(new: Any) -> Verdict:
+        same = key is not None and _encoded(new) == key
+        if same and recorded is not None and recorded["passed"] is not None:
+            if not rerun_checks and task.executes_code:
+                return recorded
+            now = task.verdict(new)
+            return recorded if now["passed"] == recorded["passed"] else now
+        if task.executes_code and not rerun_checks and new is not None:
+            return unknown_verdict(
+                task.name,
+                "not checked: "
+                + (
+                    "the recorded run has no verdict"
+                    if same
+                    else "the answer differs from the recorded one"
+                )
+                + f" and {task.name} checks an answer by running it as code; re-run with "
+                "--rerun-checks (rerun_checks=True) to check it in the sandbox",
+            )
+        return task.verdict(new)
+
+    return judge
 
 
 def _runtime(
-    trace: Trace, backend: Backend, interventions: Sequence[Intervention], cache: dict[str, Any]
+    trace: Trace,
+    backend: Backend,
+    interventions: Sequence[Intervention],
+    cache: dict[str, Any],
+    rerun_checks: bool = False,
 ) -> tuple[Runtime, Any]:
     meta = trace.meta
     try:
         topo = get_topology(meta["runner"]["topology"])
         spec = meta["task"]
-        task = make_task(spec["name"], seed=spec["seed"], size=spec["size"])
+        name, seed, size = spec["name"], spec["seed"], spec["size"]
         config = RunConfig.from_dict(dict(meta["config"]))
     except (KeyError, TypeError) as err:
         raise TraceError(
@@ -302,6 +369,9 @@ def _runtime(
         ) from None
     except ConfigError as err:
         raise TraceError(f"trace {trace.trace_id} holds an unusable run config: {err}") from None
+    # a bad seed or size: the message names the trace and the meta.task field
+    shown = trace.trace_id.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
+    task = make_task(name, seed=seed, size=size, source=f"trace {shown}: meta.task")
     recorded_backend = meta.get("backend", {})
     rt = Runtime(
         task=task,
@@ -312,6 +382,7 @@ def _runtime(
         cache=cache,
         topology=trace.topology,
         meta={"runner": meta["runner"]},
+        judge=_judge(trace, task, rerun_checks),
     )
     # keep the recorded backend's identity so trace ids and meta match the original
     rt.run_meta = _patched_meta(rt, recorded_backend)  # type: ignore[method-assign]
@@ -330,8 +401,13 @@ def _patched_meta(rt: Runtime, backend_meta: dict[str, Any]) -> Any:
     return run_meta
 
 
-def replay(trace: Trace) -> ForkResult:
+def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
     """Re-execute ``trace`` from its recorded inputs alone (no backend is called).
+
+    Args:
+        trace: A trace recorded by the runtime.
+        rerun_checks: Check the final answer again even where that runs it as code (in the
+            task's sandbox); by default the recorded verdict is reused.
 
     Raises:
         TraceError: The trace lacks the run description, or the re-execution asks for a call
@@ -339,7 +415,7 @@ def replay(trace: Trace) -> ForkResult:
     """
     backend_name = str(trace.meta.get("backend", {}).get("name", "replay"))
     cache = cache_from_trace(trace)
-    rt, root = _runtime(trace, _StrictReplay(backend_name), (), cache)
+    rt, root = _runtime(trace, _StrictReplay(backend_name), (), cache, rerun_checks)
     new = run_virtual(rt.run(root))
     if rt.backend_calls:
         raise TraceError(
@@ -349,7 +425,11 @@ def replay(trace: Trace) -> ForkResult:
 
 
 def fork(
-    trace: Trace, interventions: Sequence[Intervention], backend: Backend | None = None
+    trace: Trace,
+    interventions: Sequence[Intervention],
+    backend: Backend | None = None,
+    *,
+    rerun_checks: bool = False,
 ) -> ForkResult:
     """Re-execute ``trace`` with ``interventions``; unchanged calls come from the cache.
 
@@ -358,6 +438,8 @@ def fork(
         interventions: What to change.
         backend: Answers calls whose inputs changed (default: the simulator with the run's
             seed, as recorded).
+        rerun_checks: Check a new final answer even where that runs it as code (in the task's
+            sandbox); by default its verdict is then unknown.
 
     Raises:
         TraceError: The trace cannot be re-executed.
@@ -368,6 +450,6 @@ def fork(
         seed = int(trace.meta.get("config", {}).get("seed", 0))
         backend = SimBackend(seed=seed)
     cache = cache_from_trace(trace)
-    rt, root = _runtime(trace, backend, interventions, cache)
+    rt, root = _runtime(trace, backend, interventions, cache, rerun_checks)
     new = run_virtual(rt.run(root))
     return ForkResult(new, rt.backend_calls, rt.cache_hits, [iv.describe() for iv in interventions])

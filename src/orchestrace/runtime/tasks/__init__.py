@@ -5,6 +5,8 @@ Example:
     ['arith-mapreduce-v0', 'humaneval-v0', 'math-v0', 'multihop-v0', 'wide-search-v0']
     >>> make_task("arith", seed=1).name
     'arith-mapreduce-v0'
+    >>> [name for name, cls in sorted(TASKS.items()) if cls.executes_code]
+    ['humaneval-v0']
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.tasks.arithmetic import ArithmeticTask
-from orchestrace.runtime.tasks.base import Subtask, Task, parse_answer
+from orchestrace.runtime.tasks.base import (
+    Subtask,
+    Task,
+    Verdict,
+    check_spec,
+    parse_answer,
+    unknown_verdict,
+)
 from orchestrace.runtime.tasks.humaneval import HumanEvalTask
 from orchestrace.runtime.tasks.mathword import MathWordTask
 from orchestrace.runtime.tasks.multihop import MultiHopTask
@@ -27,10 +36,17 @@ __all__ = [
     "MultiHopTask",
     "Subtask",
     "Task",
+    "Verdict",
     "WideSearchTask",
     "make_task",
     "parse_answer",
+    "task_class",
+    "unknown_verdict",
 ]
+
+# The HumanEval checker runs the answer as a Python program.
+HumanEvalTask.executes_code = True
+
 
 TASKS: dict[str, type[Task]] = {
     ArithmeticTask.name: ArithmeticTask,
@@ -52,14 +68,40 @@ _ALIASES = {
 }
 
 
-def make_task(name: str, seed: int = 0, size: int | None = None, **kw: Any) -> Task:
+def task_class(name: Any) -> type[Task] | None:
+    """The task class of an id or alias (``None`` when unknown)."""
+    if not isinstance(name, str):
+        return None
+    return TASKS.get(_ALIASES.get(name, name))
+
+
+def make_task(
+    name: str, seed: int = 0, size: int | None = None, *, source: str | None = None, **kw: Any
+) -> Task:
     """Build a task instance by id (or short alias).
 
+    Seed and size are checked before anything is built: the seed is an integer from 0 to
+    2**63 - 1, the size an integer from 1 to the task's ``max_size``.
+
+    Args:
+        name: Task id or alias.
+        seed: Instance seed.
+        size: Instance size (``None``: the task's default).
+        source: Where the spec came from, for messages, e.g. ``"trace t1: meta.task"``
+            (default: the options ``--task``, ``--task-seed``, ``--task-size``).
+        **kw: Further constructor arguments.
+
     Raises:
-        ConfigError: Unknown task (the message lists the known ones).
+        ConfigError: Unknown task (the message lists the known ones), or a seed or size of
+            the wrong type or out of range (the message names the option or field and the
+            allowed range).
     """
-    key = _ALIASES.get(name, name)
-    cls = TASKS.get(key)
+    cls = task_class(name)
     if cls is None:
-        raise ConfigError(f"unknown task {name!r}; use one of: {', '.join(sorted(TASKS))}")
+        where = f"{source}.name" if source else "--task"
+        shown = name if isinstance(name, str) else type(name).__name__
+        raise ConfigError(
+            f"{where}: unknown task {shown[:60]!r}; use one of: {', '.join(sorted(TASKS))}"
+        )
+    check_spec(cls.name, seed, size, limit=cls.max_size, source=source)
     return cls(seed=seed, **({"size": size} if size is not None else {}), **kw)

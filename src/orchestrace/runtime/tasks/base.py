@@ -1,9 +1,20 @@
 """Tasks with ground truth that need decomposition, so success is measurable.
 
 A :class:`Task` instance is generated from a seed. It splits into :class:`Subtask` parts whose
-answers :meth:`Task.combine` puts together; :meth:`Task.check` grades a final answer. Each part
-carries its ground truth and a difficulty: real models see only the prompt, the simulator uses
-the truth to answer correctly with a probability that falls as the part grows.
+answers :meth:`Task.combine` puts together; :meth:`Task.check` grades a final answer and
+:meth:`Task.verdict` describes that grade as recorded with a run (``meta.result.verdict``).
+Each part carries its ground truth and a difficulty: real models see only the prompt, the
+simulator uses the truth to answer correctly with a probability that falls as the part grows.
+
+Sizes and seeds are bounded (:data:`MAX_SEED`, :attr:`Task.max_size`) so that a hostile or
+mistaken size fails at once with a :class:`~orchestrace.errors.ConfigError` instead of building
+a task for minutes.
+
+Example:
+    >>> check_spec("arith-mapreduce-v0", 1, 10**8, limit=100_000)
+    Traceback (most recent call last):
+    ...
+    orchestrace.errors.ConfigError: --task-size: task size 100000000 is too large for arith-mapreduce-v0 (the limit is 100000); use a size from 1 to 100000
 """
 
 from __future__ import annotations
@@ -17,7 +28,100 @@ import numpy as np
 
 from orchestrace.errors import ConfigError
 
-__all__ = ["Subtask", "Task", "parse_answer"]
+__all__ = [
+    "MAX_SEED",
+    "Subtask",
+    "Task",
+    "Verdict",
+    "check_spec",
+    "parse_answer",
+    "unknown_verdict",
+]
+
+#: Largest task seed (seeds are 64-bit).
+MAX_SEED = 2**63 - 1
+#: Largest task size unless a task sets its own :attr:`Task.max_size`.
+DEFAULT_MAX_SIZE = 100_000
+
+
+#: The checker's verdict on a run's final answer, recorded as ``meta.result.verdict``. Keys:
+#:
+#: * ``passed``: ``True``/``False``; ``None`` when the answer was not checked (``reason`` says
+#:   why, e.g. checking it would run code the user did not ask to run);
+#: * ``checker``: the task (versioned id) whose checker gave the verdict;
+#: * ``reason``: why, in words;
+#: * ``isolation``: how the checker isolated the answer it ran (``None`` or ``""``: the check
+#:   only compares values and runs nothing).
+#:
+#: A checker may add keys of its own (time taken, calls made...); they are recorded as given.
+Verdict = dict[str, Any]
+
+
+def unknown_verdict(checker: str, reason: str) -> Verdict:
+    """A verdict for an answer that was not checked (``passed`` is ``None``)."""
+    return {"passed": None, "checker": checker, "reason": reason, "isolation": None}
+
+
+def check_spec(
+    name: str, seed: Any, size: Any, *, limit: int = DEFAULT_MAX_SIZE, source: str | None = None
+) -> None:
+    """Validate a task seed and size before anything is built.
+
+    Args:
+        name: The task id (for messages).
+        seed: The instance seed: an integer from 0 to :data:`MAX_SEED`.
+        size: The instance size: an integer from 1 to ``limit`` (``None``: the task's default).
+        limit: The task's largest size.
+        source: Where seed and size came from, e.g. ``"trace t1: meta.task"`` (the messages
+            then name ``meta.task.seed``/``meta.task.size``); default: the options
+            ``--task-seed`` and ``--task-size``.
+
+    Raises:
+        ConfigError: A seed or size of the wrong type or out of range (the message names the
+            place and the allowed range).
+    """
+    seed_at = f"{source}.seed" if source else "--task-seed"
+    size_at = f"{source}.size" if source else "--task-size"
+    if type(seed) is not int:
+        raise ConfigError(
+            f"{seed_at}: the task seed must be an integer, got {_show(seed)}; "
+            f"use an integer from 0 to {MAX_SEED}"
+        )
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(
+            f"{seed_at}: task seed {_show(seed)} is out of range; "
+            f"use an integer from 0 to {MAX_SEED}"
+        )
+    if size is None:
+        return
+    if type(size) is not int:
+        raise ConfigError(
+            f"{size_at}: the task size must be an integer, got {_show(size)}; "
+            f"use a size from 1 to {limit}"
+        )
+    if size < 1:
+        raise ConfigError(
+            f"{size_at}: task size {_show(size)} is too small for {name}; "
+            f"use a size from 1 to {limit}"
+        )
+    if size > limit:
+        raise ConfigError(
+            f"{size_at}: task size {_show(size)} is too large for {name} (the limit is "
+            f"{limit}); use a size from 1 to {limit}"
+        )
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    """A short, single-line rendering of a possibly hostile value."""
+    if type(value) is int:
+        text = str(value) if value.bit_length() <= 256 else f"with {value.bit_length()} bits"
+    elif isinstance(value, str | float | bool):
+        text = f"{type(value).__name__} {value!r}"
+    else:
+        text = f"a {type(value).__name__}"
+    text = text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 _ANSWER = re.compile(r"ANSWER:\s*(.+?)\s*$", re.S | re.M)
 
@@ -94,10 +198,15 @@ class Task:
     unit: ClassVar[float] = 8.0
     #: Whether parts can run in parallel (False: each needs the previous part's answer).
     parallel: ClassVar[bool] = True
+    #: Largest instance size (building a task is at most linear in its size).
+    max_size: ClassVar[int] = DEFAULT_MAX_SIZE
+    #: Whether :meth:`check` runs the answer as a program. Such a check is never repeated on an
+    #: answer read from a trace unless the user asks for it explicitly (and then only in the
+    #: sandbox); scoring a recorded run uses the verdict recorded with it.
+    executes_code: ClassVar[bool] = False
 
     def __init__(self, seed: int = 0, size: int = 64) -> None:
-        if not isinstance(seed, int) or not isinstance(size, int) or size < 1:
-            raise ConfigError(f"{self.name}: seed must be an int and size an int >= 1")
+        check_spec(self.name, seed, size, limit=self.max_size)
         self.seed = seed
         self.size = size
         self.rng = np.random.default_rng([seed, sum(map(ord, self.name))])
@@ -150,6 +259,33 @@ class Task:
     def check(self, answer: Any) -> bool:
         """Whether ``answer`` is the correct final answer."""
         return bool(answer == self.answer)
+
+    def check_isolation(self) -> str | None:
+        """How :meth:`check` isolates the answer it runs (``None``: it runs nothing).
+
+        Tasks whose check executes code override this to describe the sandbox in use.
+        """
+        return "unknown" if self.executes_code else None
+
+    def verdict(self, answer: Any) -> Verdict:
+        """Check ``answer`` now and describe the outcome (what a run records).
+
+        A missing answer (``None``) fails without running the checker.
+        """
+        if answer is None:
+            return {
+                "passed": False,
+                "checker": self.name,
+                "reason": "no answer",
+                "isolation": None,
+            }
+        passed = bool(self.check(answer))
+        return {
+            "passed": passed,
+            "checker": self.name,
+            "reason": f"{'accepted' if passed else 'rejected'} by the {self.name} checker",
+            "isolation": self.check_isolation(),
+        }
 
     def spec(self) -> dict[str, Any]:
         """How to regenerate this instance (recorded in trace meta)."""

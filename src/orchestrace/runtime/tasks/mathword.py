@@ -33,6 +33,7 @@ class MathWordTask(Task):
     wrong_kind = "int"
     unit = 3.0
     parallel = False
+    max_size = 10_000
 
     def __init__(self, seed: int = 0, size: int = 4) -> None:
         super().__init__(seed, size)

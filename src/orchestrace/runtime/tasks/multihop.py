@@ -31,6 +31,7 @@ class MultiHopTask(Task):
     wrong_kind = "choice"
     unit = 2.0
     parallel = False
+    max_size = 10_000
 
     def __init__(self, seed: int = 0, size: int = 4) -> None:
         super().__init__(seed, size)
