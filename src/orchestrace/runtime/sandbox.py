@@ -43,16 +43,16 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
 import struct
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # the launcher imports as little as it can: it starts every sandbox
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 if __name__ != "__main__":  # the launcher runs this file with the standard library only
     from orchestrace.errors import RuntimeError_
@@ -77,65 +77,77 @@ ALLOW_ENV = "ORCHESTRACE_ALLOW_UNSANDBOXED"
 
 _MAX_DEPTH = 100
 _MAX_FRAME = 16 << 20
-_MAX_INT_HEX = 20_000
+_MAX_INT_BYTES = 1 << 16
+_SEQ: dict[type, bytes] = {list: b"L", tuple: b"U", set: b"E", frozenset: b"Z"}
+_U32 = struct.Struct(">I")
+_F64 = struct.Struct(">d")
 
 
 class _Unsupported(TypeError):
     """A value outside the exact builtin types the sandbox protocol carries."""
 
 
-def encode_value(value: Any, depth: int = 0) -> Any:
-    """Encode ``value`` (exact builtin types only) into tagged JSON-ready lists.
+def encode_value(value: Any) -> bytes:
+    r"""Encode ``value`` (exact builtin types only) as bytes.
 
     Args:
         value: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, or a ``list``,
-            ``tuple``, ``dict``, ``set`` or ``frozenset`` of such values. Subclasses are refused.
-        depth: Current nesting depth (values nested deeper than 100 are refused).
+            ``tuple``, ``dict``, ``set`` or ``frozenset`` of such values, nested at most 100
+            deep. Subclasses of these types are refused.
 
     Returns:
-        A JSON-serialisable structure that :func:`decode_value` turns back into ``value``.
+        The encoding that :func:`decode_value` turns back into an equal value.
 
     Raises:
-        TypeError: A value of another type (or a subclass of a builtin) or nested too deep.
+        TypeError: A value of another type (or of a subclass of a builtin), or nested too deep.
 
     Example:
-        >>> encode_value([1, (2.5, "x")])
-        ['L', [['I', '1'], ['T', [['F', '0x1.4000000000000p+1'], ['S', 'x']]]]]
-        >>> decode_value(encode_value({"a": {1, 2}, "b": float("inf")}))
-        {'a': {1, 2}, 'b': inf}
+        >>> encode_value([1, None])
+        b'L\x00\x00\x00\x02I\x00\x00\x00\x01\x01N'
+        >>> decode_value(encode_value({"a": {1, 2}, "b": (float("inf"), b"x")}))
+        {'a': {1, 2}, 'b': (inf, b'x')}
     """
+    out = bytearray()
+    _enc(value, out, 0)
+    return bytes(out)
+
+
+def _enc(value: Any, out: bytearray, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise _Unsupported("value nested too deep")
     t = type(value)
     if value is None:
-        return ["N"]
-    if t is bool:
-        return ["B", value]
-    if t is int:
-        return ["I", format(value, "x")]
-    if t is float:
-        return ["F", float.hex(value)]
-    if t is str:
-        return ["S", value]
-    if t is bytes:
-        return ["Y", value.hex()]
-    tags: dict[type, str] = {list: "L", tuple: "T", set: "E", frozenset: "Z"}
-    if t in tags:
-        return [tags[t], [encode_value(v, depth + 1) for v in value]]
-    if t is dict:
-        return [
-            "D",
-            [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()],
-        ]
-    raise _Unsupported(f"type {t.__module__}.{t.__qualname__} cannot be transferred")
+        out += b"N"
+    elif t is bool:
+        out += b"T" if value else b"F"
+    elif t is int:
+        raw = value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
+        if len(raw) > _MAX_INT_BYTES:
+            raise _Unsupported("integer too large")
+        out += b"I" + _U32.pack(len(raw)) + raw
+    elif t is float:
+        out += b"D" + _F64.pack(value)
+    elif t is str or t is bytes:
+        raw = value.encode("utf-8", "surrogatepass") if t is str else value
+        out += (b"S" if t is str else b"Y") + _U32.pack(len(raw)) + raw
+    elif t in _SEQ:
+        out += _SEQ[t] + _U32.pack(len(value))
+        for v in value:
+            _enc(v, out, depth + 1)
+    elif t is dict:
+        out += b"M" + _U32.pack(len(value))
+        for k, v in value.items():
+            _enc(k, out, depth + 1)
+            _enc(v, out, depth + 1)
+    else:
+        raise _Unsupported(f"type {t.__module__}.{t.__qualname__} cannot be transferred")
 
 
-def decode_value(data: Any, depth: int = 0) -> Any:
-    """Decode what :func:`encode_value` produced into genuine builtin objects.
+def decode_value(data: bytes) -> Any:
+    r"""Decode what :func:`encode_value` produced into genuine builtin objects.
 
     Args:
-        data: The tagged structure (as parsed by :func:`json.loads`).
-        depth: Current nesting depth.
+        data: The encoding, exactly (no trailing bytes).
 
     Returns:
         The value, built only from exact builtin types.
@@ -144,45 +156,60 @@ def decode_value(data: Any, depth: int = 0) -> Any:
         ValueError: ``data`` is not a well-formed encoding.
 
     Example:
-        >>> decode_value(["T", [["I", "-ff"], ["N"]]])
+        >>> decode_value(b"U\x00\x00\x00\x02I\x00\x00\x00\x02\xff\x01N")
         (-255, None)
     """
-    if depth > _MAX_DEPTH or type(data) is not list or not data or type(data[0]) is not str:
-        raise ValueError("malformed value")
-    tag, rest = data[0], data[1:]
-    if tag == "N" and not rest:
-        return None
-    if len(rest) != 1:
-        raise ValueError(f"malformed value with tag {tag[:8]!r}")
-    (x,) = rest
-    if tag == "B" and type(x) is bool:
-        return x
-    if tag == "I" and type(x) is str and 0 < len(x) <= _MAX_INT_HEX:
-        return int(x, 16)
-    if tag == "F" and type(x) is str and len(x) < 64:
-        return float.fromhex(x)
-    if tag == "S" and type(x) is str:
-        return x
-    if tag == "Y" and type(x) is str:
-        return bytes.fromhex(x)
-    if type(x) is list:
-        if tag == "D":
-            out: dict[Any, Any] = {}
-            for kv in x:
-                if type(kv) is not list or len(kv) != 2:
-                    raise ValueError("malformed dict item")
-                out[decode_value(kv[0], depth + 1)] = decode_value(kv[1], depth + 1)
-            return out
-        items = [decode_value(v, depth + 1) for v in x]
-        if tag == "L":
-            return items
-        if tag == "T":
-            return tuple(items)
-        if tag == "E":
-            return set(items)
-        if tag == "Z":
-            return frozenset(items)
-    raise ValueError(f"malformed value with tag {tag[:8]!r}")
+    try:
+        value, end = _dec(memoryview(data), 0, 0)
+    except (IndexError, struct.error, UnicodeDecodeError, TypeError, RecursionError) as e:
+        raise ValueError(f"malformed value: {e}") from None
+    if end != len(data):
+        raise ValueError("malformed value: trailing bytes")
+    return value
+
+
+def _dec(buf: memoryview, i: int, depth: int) -> tuple[Any, int]:
+    if depth > _MAX_DEPTH:
+        raise ValueError("malformed value: nested too deep")
+    tag = bytes(buf[i : i + 1])
+    i += 1
+    if tag == b"N":
+        return None, i
+    if tag in (b"T", b"F"):
+        return tag == b"T", i
+    if tag == b"D":
+        return _F64.unpack_from(buf, i)[0], i + 8
+    (n,) = _U32.unpack_from(buf, i)
+    i += 4
+    if tag in (b"I", b"S", b"Y"):
+        if i + n > len(buf) or (tag == b"I" and not 0 < n <= _MAX_INT_BYTES):
+            raise ValueError("malformed value: bad length")
+        raw = bytes(buf[i : i + n])
+        if tag == b"I":
+            return int.from_bytes(raw, "big", signed=True), i + n
+        return (raw.decode("utf-8", "surrogatepass") if tag == b"S" else raw), i + n
+    if n > len(buf) - i:  # every item takes at least one byte
+        raise ValueError("malformed value: bad length")
+    if tag == b"M":
+        out: dict[Any, Any] = {}
+        for _ in range(n):
+            k, i = _dec(buf, i, depth + 1)
+            v, i = _dec(buf, i, depth + 1)
+            out[k] = v
+        return out, i
+    items = []
+    for _ in range(n):
+        v, i = _dec(buf, i, depth + 1)
+        items.append(v)
+    if tag == b"L":
+        return items, i
+    if tag == b"U":
+        return tuple(items), i
+    if tag == b"E":
+        return set(items), i
+    if tag == b"Z":
+        return frozenset(items), i
+    raise ValueError(f"malformed value: unknown tag {tag!r}")
 
 
 def _write_frame(fd: int, payload: bytes) -> None:
@@ -247,19 +274,15 @@ def _serve_candidate(cfg: Mapping[str, Any]) -> int:  # pragma: no cover - runs 
         try:
             if load_error:
                 raise RuntimeError(load_error)
-            req = json.loads(msg)
-            args = decode_value(req["a"])
-            kwargs = decode_value(req["k"])
+            args, kwargs = decode_value(msg)
             result = fn(*args, **kwargs)
-            out = {"ok": encode_value(result)}
+            data = b"o" + encode_value(result)
         except _Unsupported as e:
-            out = {"bad": f"result not transferable: {e}"}
+            data = b"b" + f"result not transferable: {e}".encode()
         except BaseException as e:
-            out = {"err": _describe(e)}
-        try:
-            data = json.dumps(out).encode()
-        except BaseException as e:
-            data = json.dumps({"bad": f"result not transferable: {_describe(e)}"}).encode()
+            data = b"e" + _describe(e).encode("utf-8", "replace")
+        if len(data) > _MAX_FRAME:
+            data = b"b" + f"result of {len(data)} bytes exceeds {_MAX_FRAME}".encode()
         _write_frame(4, data)
 
 
@@ -278,35 +301,30 @@ def _run_tests(cfg: Mapping[str, Any]) -> int:  # pragma: no cover - runs in the
         if state["broken"]:
             raise CandidateError(state["broken"])
         try:
-            req = json.dumps({"a": encode_value(list(args)), "k": encode_value(dict(kwargs))})
+            req = encode_value((args, kwargs))
         except _Unsupported as e:
             state["broken"] = f"the tests pass a value the sandbox cannot transfer ({e})"
             raise CandidateError(state["broken"]) from None
         try:
-            _write_frame(4, req.encode())
+            _write_frame(4, req)
             resp = _read_frame(3)
         except (OSError, ValueError) as e:
             resp, state["broken"] = None, f"candidate channel failed: {_describe(e)}"
         if resp is None:
             state["broken"] = state["broken"] or "the candidate process ended"
             raise CandidateError(state["broken"])
-        try:
-            answer = json.loads(resp)
-            if type(answer) is not dict or len(answer) != 1:
-                raise ValueError("malformed answer")
-            if "ok" in answer:
-                return decode_value(answer["ok"])
-            if "err" in answer and type(answer["err"]) is str:
-                raise CandidateError(f"the candidate raised {answer['err'][:300]}")
-            if "bad" in answer and type(answer["bad"]) is str:
-                state["broken"] = answer["bad"][:300]
-                raise CandidateError(state["broken"])
-            raise ValueError("malformed answer")
-        except CandidateError:
-            raise
-        except BaseException as e:
-            state["broken"] = f"malformed answer from the candidate ({_describe(e)[:100]})"
-            raise CandidateError(state["broken"]) from None
+        kind, body = resp[:1], resp[1:]
+        if kind == b"o":
+            try:
+                return decode_value(body)
+            except ValueError as e:
+                state["broken"] = f"malformed answer from the candidate ({_describe(e)[:100]})"
+                raise CandidateError(state["broken"]) from None
+        text = body[:300].decode("utf-8", "replace")
+        if kind == b"e":
+            raise CandidateError(f"the candidate raised {text}")
+        state["broken"] = text if kind == b"b" else "malformed answer from the candidate"
+        raise CandidateError(state["broken"])
 
     entry = str(cfg["entry"])
     candidate.__name__ = candidate.__qualname__ = entry
@@ -327,7 +345,7 @@ def _run_tests(cfg: Mapping[str, Any]) -> int:  # pragma: no cover - runs in the
     except BaseException as e:
         reason = state["broken"] or _where(e)
     verdict = {"passed": passed, "reason": reason[:500], "calls": state["calls"]}
-    _write_frame(5, json.dumps(verdict).encode())
+    _write_frame(5, encode_value(verdict))
     return 0
 
 
@@ -347,7 +365,6 @@ def _where(exc: BaseException) -> str:  # pragma: no cover - runs in the sandbox
 
 def _run_script(cfg: Mapping[str, Any]) -> int:  # pragma: no cover - runs in the sandbox
     import builtins
-    import traceback
 
     g: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     try:
@@ -356,6 +373,8 @@ def _run_script(cfg: Mapping[str, Any]) -> int:  # pragma: no cover - runs in th
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except BaseException:
+        import traceback
+
         traceback.print_exc()
         return 1
     return 0
@@ -492,8 +511,10 @@ def _build_root(libc: Any, cfg: Mapping[str, Any]) -> None:  # pragma: no cover
     ):
         os.symlink(target, f"{new}/dev/{name}")
     os.mkdir(new + "/proc")
-    with contextlib.suppress(_SetupError):  # without it, no /proc at all inside: stricter
+    try:  # noqa: SIM105 - without it, no /proc at all inside: stricter still
         _mount(libc, "proc", new + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    except _SetupError:
+        pass
     os.mkdir(new + "/tmp")
     uid = int(cfg["uid"])
     _mount(
@@ -505,11 +526,10 @@ def _build_root(libc: Any, cfg: Mapping[str, Any]) -> None:  # pragma: no cover
         f"size={int(cfg['tmp_bytes'])},nr_inodes=4096,mode=700,uid={uid},gid={uid}",
     )
     _mount(libc, None, new, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    import platform
-
-    nr = _SYS_PIVOT_ROOT.get(platform.machine())
+    machine = os.uname().machine
+    nr = _SYS_PIVOT_ROOT.get(machine)
     if nr is None:
-        raise _SetupError(f"pivot_root: unknown syscall number on {platform.machine()}")
+        raise _SetupError(f"pivot_root: unknown syscall number on {machine}")
     os.chdir(new)
     _ok(libc.syscall(nr, b".", b"."), "pivot_root")
     _ok(libc.umount2(b".", _MNT_DETACH), "umount old root")
@@ -573,7 +593,10 @@ def _place_fds(fds: list[int]) -> None:  # pragma: no cover - runs in the launch
 
 
 def _payload(cfg: Mapping[str, Any], libc: Any) -> int:  # pragma: no cover - runs in the sandbox
-    os.setsid()
+    try:  # noqa: SIM105 - already a session leader when not namespaced
+        os.setsid()
+    except OSError:
+        pass
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     _place_fds([int(x) for x in cfg["fds"]])
@@ -583,19 +606,35 @@ def _payload(cfg: Mapping[str, Any], libc: Any) -> int:  # pragma: no cover - ru
     else:
         _limits(cfg)
     os.environ.clear()
-    os.environ.update({"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"})
+    home = str(cfg["workdir"])
+    os.environ.update({"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home})
     os.chdir(str(cfg["workdir"]))
     return _ROLES[str(cfg["role"])](cfg)
 
 
+def _world_readable(path: str) -> bool:  # pragma: no cover - runs in the launcher
+    """Whether every directory down to ``path`` lets any user in (so a dropped uid can import)."""
+    import stat
+
+    while True:
+        mode = os.stat(path).st_mode
+        if not (mode & stat.S_IXOTH and mode & stat.S_IROTH):
+            return False
+        if path in ("/", ""):
+            return True
+        path = os.path.dirname(path)
+
+
 def _launch() -> None:  # pragma: no cover - the launcher's entry point
     """Read the config on stdin, set the sandbox up, run the role, exit with its status."""
-    cfg = json.loads(sys.stdin.buffer.read())
+    import marshal
+
+    cfg = marshal.loads(sys.stdin.buffer.read())  # from the parent, after this code: plain data
     os.umask(0o022)
     mode = str(cfg["mode"])
     if mode == "none":
         try:
-            if os.geteuid() == 0:
+            if os.geteuid() == 0 and _world_readable(os.path.dirname(os.__file__)):
                 uid = int(cfg["uid"])
                 os.chown(str(cfg["workdir"]), uid, uid)
                 os.setgroups([])
@@ -694,6 +733,16 @@ def _launch() -> None:  # pragma: no cover - the launcher's entry point
             break
     os._exit(code)  # pid 1 exits: the kernel kills whatever is left in the namespace
 
+
+if __name__ == "__main__":  # pragma: no cover - the launcher stops here (it never returns)
+    _launch()
+
+import contextlib  # noqa: E402 - the parent side only
+import fcntl  # noqa: E402
+import functools  # noqa: E402
+
+_F_SETPIPE_SZ = 1031
+from dataclasses import asdict, dataclass, field  # noqa: E402
 
 # -- the parent side ----------------------------------------------------------------------------
 
@@ -808,6 +857,24 @@ class Verdict:
         return asdict(self)
 
 
+_SELF = os.path.abspath(__file__)
+#: Runs the launcher: this module, compiled once by the parent and sent ahead of the config.
+_BOOT = (
+    "import marshal, sys\n"
+    "n = int.from_bytes(sys.stdin.buffer.read(4), 'big')\n"
+    "code = marshal.loads(sys.stdin.buffer.read(n))\n"
+    "exec(code, {'__name__': '__main__', '__file__': sys.argv[1], '__builtins__': __builtins__})\n"
+)
+
+
+@functools.cache
+def _launcher_code() -> bytes:
+    import marshal
+
+    with open(_SELF, encoding="utf-8") as fh:
+        return marshal.dumps(compile(fh.read(), _SELF, "exec", dont_inherit=True))
+
+
 def _python() -> str:
     base = getattr(sys, "_base_executable", None) or sys.executable
     return os.path.realpath(base)
@@ -889,6 +956,12 @@ class _Proc:
         self.output = bytearray()
         self.open = True
 
+    def terminate(self) -> None:
+        """Ask the launcher to end the sandbox (it kills the sandbox's PID namespace)."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(OSError):
+                self.popen.send_signal(signal.SIGTERM)
+
     def stop(self) -> None:
         """End the sandbox and every process in it; return once they are gone."""
         import subprocess
@@ -963,6 +1036,7 @@ class Sandbox:
         self._hide = _hidden(self._binds, self.policy.hide)
 
     def _start(self, role: str, cfg: Mapping[str, Any], fds: list[int]) -> _Proc:
+        import marshal
         import subprocess
         import tempfile
 
@@ -986,11 +1060,20 @@ class Sandbox:
             "tmp_bytes": p.tmp_bytes,
             "open_files": p.open_files,
         }
+        code = _launcher_code()
+        payload = memoryview(len(code).to_bytes(4, "big") + code + marshal.dumps(full))
+        in_r, in_w = os.pipe()
+        with contextlib.suppress(OSError):  # room for all of it: no wait for the child to read
+            fcntl.fcntl(in_w, _F_SETPIPE_SZ, min(max(len(payload), 1 << 16), 1 << 20))
+        os.set_blocking(in_w, False)
+        with contextlib.suppress(BlockingIOError):
+            payload = payload[os.write(in_w, payload) :]
+        os.set_blocking(in_w, True)
         out_r, out_w = os.pipe()
         try:
             popen = subprocess.Popen(
-                [self.python, "-I", "-S", "-B", "-X", "utf8", os.path.abspath(__file__)],
-                stdin=subprocess.PIPE,
+                [self.python, "-I", "-S", "-B", "-X", "utf8", "-c", _BOOT, _SELF],
+                stdin=in_r,
                 stdout=out_w,
                 stderr=out_w,
                 pass_fds=fds,
@@ -1000,19 +1083,22 @@ class Sandbox:
             )
         except OSError as e:
             os.close(out_r)
+            os.close(in_w)
             os.rmdir(stage)
             raise RuntimeError_(
                 f"cannot start the sandbox interpreter {self.python}: {e}"
             ) from None
         finally:
             os.close(out_w)
+            os.close(in_r)
         proc = _Proc(popen, out_r, stage, wipe=mode == "none")
         try:
-            assert popen.stdin is not None
-            popen.stdin.write(json.dumps(full).encode())
-            popen.stdin.close()
+            while payload:
+                payload = payload[os.write(in_w, payload) :]
         except OSError:
             pass  # it died early; its output says why
+        finally:
+            os.close(in_w)
         os.set_blocking(out_r, False)
         return proc
 
@@ -1117,6 +1203,8 @@ class Sandbox:
             why = self._pump(procs, t0 + self.policy.wall_s, got_verdict)
         finally:
             for pr in procs:
+                pr.terminate()
+            for pr in procs:
                 pr.stop()
             os.close(ver_r)
         seconds = time.monotonic() - t0
@@ -1132,11 +1220,11 @@ class Sandbox:
                 seconds,
             )
         try:
-            data = json.loads(bytes(verdict)[4:])
+            data = decode_value(bytes(verdict)[4:])
             return Verdict(
                 data["passed"] is True, str(data["reason"]), label, seconds, int(data["calls"])
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             tail = bytes(procs[1].output[-300:]).decode("utf-8", "replace").strip()
             rc = procs[1].popen.returncode
             return Verdict(
@@ -1234,7 +1322,3 @@ def run_candidate_tests(
         True
     """
     return Sandbox(policy).check(source, entry, tests, helpers=helpers, call=call)
-
-
-if __name__ == "__main__":  # pragma: no cover - the launcher: python -I -S sandbox.py
-    _launch()
