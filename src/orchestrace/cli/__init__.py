@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "study": "orchestrace.cli.study",
     "export": "orchestrace.cli.export",
     "bench": "orchestrace.cli.bench",
+    "papers": "orchestrace.cli.papers",
 }
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for
