@@ -515,3 +515,35 @@ def test_huge_spawn_parts_are_scored_quickly(small_trace):
     start = time.monotonic()
     assert split_correctness(small_trace.replace(events=tuple(ev))) == 1.0
     assert time.monotonic() - start < 1
+
+
+def test_duplicate_key_in_a_stream_line(tmp_path, small_trace):
+    p = tmp_path / "run.jsonl"
+    p.write_bytes(stream_bytes(small_trace).replace(b'{"id":"e1",', b'{"id":"e1","id":"e0",', 1))
+    [item] = list(iter_jsonl(p))
+    assert [str(x) for x in item.problems] == [
+        f"{p}:2: $: duplicate key 'id': a JSON object on this line names it twice; keep one "
+        "of them (a reader would silently use only the last; --keep-going skips this line)",
+        f"{p}:1: $: trace is truncated: reading stopped at damaged line 2 (--keep-going reads "
+        "past it); every complete event was kept; validate with --partial to accept it",
+    ]
+
+
+def test_duplicate_key_in_a_trace_line(tmp_path, small_trace):
+    p = tmp_path / "lines.jsonl"
+    p.write_bytes(dumps(small_trace).replace(b'"task_id"', b'"task_id":"x","task_id"', 1) + b"\n")
+    [item] = list(iter_jsonl(p))
+    assert item.trace is None
+    assert str(item.problems[0]).startswith(
+        f"{p}:1: $: duplicate key 'task_id': a JSON object names it twice (line 1, column "
+    )
+
+
+def test_number_out_of_range_in_a_stream_line(tmp_path, small_trace):
+    p = tmp_path / "run.jsonl"
+    p.write_bytes(stream_bytes(small_trace).replace(b'"t":0.0', b'"t":1e999', 1))
+    problems = [str(x) for item in iter_jsonl(p) for x in item.problems]
+    assert problems[0] == (
+        f"{p}:2: $.event.t: number out of range (beyond the largest float); record a finite "
+        "number (--keep-going skips this line)"
+    )

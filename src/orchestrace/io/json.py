@@ -134,11 +134,12 @@ class _DuplicateKey(Exception):
         self.key = key
 
 
-def _check_duplicate_keys(data: Any, source: str) -> None:
-    """Refuse a JSON object that names one key twice (a decoder would keep only the last)."""
-    suspicious = any(data.find(k, data.find(k) + 1) > 0 for k in _TOP_KEYS)
-    if not suspicious and len(data) > DUPLICATE_CHECK_BYTES:
-        return
+def duplicate_key(data: Any) -> str | None:
+    """The first key some JSON object in ``data`` names twice; ``None`` when there is none.
+
+    A decoder keeps only the last value of a repeated key, so a repeated key silently loses
+    data. Data that is not JSON yields ``None`` (the decoders report it).
+    """
 
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: dict[str, Any] = {}
@@ -155,7 +156,19 @@ def _check_duplicate_keys(data: Any, source: str) -> None:
             parse_constant=lambda _: None,
         )
     except _DuplicateKey as dup:
-        key = dup.key
+        return dup.key
+    except (ValueError, RecursionError):
+        pass
+    return None
+
+
+def _check_duplicate_keys(data: Any, source: str) -> None:
+    """Refuse a JSON object that names one key twice (a decoder would keep only the last)."""
+    suspicious = any(data.find(k, data.find(k) + 1) > 0 for k in _TOP_KEYS)
+    if not suspicious and len(data) > DUPLICATE_CHECK_BYTES:
+        return
+    key = duplicate_key(data)
+    if key is not None:
         needle = pyjson.dumps(key).encode()
         first = data.find(needle)
         second = data.find(needle, first + 1) if first >= 0 else -1
@@ -165,9 +178,7 @@ def _check_duplicate_keys(data: Any, source: str) -> None:
             where,
             f"duplicate key {_short(key)!r}: a JSON object names it twice",
             "keep one of them (a reader would silently use only the last)",
-        ) from None
-    except (ValueError, RecursionError):
-        return  # not JSON (or too deep): the decoders below report it
+        )
 
 
 def _out_of_range(source: str, data: Any, typed_error: str) -> TraceFormatError:

@@ -37,10 +37,11 @@ from typing import IO, Any
 
 import msgspec
 
-from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
 from orchestrace.io import _common
 from orchestrace.io._common import PathLike, atomic_write, format_error
 from orchestrace.io._output import StreamTarget, write_error
+from orchestrace.io.json import _check_duplicate_keys, duplicate_key
 from orchestrace.trace.check import _knock_on, check_trace
 from orchestrace.trace.model import (
     SCHEMA_VERSION,
@@ -347,7 +348,43 @@ class _Mixed(Exception):
         self.kinds = kinds
 
 
+class _Duplicate(Exception):
+    """A stream line whose JSON names one key twice in an object."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+# keys whose repetition on a record line is looked for (the whole line is then checked);
+# header and footer lines are rare and always checked in full
+_SCREEN = {
+    "event": (b'"event"', b'"id"', b'"type"', b'"agent"', b'"t"'),
+    "edge": (b'"edge"', b'"src"', b'"dst"', b'"type"'),
+}
+
+
+def _repeats_a_key(line: bytes, kind: str, rec: _Line) -> bool:
+    """Whether a record line may hold a repeated key (cheap; confirmed by a full parse).
+
+    A line exactly as orchestrace writes it cannot (re-encoding the record gives it back);
+    other lines are searched for repeats of their main keys.
+    """
+    if _ENC.encode(rec) == line.rstrip(b"\r\n"):
+        return False
+    keys = _SCREEN.get(kind)
+    return keys is None or any(line.count(k) > 1 for k in keys)
+
+
 def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bool) -> Problem:
+    if isinstance(err, _Duplicate):
+        return Problem(
+            "duplicate-key",
+            f"duplicate key {_short(err.key)!r}: a JSON object on this line names it twice",
+            "keep one of them (a reader would silently use only the last; --keep-going skips "
+            "this line)",
+            source=f"{src}:{lineno}",
+        )
     if isinstance(err, _Mixed):
         return Problem(
             "mixed-record",
@@ -396,6 +433,23 @@ def _iter_lines(
         complete = line.endswith(b"\n")
         try:
             trace = _TRACE.decode(line)
+            _check_duplicate_keys(line, f"{src}:{lineno}")
+        except TraceFormatError as fe:
+            yield JsonlItem(
+                None,
+                [
+                    Problem(
+                        "duplicate-key",
+                        f"{fe.reason} ({fe.where})",
+                        f"{fe.fix} (--keep-going skips this line)",
+                        source=f"{src}:{lineno}",
+                    )
+                ],
+                lineno,
+            )
+            if not keep_going:
+                return
+            continue
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as err:
             if isinstance(err, msgspec.DecodeError) and not complete:
                 # a whole trace is lost: an error even for --partial (which covers streams)
@@ -487,6 +541,8 @@ def _iter_stream(
                 p.at(f"{src}:{start}")
                 for p in check_trace(trace, partial=partial, known_ids=bad_ids)
                 if not _knock_on(p, trace, bad_to)
+                # a trace whose reading stopped at a damaged line lacks events for that reason
+                and not (p.code == "no-events" and problems)
             ]
         found.sort(key=lambda p: p.severity != "error")
         return JsonlItem(trace, found, start)
@@ -501,7 +557,17 @@ def _iter_stream(
             kinds = [k for k in ("header", "event", "edge", "footer") if getattr(rec, k)]
             if len(kinds) > 1:
                 raise _Mixed(kinds)
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, _Mixed) as err:
+            if kinds and _repeats_a_key(line, kinds[0], rec):
+                dup = duplicate_key(line)
+                if dup is not None:
+                    raise _Duplicate(dup)
+        except (
+            msgspec.ValidationError,
+            msgspec.DecodeError,
+            RecursionError,
+            _Mixed,
+            _Duplicate,
+        ) as err:
             p = _line_error(src, lineno, line, err, complete)
             if not complete:
                 if header is not None:

@@ -650,6 +650,13 @@ def problem_from_msgspec(err: Exception, prefix: str, *, where: str = "event") -
             choices,
             path=path,
         )
+    if msg.startswith("Number out of range"):
+        return Problem(
+            "out-of-range",
+            "number out of range (beyond the largest float)",
+            "record a finite number",
+            path=path,
+        )
     bound = _BOUND.match(msg)
     if bound:
         kind, op, limit = bound.groups()
