@@ -348,3 +348,14 @@ def test_load_pool_raises_every_problem(tmp_path):
         load_pool(p)
     assert len(info.value.problems) == 2
     assert str(info.value).startswith("2 problems in the paper pool:\n  ")
+
+
+def test_files_given_in_the_wrong_order(tmp_path):
+    p = write_papers(tmp_path / "papers.csv")
+    e = write_excluded(tmp_path / "excluded.csv")
+    assert lines(check_pool(e, p), tmp_path) == [
+        "excluded.csv: line 1: this is excluded.csv (its header), not papers.csv; pass "
+        "papers.csv first and excluded.csv second",
+        "papers.csv: line 1: this is papers.csv (its header), not excluded.csv; pass "
+        "papers.csv first and excluded.csv second",
+    ]

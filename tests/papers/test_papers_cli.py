@@ -161,3 +161,17 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path, capsys, monkeypa
         "error: the figures need matplotlib: pip install 'orchestrace[learn]'\n",
     )
     assert not (tmp_path / "f").exists()
+
+
+def test_check_reads_standard_input_once(tmp_path, capsys, monkeypatch):
+    p = write_papers(tmp_path / "papers.csv")
+    with open(p, "rb") as fh:
+        monkeypatch.setattr("sys.stdin", fh)
+        assert run(capsys, "check", "-") == (0, "-: ok (4 entries)\n", "")
+
+
+def test_file_name_with_a_newline_stays_on_one_line(tmp_path, capsys):
+    p = write_papers(tmp_path / "a\nb.csv", category="blog")
+    code, out, _ = run(capsys, "check", p)
+    assert code == 1 and len(out.splitlines()) == 1
+    assert out.startswith(str(tmp_path) + "/a\\nb.csv: line 2, column 9 (category)")

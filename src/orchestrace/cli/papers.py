@@ -97,15 +97,14 @@ def _inputs(args: argparse.Namespace) -> list[str]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from orchestrace.papers.check import check_pool, load_pool
+    from orchestrace.papers.check import read_pool
 
-    problems = check_pool(args.papers, args.excluded)
+    pool, problems = read_pool(args.papers, args.excluded)
     for p in problems:
         print(str(p))
-    if problems:
+    if pool is None:
         return 1
     if not args.quiet:
-        pool = load_pool(args.papers, args.excluded)
         print(f"{args.papers}: ok ({len(pool.papers.rows)} entries)")
         if pool.excluded is not None:
             print(f"{args.excluded}: ok ({len(pool.excluded.rows)} decisions)")

@@ -25,6 +25,7 @@ from orchestrace.papers.check import (
     check_papers,
     check_pool,
     load_pool,
+    read_pool,
 )
 from orchestrace.papers.links import LINKS, Link, coverage, coverage_markdown
 from orchestrace.papers.plots import plot_pool
@@ -56,5 +57,6 @@ __all__ = [
     "load_pool",
     "plot_pool",
     "pool_stats",
+    "read_pool",
     "stats_markdown",
 ]

@@ -59,6 +59,7 @@ __all__ = [
     "check_papers",
     "check_pool",
     "load_pool",
+    "read_pool",
     "read_source",
     "read_table",
 ]
@@ -144,6 +145,8 @@ class Pool:
 
 # ---------------------------------------------------------------------- reading bytes
 def _problem(source: str, where: str, message: str, fix: str, code: str) -> Problem:
+    if not source.isprintable():  # a file name with control characters stays on one line
+        source = source.encode("unicode_escape", "backslashreplace").decode("ascii")
     return Problem(code, message, fix, path=where, source=source)
 
 
@@ -462,6 +465,21 @@ def _header_problems(
                 )
             )
     missing = [c for c in columns if columns[c].required and c not in header]
+    other, other_name = (
+        (EXCLUDED_COLUMNS, "excluded.csv")
+        if columns is PAPER_COLUMNS
+        else (PAPER_COLUMNS, "papers.csv")
+    )
+    if missing and set(other) <= set(header):
+        return [
+            _problem(
+                src,
+                "line 1",
+                f"this is {other_name} (its header), not {name}",
+                "pass papers.csv first and excluded.csv second",
+                "missing-column",
+            )
+        ]
     if missing:
         problems.append(
             _problem(
@@ -735,6 +753,19 @@ def _read_pool(
     return ptab, etab, problems
 
 
+def read_pool(
+    papers: PathLike, excluded: PathLike | None = None
+) -> tuple[Pool | None, list[Problem]]:
+    """Read and check the pool once; return it (``None`` when any problem) and the problems.
+
+    Each file is read exactly once, so ``"-"`` (standard input) works.
+    """
+    ptab, etab, problems = _read_pool(papers, excluded)
+    if problems or ptab is None or (excluded is not None and etab is None):
+        return None, problems
+    return Pool(ptab, etab), []
+
+
 def check_pool(papers: PathLike, excluded: PathLike | None = None) -> list[Problem]:
     """Check both files and that no excluded record is also retained.
 
@@ -753,7 +784,7 @@ def load_pool(papers: PathLike, excluded: PathLike | None = None) -> Pool:
     Raises:
         PaperPoolError: Any problem in either file (each names file, line, column and fix).
     """
-    ptab, etab, problems = _read_pool(papers, excluded)
-    if problems or ptab is None or (excluded is not None and etab is None):
+    pool, problems = read_pool(papers, excluded)
+    if pool is None:
         raise PaperPoolError(problems)
-    return Pool(ptab, etab)
+    return pool
