@@ -447,3 +447,49 @@ def test_an_agent_spawned_as_orchestrator_is_not_one(tmp_path: Path) -> None:
 def test_meta_result_answer_comes_first(tmp_path: Path) -> None:
     tr = run("centralized", "arith", agents=2, seed=1).trace
     assert answer_of(tr) == tr.meta["result"]["answer"]
+
+
+# ---------------------------------------------------------------------- value-comparing tasks
+def test_value_tasks_are_rechecked_and_a_forged_verdict_is_flagged(tmp_path: Path) -> None:
+    tr = run("centralized", "arith", agents=2, seed=1).trace
+    assert tr.meta["result"]["verdict"]["passed"] is False
+    doc = _doc(tr)
+    doc["meta"]["result"]["verdict"]["passed"] = True
+    doc["meta"]["result"]["success"] = True
+    path = tmp_path / "forged-arith.json"
+    path.write_text(json.dumps(doc))
+    with pytest.warns(VerdictWarning, match=r"the recorded verdict \(passed=True\) disagrees"):
+        assert team_reward()([load(path)]) == [0.0]
+
+
+def test_a_malformed_verdict_counts_as_none(no_verdict: tuple[Path, Path], tmp_path: Path) -> None:
+    path, marker = no_verdict
+    doc = json.loads(path.read_text())
+    doc["meta"]["result"]["verdict"] = {"passed": "yes"}
+    bad = tmp_path / "malformed.json"
+    bad.write_text(json.dumps(doc))
+    tr = load(bad)
+    assert recorded_verdict(tr) is None
+    with pytest.warns(VerdictWarning, match="records no verdict"):
+        assert team_reward()([tr]) == [None]
+    assert not marker.exists()
+
+
+def test_a_checker_that_refuses_records_an_unknown_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrace.errors import RuntimeError_
+    from orchestrace.runtime.tasks import HumanEvalTask
+
+    def refuse(self: Any, answer: Any) -> Any:
+        raise RuntimeError_("no sandbox is available on this machine")
+
+    monkeypatch.setattr(HumanEvalTask, "verdict", refuse)
+    tr = run("centralized", "humaneval-v0", agents=1, seed=0).trace
+    v = tr.meta["result"]["verdict"]
+    assert v == {
+        "passed": None,
+        "checker": "humaneval-v0",
+        "reason": "not checked: no sandbox is available on this machine",
+        "isolation": None,
+    }
+    assert tr.meta["result"]["success"] is None
+    assert "task_success" not in tr.metrics and tr.rewards == {}
