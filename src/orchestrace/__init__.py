@@ -14,6 +14,7 @@ Example:
     ([], 2.5, 1.0)
 """
 
+import orchestrace._startup  # noqa: F401  (first: a Ctrl-C while the command line loads)
 from orchestrace._version import __version__
 from orchestrace.errors import (
     ConfigError,

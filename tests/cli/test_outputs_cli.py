@@ -367,3 +367,18 @@ def test_a_second_run_on_the_same_output_is_refused(tmp_path, capsys):
         first.communicate(timeout=60)
     assert first.returncode == 130
     assert load(out).topology == "debate"
+
+
+def test_an_interrupted_report_is_marked_so_force_can_replace_it(tmp_path):
+    from orchestrace.io._output import report_dir
+
+    out = tmp_path / "runs" / "study"
+    with pytest.raises(KeyboardInterrupt), report_dir(out, report="study"):
+        out.mkdir(parents=True)
+        (out / "train-arith.csv").write_text("partial")
+        raise KeyboardInterrupt
+    with pytest.raises(OutputError, match="exists; pass overwrite=True to replace it"):
+        check_output(out, kind="dir", report="study")
+    with report_dir(out, force=True, report="study"):
+        (out / "results.md").write_text("done")
+    assert check_output(out, kind="dir", report="study", force=True) == out

@@ -294,10 +294,14 @@ def run_suite(
     try:
         if jobs > 1:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for r in pool.map(run_one, specs, chunksize=8):
-                    runs.append(r)
-                    if bar is not None:
-                        bar.update(1)
+                try:
+                    for r in pool.map(run_one, specs, chunksize=8):
+                        runs.append(r)
+                        if bar is not None:
+                            bar.update(1)
+                except BaseException:  # Ctrl-C or a failed run: do not start the others
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
         else:
             for spec in specs:
                 runs.append(run_one(spec))

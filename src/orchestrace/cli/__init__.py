@@ -114,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous: Any = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        from orchestrace import _startup
+
+        if signal.getsignal(signal.SIGINT) is _startup._quiet_exit:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _main(args_list)
     except KeyboardInterrupt:

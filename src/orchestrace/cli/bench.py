@@ -45,21 +45,20 @@ def run_cmd(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
-    from orchestrace.io._output import check_output, mark_report_dir
+    from orchestrace.io._output import report_dir
 
-    check_output(args.output, force=args.force, kind="dir", report="bench")
     opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
-    report = run_suite(
-        args.suite,
-        backend=args.backend,
-        backend_options=opts or None,
-        jobs=args.jobs,
-        progress=not args.no_progress,
-        seeds=args.seeds,
-        envelope=not args.no_envelope,
-    )
-    out = write_report(report, args.output)
-    mark_report_dir(out, "bench")
+    with report_dir(args.output, force=args.force, report="bench"):
+        report = run_suite(
+            args.suite,
+            backend=args.backend,
+            backend_options=opts or None,
+            jobs=args.jobs,
+            progress=not args.no_progress,
+            seeds=args.seeds,
+            envelope=not args.no_envelope,
+        )
+        out = write_report(report, args.output)
     if args.json:
         for c in report["cells"]:
             print(json.dumps(c))

@@ -36,24 +36,22 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run the study and print the summary table."""
-    from orchestrace.io._output import check_output, mark_report_dir
+    from orchestrace.io._output import report_dir
     from orchestrace.learn.stopping import run_study, summary_table
 
-    check_output(args.output, force=args.force, kind="dir", report="study")
-
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    study = run_study(
-        tasks,
-        algo=args.algo,
-        seeds=args.seeds,
-        episodes=args.episodes,
-        train_episodes=args.train_episodes,
-        train_seed=args.train_seed,
-        out=args.output,
-        jobs=args.jobs,
-        progress=lambda t: print(f"done: {t}", flush=True),
-    )
-    mark_report_dir(args.output, "study")
+    with report_dir(args.output, force=args.force, report="study"):
+        study = run_study(
+            tasks,
+            algo=args.algo,
+            seeds=args.seeds,
+            episodes=args.episodes,
+            train_episodes=args.train_episodes,
+            train_seed=args.train_seed,
+            out=args.output,
+            jobs=args.jobs,
+            progress=lambda t: print(f"done: {t}", flush=True),
+        )
     print(summary_table(study))
     print(f"report: {Path(args.output) / 'results.md'}")
     return 0

@@ -38,11 +38,10 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Train and report."""
-    from orchestrace.io._output import check_output, mark_report_dir
+    from orchestrace.io._output import check_output, report_dir
     from orchestrace.learn.algorithms import TrainConfig, make_trainer
 
-    check_output(args.output, force=args.force, kind="dir", report="train")
-
+    check_output(args.output, force=args.force, kind="dir", report="train")  # before any work
     cfg = TrainConfig(
         env=args.env,
         task=args.task,
@@ -60,12 +59,11 @@ def run_cmd(args: argparse.Namespace) -> int:
 
         bar = tqdm(total=cfg.episodes, unit="ep", desc=f"{args.algo} {args.env}")
     try:
-        result = trainer.train(progress=bar.update if bar is not None else None)
+        with report_dir(args.output, force=args.force, report="train"):
+            result = trainer.train(progress=bar.update if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()
-    if result.out is not None:
-        mark_report_dir(result.out, "train")
     last = result.log[-1]
     print(
         json.dumps(

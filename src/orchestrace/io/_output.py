@@ -50,6 +50,7 @@ __all__ = [
     "lock_path",
     "mark_report_dir",
     "replace_dir",
+    "report_dir",
     "write_error",
 ]
 
@@ -522,6 +523,35 @@ def mark_report_dir(path: PathLike, report: str) -> None:
         _write_marker(p, report, names)
     except OSError as err:
         raise write_error(p / MARKER, err) from None
+
+
+@contextmanager
+def report_dir(path: PathLike, *, force: bool = False, report: str = "report") -> Iterator[Path]:
+    """Check a directory of reports before the work, and mark it as ours after.
+
+    The directory may be new (it is created with its parents by the writer), empty, or one
+    that the same command wrote before (with ``force``); see :func:`check_output`. Whatever
+    happens to the work, the files that are in it afterwards were written by it, so the
+    marker is written even when the work fails or is interrupted: a later run may then
+    replace them with ``--force``.
+
+    Raises:
+        OutputError: The directory may not be written.
+    """
+    p = check_output(path, force=force, kind="dir", report=report)
+    failed = False
+    try:
+        yield p
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if p.is_dir() and _entries(p):
+            try:
+                mark_report_dir(p, report)
+            except OutputError:
+                if not failed:
+                    raise
 
 
 # ---------------------------------------------------------------------- streams

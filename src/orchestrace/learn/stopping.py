@@ -155,10 +155,14 @@ def run_study(
     results: dict[str, Any] = {}
     if jobs > 1 and len(kws) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(kws))) as pool:
-            for res in pool.map(_job, kws):
-                results[res["task"]] = res
-                if progress:
-                    progress(res["task"])
+            try:
+                for res in pool.map(_job, kws):
+                    results[res["task"]] = res
+                    if progress:
+                        progress(res["task"])
+            except BaseException:  # Ctrl-C or a failed task: do not start the others
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     else:
         for kw in kws:
             res = _job(kw)
