@@ -385,3 +385,26 @@ def test_atomic_write_refuses_a_file_made_meanwhile(tmp_path):
         p.write_bytes(b"theirs")
     assert p.read_bytes() == b"theirs"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["t.json"]
+
+
+@pytest.mark.parametrize(
+    "fault", [OSError(errno.EXDEV, "Invalid cross-device link"), KeyboardInterrupt()]
+)
+def test_a_failed_swap_puts_the_previous_dataset_back(
+    tmp_path, monkeypatch, small_trace, medium_trace, fault
+):
+    p = tmp_path / "ds.parquet"
+    dump(small_trace, p)
+    before = _tree(tmp_path)
+    real = os.rename
+
+    def rename(src, dst):
+        if Path(src).name.endswith(".tmp"):  # the new dataset moving in
+            raise fault
+        return real(src, dst)
+
+    monkeypatch.setattr(_output.os, "rename", rename)
+    with pytest.raises((OutputError, KeyboardInterrupt)):
+        dump(medium_trace, p, overwrite=True)
+    monkeypatch.undo()
+    assert _tree(tmp_path) == before

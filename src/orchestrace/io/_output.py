@@ -479,6 +479,7 @@ def replace_dir(
     except OSError as err:
         raise write_error(path, err) from None
     old: Path | None = None
+    moved = False
     try:
         yield tmp
         _write_marker(tmp, kind)
@@ -491,22 +492,20 @@ def replace_dir(
                 old = Path(
                     tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
                 )
-                old_item = old / "previous"
-                os.rename(target, old_item)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if old is not None:
-                with suppress(OSError):
-                    os.rename(old / "previous", target)
-                    shutil.rmtree(old, ignore_errors=True)
-                    old = None
-            raise
-    except OSError as err:
+                os.rename(target, old / "previous")
+                moved = True
+        os.rename(tmp, target)
+        moved = False
+    except BaseException as exc:
+        # put the previous dataset back (an interrupt between the two renames included)
+        if moved and old is not None and not (target.exists() or target.is_symlink()):
+            with suppress(OSError):
+                os.rename(old / "previous", target)
+        if old is not None and not (old / "previous").exists():
+            shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
-        raise write_error(path, err) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise write_error(path, exc) from None
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)  # the previous dataset, ours (checked above)
