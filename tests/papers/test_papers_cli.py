@@ -143,6 +143,15 @@ def test_plot_bad_bench_report(tmp_path, capsys):
     report.write_text(json.dumps({"envelope": [{"agents": "many"}]}))
     code, _, err = run(capsys, "plot", p, "-o", tmp_path / "f", "--bench", report)
     assert code == 1 and "lacks whole 'agents' and 'events'" in err
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    code, _, err = run(capsys, "plot", p, "-o", tmp_path / "f", "--bench", fifo)
+    assert (code, err) == (
+        1,
+        f"error: {fifo}: file: not a regular file; pass the report.json (or its directory) "
+        "that `orchestrace bench` wrote\n",
+    )
+    assert not (tmp_path / "f").exists()
 
 
 def test_plot_without_matplotlib_says_what_to_install(tmp_path, capsys, monkeypatch):

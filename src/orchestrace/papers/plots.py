@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from orchestrace.errors import Problem
 from orchestrace.io._output import atomic_write, check_output, mark_report_dir
@@ -69,6 +70,10 @@ def _bench_problem(src: str, message: str) -> PaperPoolError:
     return PaperPoolError([Problem("bad-bench", message, fix, path="file", source=src)])
 
 
+def _whole(x: object) -> TypeGuard[int]:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def load_envelope(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
     """``(agents, events)`` of the scale-envelope points of a ``bench`` report.
 
@@ -83,7 +88,10 @@ def load_envelope(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
         p = p / "report.json"
     src = os.fspath(p)
     try:
-        if p.stat().st_size > 512 << 20:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise _bench_problem(src, "not a regular file")
+        if st.st_size > 512 << 20:
             raise _bench_problem(src, "the report is larger than 512 MiB")
         data = json.loads(p.read_bytes())
     except FileNotFoundError:
@@ -99,7 +107,7 @@ def load_envelope(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
         if not isinstance(row, dict):
             raise _bench_problem(src, "an envelope point is not an object")
         a, e = row.get("agents"), row.get("events")
-        if not (isinstance(a, int) and isinstance(e, int)) or a < 1 or e < 1:
+        if not (_whole(a) and _whole(e)) or a < 1 or e < 1:
             raise _bench_problem(src, "an envelope point lacks whole 'agents' and 'events'")
         pts.append((a, e))
     return pts
