@@ -19,10 +19,24 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import sys
 import threading
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["display", "forget_secret", "redact", "redact_url", "remember_secret"]
+__all__ = [
+    "RedactingFilter",
+    "bounded",
+    "display",
+    "forget_secret",
+    "guarded_output",
+    "redact",
+    "redact_url",
+    "remember_secret",
+]
 
 #: Shown in place of a removed secret.
 MASK = "***"
@@ -71,6 +85,69 @@ def display(value: object, limit: int = 80) -> str:
     if len(text) <= limit and size <= limit:
         return safe
     return f"{safe[: limit - 1]}… ({len(text)} chars)"
+
+
+def bounded(text: str, width: int = 1000, lines: int = 60) -> str:
+    r"""``text`` with every line clipped to ``width`` characters and at most ``lines`` lines.
+
+    For multi-line messages (errors, problem lists) that may quote hostile values; clipped
+    lines end with ``… (N chars)``.
+
+    Example:
+        >>> bounded("short\n" + "y" * 50, width=20)
+        'short\nyyyyyyyyyyyyyyyyyyy… (50 chars)'
+    """
+    parts = text.split("\n", lines)
+    more = len(parts) > lines
+    if more:
+        extra = parts.pop().count("\n") + 1
+    out = [p if len(p) <= width else f"{p[: width - 1]}… ({len(p)} chars)" for p in parts]
+    if more:
+        out.append(f"... and {extra} more line(s)")
+    return "\n".join(out)
+
+
+# control characters a terminal acts on (everything but newline and tab), DEL, C1 controls
+# (0x9b is a one-byte CSI), and the bidi/format characters that reorder or hide text
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_KEEP_CR = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+class _Guard:
+    """A text stream that escapes terminal control characters before passing text on."""
+
+    def __init__(self, stream: Any, keep_cr: bool) -> None:
+        self._stream = stream
+        self._pattern = _CONTROL_KEEP_CR if keep_cr else _CONTROL
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._pattern.sub(lambda m: _escape_char(m.group()), text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_output() -> Iterator[None]:
+    """Escape terminal control characters in everything printed to stdout and stderr.
+
+    A last line of defence for human-readable output: ``ESC``, ``BEL``, ``CR`` and the other
+    C0/C1 controls (but not newline and tab) are written as escapes, so text taken from a
+    trace cannot move the cursor, recolour or rewrite the terminal. Carriage returns pass on a
+    terminal's stderr, where progress bars redraw their line. JSON output is unaffected (JSON
+    escapes control characters itself).
+    """
+    out, err = sys.stdout, sys.stderr
+    keep_cr = bool(getattr(err, "isatty", lambda: False)())
+    sys.stdout = _Guard(out, keep_cr=False)
+    sys.stderr = _Guard(err, keep_cr=keep_cr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 # ---------------------------------------------------------------------------- redaction
@@ -149,3 +226,26 @@ def redact_url(url: str) -> str:
     """
     url = _URL_USERINFO.sub(lambda m: m.group(1), url)
     return redact(url)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts secrets from messages and tracebacks of its records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; always let it through."""
+        try:
+            record.msg = redact(record.getMessage())
+            record.args = None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        except Exception:  # never let logging itself fail
+            record.msg, record.args = "(unprintable log message)", None
+        return True
+
+
+#: Loggers whose records are redacted (every logger orchestrace writes to).
+LOGGERS = ("orchestrace", "orchestrace.runtime")
+for _name in LOGGERS:
+    _logger = logging.getLogger(_name)
+    if not any(isinstance(f, RedactingFilter) for f in _logger.filters):
+        _logger.addFilter(RedactingFilter())

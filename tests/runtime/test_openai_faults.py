@@ -256,8 +256,23 @@ def test_bad_usage_run_records_failed_calls_and_a_readable_trace(
     s = serve(lambda h, n: send_json(h, 200, completion(usage=usage)))
     out = tmp_path / "run.jsonl"
     rc, _, err = run_cli(
-        ["run", "centralized", "--agents", "2", "--backend", "openai", "--base-url", s.url,
-         "--timeout", "5", "--retries", "0", "-o", str(out), "--no-progress"],
+        [
+            "run",
+            "centralized",
+            "--agents",
+            "2",
+            "--backend",
+            "openai",
+            "--base-url",
+            s.url,
+            "--timeout",
+            "5",
+            "--retries",
+            "0",
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
         capsys,
     )
     assert rc == 0, err
@@ -276,8 +291,23 @@ def test_echoed_authorization_never_reaches_trace_or_output(serve, tmp_path, cap
     monkeypatch.setenv("ORCHESTRACE_OPENAI_API_KEY", SECRET)
     out = tmp_path / "run.jsonl"
     rc, stdout, stderr = run_cli(
-        ["run", "centralized", "--agents", "2", "--backend", "openai", "--base-url", s.url,
-         "--timeout", "5", "--retries", "0", "-o", str(out), "--no-progress"],
+        [
+            "run",
+            "centralized",
+            "--agents",
+            "2",
+            "--backend",
+            "openai",
+            "--base-url",
+            s.url,
+            "--timeout",
+            "5",
+            "--retries",
+            "0",
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
         capsys,
     )
     assert rc == 0
@@ -299,8 +329,23 @@ def test_credentials_in_base_url_never_reach_trace_or_output(serve, tmp_path, ca
     url = f"http://alice:{PASSWORD}@127.0.0.1:{s.port}/v1"
     out = tmp_path / "run.jsonl"
     rc, stdout, stderr = run_cli(
-        ["run", "centralized", "--agents", "2", "--backend", "openai", "--base-url", url,
-         "--timeout", "5", "--retries", "0", "-o", str(out), "--no-progress"],
+        [
+            "run",
+            "centralized",
+            "--agents",
+            "2",
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--timeout",
+            "5",
+            "--retries",
+            "0",
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
         capsys,
     )
     assert rc == 0
@@ -321,9 +366,23 @@ def test_credentials_in_base_url_never_reach_trace_or_output(serve, tmp_path, ca
 def test_credentials_in_unreachable_base_url_are_redacted(tmp_path, capsys):
     out = tmp_path / "run.jsonl"
     rc, stdout, stderr = run_cli(
-        ["run", "centralized", "--agents", "2", "--backend", "openai", "--base-url",
-         f"http://alice:{PASSWORD}@127.0.0.1:9/v1?api_key=sk-QUERYSECRET123456", "--timeout", "2",
-         "--retries", "0", "-o", str(out), "--no-progress"],
+        [
+            "run",
+            "centralized",
+            "--agents",
+            "2",
+            "--backend",
+            "openai",
+            "--base-url",
+            f"http://alice:{PASSWORD}@127.0.0.1:9/v1?api_key=sk-QUERYSECRET123456",
+            "--timeout",
+            "2",
+            "--retries",
+            "0",
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
         capsys,
     )
     raw = out.read_text()

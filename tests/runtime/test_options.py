@@ -54,7 +54,12 @@ BAD_VALUES = [
     ("swarm", "chunks", 0, "option 'chunks' for topology 'swarm' must be an integer from 1"),
     ("swarm", "patience", -1, "option 'patience' for topology 'swarm' must be a number from 0"),
     ("swarm", "patience", math.inf, "(got inf)"),
-    ("swarm", "gossip", math.nan, "option 'gossip' for topology 'swarm' must be a number from 0 to 1"),
+    (
+        "swarm",
+        "gossip",
+        math.nan,
+        "option 'gossip' for topology 'swarm' must be a number from 0 to 1",
+    ),
     ("swarm", "gossip", "nan", "(got 'nan')"),
     ("swarm", "gossip", "inf", "(got 'inf')"),
     ("swarm", "gossip", 5, "(got 5)"),
@@ -154,7 +159,7 @@ def test_run_api_rejects_bad_options_before_running(tmp_path):
 )
 def test_cli_bad_options_one_line_exit_1(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    rc, out, err = cli(capsys, *argv)
+    rc, _out, err = cli(capsys, *argv)
     assert rc == 1
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert message in err
@@ -162,7 +167,7 @@ def test_cli_bad_options_one_line_exit_1(capsys, tmp_path, monkeypatch, argv, me
 
 
 def test_largest_budgets_are_accepted(capsys):
-    rc, out, err = cli(
+    rc, out, _err = cli(
         capsys, "run", "swarm", "-k", "2", "--max-steps", str(2**63 - 1), "--no-progress", "--json"
     )
     assert rc == 0 and json.loads(out)["events"] > 0
@@ -170,13 +175,13 @@ def test_largest_budgets_are_accepted(capsys):
 
 # ---------------------------------------------------------------------------- team notes
 def test_capped_agents_print_a_note(capsys):
-    rc, out, err = cli(capsys, "run", "swarm", "-k", "300", "--no-progress")
+    rc, _out, err = cli(capsys, "run", "swarm", "-k", "300", "--no-progress")
     assert rc == 0
     assert (
         "note: arith-mapreduce-v0 has 64 items; using 64 workers (pass --task-size 300 for more)"
         in err
     )
-    rc, out, err = cli(capsys, "run", "swarm", "-k", "4", "--no-progress")
+    rc, _out, err = cli(capsys, "run", "swarm", "-k", "4", "--no-progress")
     assert rc == 0 and "note:" not in err
 
 

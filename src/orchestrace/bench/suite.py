@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._safe import redact
 from orchestrace.bench.envelope import envelope_point
 from orchestrace.errors import ConfigError
 from orchestrace.learn.evaluate import mean_ci
@@ -323,7 +324,11 @@ def run_suite(
         "suite": {**dataclasses.asdict(suite), "version": suite.id.rsplit("-", 1)[-1]},
         "config": {
             "backend": backend,
-            "backend_options": backend_options or {},
+            "backend_options": {
+                k: redact(v) if isinstance(v, str) else v
+                for k, v in (backend_options or {}).items()
+                if k != "api_key"
+            },
             "jobs": jobs,
             "seeds": list(range(suite.seeds)),
         },

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrace import __version__
+from orchestrace._safe import bounded, guarded_output, redact
 from orchestrace.errors import OrchestraceError
 
 __all__ = ["COMMANDS", "main"]
@@ -119,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if signal.getsignal(signal.SIGINT) is _startup._quiet_exit:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return _main(args_list)
+        with guarded_output():
+            return _main(args_list)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -144,7 +146,7 @@ def _main(args_list: list[str]) -> int:
         code: int = args.func(args)
         return code
     except OrchestraceError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {bounded(redact(str(err)))}", file=sys.stderr)
         return 1
     except ImportError as err:  # an optional extra is missing: the message says what to install
         print(f"error: {err}", file=sys.stderr)
@@ -165,7 +167,7 @@ def _main(args_list: list[str]) -> int:
         if debug:
             raise
         print(
-            f"error: unexpected {type(err).__name__}: {str(err)[:300]}\n"
+            f"error: unexpected {type(err).__name__}: {redact(str(err)[:1000])[:300]}\n"
             "this is a bug in orchestrace; rerun with ORCHESTRACE_DEBUG=1 for details and "
             "report it",
             file=sys.stderr,

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import TraceValidationError
 from orchestrace.io import detect_format, iter_traces, read_graph
@@ -78,17 +79,24 @@ def _checked(trace: Trace, source: str) -> Trace:
     return trace
 
 
+#: Most roles listed on the agents line (a hostile trace may have one per agent).
+_MAX_ROLES = 12
+
+
 def _text(trace_id: str, s: dict[str, Any], max_path: int) -> str:
     path = s["critical_path"]
-    shown = " -> ".join(path[:max_path]) + (
+    shown = " -> ".join(display(i, 40) for i in path[:max_path]) + (
         f" -> ... ({len(path)} events)" if len(path) > max_path else ""
     )
+    roles = list(s["agents_by_role"].items())
+    role_text = ", ".join(f"{display(k, 40)} {v:,}" for k, v in roles[:_MAX_ROLES]) + (
+        f", ... ({len(roles)} roles)" if len(roles) > _MAX_ROLES else ""
+    )
     lines = [
-        f"trace {trace_id}",
+        f"trace {display(trace_id)}",
         f"  events          {s['events']:>12,}   "
-        + ", ".join(f"{k} {v:,}" for k, v in sorted(s["events_by_type"].items())),
-        f"  agents          {s['agents']:>12,}   "
-        + ", ".join(f"{k} {v:,}" for k, v in s["agents_by_role"].items()),
+        + ", ".join(f"{display(k, 40)} {v:,}" for k, v in sorted(s["events_by_type"].items())),
+        f"  agents          {s['agents']:>12,}   " + role_text,
         f"  steps           {s['steps']:>12,}   spawn depth {s['spawn_depth']}",
         f"  work            {s['work_s']:>12,.3f} s",
         f"  critical path   {s['critical_path_s']:>12,.3f} s   {shown}",
@@ -107,7 +115,10 @@ def run(args: argparse.Namespace) -> int:
     """Analyse and print."""
     results = _summaries(args)
     if not results:
-        print(f"{args.file}: no trace with id {args.trace_id!r}", file=sys.stderr)
+        print(
+            f"{display(args.file, 300)}: no trace with id '{display(args.trace_id)}'",
+            file=sys.stderr,
+        )
         return 1
     for trace_id, s in results:
         if args.json:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
+from orchestrace.errors import ConfigError
 from orchestrace.io import load
 
 
@@ -38,6 +41,11 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Assign and print."""
+    if args.reward is not None and not math.isfinite(args.reward):
+        raise ConfigError(
+            f"--reward must be a finite number (got {args.reward}); pass e.g. --reward 1.0, "
+            "or leave it out to use the trace's team reward"
+        )
     trace = load(args.trace, partial=True)
     refuse_truncated(args.trace, [trace], partial=args.partial)
     kw: dict[str, Any] = {}
@@ -49,20 +57,21 @@ def run_cmd(args: argparse.Namespace) -> int:
     with verdict_warnings():
         table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
     for p in check_credit(table, trace):
-        print(f"{args.trace}: {p}", file=sys.stderr)
+        print(f"{display(args.trace, 300)}: {p}", file=sys.stderr)
     if args.json:
         sys.stdout.write(table.to_json() + ("\n" if table.rows else ""))
         return 0
     rows = sorted(table.rows, key=lambda r: -abs(r.value))
     print(
-        f"{args.method} credit at unit {args.unit} of {trace.trace_id}: reward "
+        f"{args.method} credit at unit {args.unit} of {display(trace.trace_id)}: reward "
         f"{'unknown' if table.reward is None else table.reward}, {len(rows)} rows, sum {table.total(args.unit):.4f}"
         + (" (efficient)" if table.efficient else "")
     )
     for k, v in table.stats.items():
-        print(f"  {k}: {v:.4g}" if isinstance(v, float) else f"  {k}: {v}")
+        key = display(k, 40)
+        print(f"  {key}: {v:.4g}" if isinstance(v, float) else f"  {key}: {display(v)}")
     for r in rows[: args.top]:
-        print(f"  {r.id:<32} {r.value:+.4f}")
+        print(f"  {display(r.id, 60):<32} {r.value:+.4f}")
     if len(rows) > args.top:
         print(f"  ... {len(rows) - args.top} more (--top N or --json)")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.io import load
@@ -46,7 +47,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         refuse_truncated(path, [tr], partial=args.partial)
     with verdict_warnings():
         n = _export(traces, args)
-    print(f"wrote {n} turns from {len(traces)} traces to {args.output} ({args.to})")
+    print(f"wrote {n} turns from {len(traces)} traces to {display(args.output, 300)} ({args.to})")
     return 0
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.io import load_all
@@ -55,12 +56,14 @@ def run_cmd(args: argparse.Namespace) -> int:
             }
             sys.stdout.write(json.dumps(row) + "\n")
         return 0
-    width = max(len(tr.trace_id) for tr in traces)
-    print(f"{'trace':<{width}}  " + "  ".join(f"{n:>13}" for n in [*names, "total"]))
-    for i, tr in enumerate(traces):
+    ids = [display(tr.trace_id) for tr in traces]
+    width = max(len("trace"), *(len(i) for i in ids))
+    columns = [display(n, 30) for n in [*names, "total"]]
+    print(f"{'trace':<{width}}  " + "  ".join(f"{n:>13}" for n in columns))
+    for i, shown in enumerate(ids):
         cells = [parts[n][i] for n in names] + [totals[i]]
         print(
-            f"{tr.trace_id:<{width}}  "
+            f"{shown:<{width}}  "
             + "  ".join(f"{'-':>13}" if v is None else f"{v:>13.4f}" for v in cells)
         )
     return 0

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.errors import ConfigError
 from orchestrace.runtime import TASKS, TOPOLOGIES, RunConfig, run
 from orchestrace.runtime.backends import BACKENDS
@@ -124,10 +125,10 @@ def result_lines(res: Any, output: str | None) -> list[str]:
     """The run's headline, before the analysis."""
     m = res.trace.meta["result"]
     return [
-        f"{'solved' if res.success else 'failed'}: answer {m['answer']!r} (truth {m['truth']!r}); "
-        f"stop: {m['stop_reason']}",
+        f"{'solved' if res.success else 'failed'}: answer {display(repr(m['answer']))} "
+        f"(truth {display(repr(m['truth']))}); stop: {display(m['stop_reason'], 200)}",
         f"backend calls {res.backend_calls}, CPU {res.cpu_s:.2f} s, wall {res.wall_s:.2f} s"
-        + (f"; trace in {output}" if output else ""),
+        + (f"; trace in {display(output, 300)}" if output else ""),
     ]
 
 

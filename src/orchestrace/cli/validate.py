@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from orchestrace._safe import bounded, display
 from orchestrace.errors import Problem, TraceFormatError
 from orchestrace.io import detect_format, iter_jsonl, parse
 from orchestrace.io._common import read_bytes
@@ -74,15 +75,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             problems, summary = _validate_file(path, args)
         except TraceFormatError as err:
-            print(str(err), file=sys.stdout)
+            print(bounded(str(err)), file=sys.stdout)
             bad += 1
             continue
         errors = [p for p in problems if p.severity == "error"]
         for p in problems:
-            print(str(p) if p.source else f"{path}: {p}")
+            print(bounded(str(p) if p.source else f"{display(path, 300)}: {p}"))
         if errors:
             bad += 1
         elif not args.quiet:
             state = "ok" if not problems else f"ok with {len(problems)} warning(s)"
-            print(f"{Path(path)}: {state} ({summary})")
+            print(f"{display(Path(path), 300)}: {state} ({summary})")
     return 1 if bad else 0

@@ -130,7 +130,9 @@ class HFBackend:
 
     def describe(self) -> dict[str, Any]:
         """What the trace header records about this backend (model and device)."""
-        model = self.model if isinstance(self.model, str) else getattr(self.model, "name_or_path", "")
+        model = (
+            self.model if isinstance(self.model, str) else getattr(self.model, "name_or_path", "")
+        )
         return {
             "name": self.name,
             "virtual": self.virtual,

@@ -195,7 +195,7 @@ def _bad(topology: str, name: str, spec: OptionSpec, value: Any) -> ConfigError:
     elif spec.kind == "str":
         want = "a non-empty name"
     else:
-        want = "a non-empty list of role names, e.g. -O 'roles=[\"expert\",\"novice\"]'"
+        want = 'a non-empty list of role names, e.g. -O \'roles=["expert","novice"]\''
     return ConfigError(
         f"option {name!r} for topology {topology!r} must be {want} (got {shown}); "
         f"it sets the {spec.help}"
