@@ -359,3 +359,11 @@ def test_files_given_in_the_wrong_order(tmp_path):
         "papers.csv: line 1: this is papers.csv (its header), not excluded.csv; pass "
         "papers.csv first and excluded.csv second",
     ]
+
+
+def test_row_of_separators_only(tmp_path):
+    p = write_papers(tmp_path / "papers.csv")
+    p.write_text(p.read_text() + "," * 17 + "\n")
+    assert lines(check_papers(p), tmp_path) == [
+        "papers.csv: line 6: an empty row (only separators); remove the line"
+    ]

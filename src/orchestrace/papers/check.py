@@ -559,6 +559,17 @@ def read_table(
     for line, fields in records[1:]:
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             continue  # blank line
+        if not any(f.strip() for f in fields):
+            problems.append(
+                _problem(
+                    src,
+                    f"line {line}",
+                    "an empty row (only separators)",
+                    "remove the line",
+                    "empty-row",
+                )
+            )
+            continue
         if len(fields) != len(header):
             problems.append(
                 _problem(

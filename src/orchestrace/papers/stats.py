@@ -106,7 +106,8 @@ def pool_stats(pool: Pool) -> dict[str, Any]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    text = text.replace("|", "\\|")
+    return text if "`" in text else f"`{text}`"
 
 
 def stats_markdown(stats: dict[str, Any]) -> str:
@@ -140,12 +141,12 @@ def stats_markdown(stats: dict[str, Any]) -> str:
     for title, values in sections:
         label = title.split()[-1]
         out += ["", f"## {title}", "", f"| {label} | entries |", "|---|---:|"]
-        out += [f"| `{_cell(k)}` | {n} |" for k, n in values.items()]
+        out += [f"| {_cell(k)} | {n} |" for k, n in values.items()]
     for t in stats["crosstabs"]:
         cols = t["column_values"]
         out += ["", f"## {t['rows']} x {t['columns']}", ""]
-        out.append(f"| {t['rows']} | " + " | ".join(f"`{_cell(c)}`" for c in cols) + " |")
+        out.append(f"| {t['rows']} | " + " | ".join(_cell(c) for c in cols) + " |")
         out.append("|---|" + "---:|" * len(cols))
         for name, cells in zip(t["row_values"], t["cells"], strict=True):
-            out.append(f"| `{_cell(name)}` | " + " | ".join(str(n) for n in cells) + " |")
+            out.append(f"| {_cell(name)} | " + " | ".join(str(n) for n in cells) + " |")
     return "\n".join(out) + "\n"
