@@ -668,3 +668,31 @@ def test_cpu_limit_kills(isolation):
     t0 = time.monotonic()
     r = Sandbox(SandboxPolicy(cpu_s=1, wall_s=10)).run("while True:\n    pass\n")
     assert r.reason == "exited" and r.returncode != 0 and time.monotonic() - t0 < 5, r
+
+
+def test_no_temporary_directory_is_one_clear_error(isolation, monkeypatch):
+    import tempfile
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    with pytest.raises(RuntimeError_) as err:
+        Sandbox().run("pass")
+    assert str(err.value) == (
+        "cannot start a sandbox: no temporary directory ([Errno 28] No space left on device); "
+        "free space in the temporary directory or set TMPDIR"
+    )
+
+
+def test_no_file_descriptors_is_one_clear_error(isolation, monkeypatch):
+    def no_fds():
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(sandbox.os, "pipe", no_fds)
+    with pytest.raises(RuntimeError_) as err:
+        run_candidate_tests("def f():\n    return 1\n", "f", "def check(c):\n    c()\n")
+    assert str(err.value) == (
+        "cannot start a sandbox: [Errno 24] Too many open files; "
+        "close files or raise the open-file limit (ulimit -n)"
+    )

@@ -891,6 +891,15 @@ def _launcher_code() -> bytes:
         return marshal.dumps(compile(fh.read(), _SELF, "exec", dont_inherit=True))
 
 
+def _pipe() -> tuple[int, int]:
+    try:
+        return os.pipe()
+    except OSError as e:
+        raise RuntimeError_(
+            f"cannot start a sandbox: {e}; close files or raise the open-file limit (ulimit -n)"
+        ) from None
+
+
 def _python() -> str:
     base = getattr(sys, "_base_executable", None) or sys.executable
     return os.path.realpath(base)
@@ -1058,7 +1067,13 @@ class Sandbox:
 
         p = self.policy
         mode = self.isolation.mode
-        stage = tempfile.mkdtemp(prefix="orchestrace-sandbox-")
+        try:
+            stage = tempfile.mkdtemp(prefix="orchestrace-sandbox-")
+        except OSError as e:
+            raise RuntimeError_(
+                f"cannot start a sandbox: no temporary directory ({e}); "
+                "free space in the temporary directory or set TMPDIR"
+            ) from None
         full = {
             **cfg,
             "role": role,
@@ -1078,14 +1093,14 @@ class Sandbox:
         }
         code = _launcher_code()
         payload = memoryview(len(code).to_bytes(4, "big") + code + marshal.dumps(full))
-        in_r, in_w = os.pipe()
+        in_r, in_w = _pipe()
         with contextlib.suppress(OSError):  # room for all of it: no wait for the child to read
             fcntl.fcntl(in_w, _F_SETPIPE_SZ, min(max(len(payload), 1 << 16), 1 << 20))
         os.set_blocking(in_w, False)
         with contextlib.suppress(BlockingIOError):
             payload = payload[os.write(in_w, payload) :]
         os.set_blocking(in_w, True)
-        out_r, out_w = os.pipe()
+        out_r, out_w = _pipe()
         try:
             popen = subprocess.Popen(
                 [self.python, "-I", "-S", "-B", "-X", "utf8", "-c", _BOOT, _SELF],
@@ -1182,9 +1197,9 @@ class Sandbox:
     ) -> Verdict:
         """Run ``tests`` against the function ``entry`` of ``source``; see :func:`run_candidate_tests`."""
         t0 = time.monotonic()
-        req_r, req_w = os.pipe()
-        res_r, res_w = os.pipe()
-        ver_r, ver_w = os.pipe()
+        req_r, req_w = _pipe()
+        res_r, res_w = _pipe()
+        ver_r, ver_w = _pipe()
         procs: list[_Proc] = []
         verdict = bytearray()
         try:
@@ -1198,6 +1213,11 @@ class Sandbox:
                     [res_r, req_w, ver_w],
                 )
             )
+        except BaseException:
+            for pr in procs:
+                pr.stop()
+            os.close(ver_r)
+            raise
         finally:
             for fd in (req_r, req_w, res_r, res_w, ver_w):
                 os.close(fd)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from orchestrace.runtime.sandbox import SandboxPolicy, run_candidate_tests
+from orchestrace.runtime.sandbox import SandboxPolicy, detect, run_candidate_tests
 from orchestrace.runtime.tasks.base import Subtask, Task
 
 __all__ = ["HumanEvalTask", "candidate_source", "load_problems", "run_tests"]
@@ -146,6 +146,7 @@ class HumanEvalTask(Task):
     """One HumanEval problem (``seed % 164``)."""
 
     name = "humaneval-v0"
+    executes_code = True
     wrong_kind = "choice"
     unit = 12.0
     parallel = False
@@ -185,26 +186,26 @@ class HumanEvalTask(Task):
         """The candidate program for ``answer`` (a body, or a complete function); no tests."""
         return candidate_source(self.problem, str(answer))
 
+    def check_isolation(self) -> str | None:
+        """The sandbox :meth:`check` runs answers in, e.g. ``"namespaces/root"``."""
+        return detect().label
+
     def verdict(self, answer: Any) -> dict[str, Any]:
         """Run the unit tests on ``answer`` in the sandbox and say what happened.
 
         Returns:
-            ``{"passed", "reason", "isolation", "seconds", "calls", "problem"}``, JSON-ready,
-            for recording with the run.
+            ``{"passed", "checker", "reason", "isolation", "seconds", "calls", "problem"}``,
+            JSON-ready, for recording with the run. ``isolation`` is ``None`` when nothing ran
+            (no answer, or an answer that is not code).
 
         Raises:
             RuntimeError_: No sandbox is available and running unsandboxed was not allowed.
         """
+        head = {"checker": self.name, "problem": str(self.problem["task_id"])}
         if not isinstance(answer, str) or not answer.strip():
-            return {
-                "passed": False,
-                "reason": "the answer is not code (a non-empty string)",
-                "isolation": "",
-                "seconds": 0.0,
-                "calls": 0,
-                "problem": str(self.problem["task_id"]),
-            }
-        return run_tests(self.problem, answer)
+            why = "no answer" if answer is None else "the answer is not code (a non-empty string)"
+            return {"passed": False, "reason": why, "isolation": None, **head}
+        return {**run_tests(self.problem, answer), **head}
 
     def check(self, answer: Any) -> bool:
         """Whether ``answer`` passes the unit tests (see :meth:`verdict`)."""
