@@ -445,3 +445,29 @@ def test_bad_numbers_are_config_errors(kw, message):
 
     with pytest.raises(ConfigError, match=message.replace("*", r"\*")):
         OpenAIBackend(base_url="http://h/v1", **kw)
+
+
+def test_errors_from_any_backend_are_redacted_in_the_trace(tmp_path):
+    from orchestrace.runtime import run
+    from orchestrace.runtime.backends.base import LLMResponse
+
+    class Leaky:
+        name = "leaky"
+        virtual = True
+
+        async def complete(self, request):
+            return LLMResponse("", error=f"upstream said Authorization: Bearer {SECRET}")
+
+        async def aclose(self):
+            pass
+
+    class Raising(Leaky):
+        async def complete(self, request):
+            raise BackendError(f"GET http://bob:{PASSWORD}@h/v1?api_key={SECRET} failed")
+
+    for backend in (Leaky(), Raising()):
+        out = tmp_path / f"{type(backend).__name__}.jsonl"
+        run("centralized", agents=2, backend=backend, output=out, on_error="stop")
+        raw = out.read_text()
+        assert SECRET not in raw and PASSWORD not in raw
+        assert llm_errors(out) and "***" in llm_errors(out)[0]

@@ -48,6 +48,7 @@ from orchestrace.runtime.backends.base import (
     LLMRequest,
     LLMResponse,
     backend_spec,
+    redact,
     request_key,
 )
 from orchestrace.runtime.config import RunConfig
@@ -308,7 +309,7 @@ class Context:
             tokens_in=resp.tokens_in,
             tokens_out=resp.tokens_out,
             cost=resp.cost,
-            error=resp.error,
+            error=None if resp.error is None else redact(resp.error),
             attrs=attrs,
         )
         rt.add_tokens(resp.tokens_in + resp.tokens_out)
@@ -577,7 +578,7 @@ class Runtime:
         if resp.error is None:
             self.cache[key] = resp
         if resp.error is not None and self.config.on_error == "stop":
-            self._request_stop(f"backend failure: {resp.error}")
+            self._request_stop(f"backend failure: {redact(resp.error)}")
         return resp
 
     async def _call_tool(self, a: _Agent, name: str, args: dict[str, Any]) -> ToolResult:
