@@ -367,3 +367,24 @@ def test_row_of_separators_only(tmp_path):
     assert lines(check_papers(p), tmp_path) == [
         "papers.csv: line 6: an empty row (only separators); remove the line"
     ]
+
+
+def test_mutated_files_give_problem_lines_never_exceptions(tmp_path):
+    import random
+
+    base = write_papers(tmp_path / "base.csv").read_bytes()
+    rng = random.Random(16)
+    junk = [b",", b'"', b"\n", b"\r", b";", b"\t", b"\x00", b"\xff", b"\xef\xbb\xbf", b"NA", b" "]
+    p = tmp_path / "papers.csv"
+    for _ in range(300):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data) + 1)
+            if rng.random() < 0.5:
+                data[i:i] = rng.choice(junk)
+            else:
+                del data[i : i + rng.randint(1, 20)]
+        p.write_bytes(bytes(data))
+        for problem in check_pool(p):
+            text = str(problem)
+            assert "\n" not in text and text.startswith(f"{p}: ")
