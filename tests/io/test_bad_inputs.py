@@ -547,3 +547,21 @@ def test_number_out_of_range_in_a_stream_line(tmp_path, small_trace):
         f"{p}:2: $.event.t: number out of range (beyond the largest float); record a finite "
         "number (--keep-going skips this line)"
     )
+
+
+def test_device_without_suffix_is_refused_not_read(tmp_path):
+    """Telling the format reads the start of a file; a device is refused before that."""
+    from orchestrace.io import detect_format
+
+    link = tmp_path / "trace"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(TraceFormatError, match=r"not a regular file \(a character device\)"):
+        detect_format(link)
+
+
+def test_missing_file_without_suffix_is_named(tmp_path):
+    from orchestrace.io import detect_format
+
+    with pytest.raises(TraceFormatError) as err:
+        detect_format(tmp_path / "nope")
+    assert str(err.value) == f"{tmp_path / 'nope'}: file: no such file; check the path"

@@ -26,7 +26,7 @@ from typing import Literal
 import msgspec
 
 from orchestrace.errors import TraceFormatError, TraceValidationError
-from orchestrace.io._common import BOM, PathLike, atomic_write, peek_stream
+from orchestrace.io._common import BOM, PathLike, atomic_write, open_input, peek_stream
 from orchestrace.io._output import OutputError, check_output, is_our_dataset
 from orchestrace.io.json import dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
@@ -72,7 +72,8 @@ def detect_format(path: PathLike) -> str:
     Suffixes: ``.json``, ``.jsonl``/``.ndjson``, ``.parquet`` (a directory).
 
     Raises:
-        TraceFormatError: The format cannot be told; the message says how to name it.
+        TraceFormatError: The format cannot be told (the message says how to name it), or the
+            file cannot be read (missing, a device, unreadable).
     """
     p = Path(path)
     suffix = p.suffix.lower()
@@ -82,13 +83,13 @@ def detect_format(path: PathLike) -> str:
         return "json"
     if suffix == ".parquet" or p.is_dir():
         return "parquet"
-    try:
-        head = peek_stream(p)
-        if head is None:
-            with open(p, "rb") as fh:
+    head = peek_stream(p)
+    if head is None:
+        with open_input(p) as fh:  # refuses devices; names a missing or unreadable file
+            try:
                 head = fh.read(4096)
-    except (OSError, TraceFormatError):
-        head = b""
+            except OSError:
+                head = b""
     if head.startswith(BOM):
         head = head[len(BOM) :]
     lines = [x for x in head.splitlines() if x.strip()]
