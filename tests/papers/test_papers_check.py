@@ -388,3 +388,15 @@ def test_mutated_files_give_problem_lines_never_exceptions(tmp_path):
         for problem in check_pool(p):
             text = str(problem)
             assert "\n" not in text and text.startswith(f"{p}: ")
+
+
+def test_permission_denied_is_one_line(tmp_path, monkeypatch):
+    p = write_papers(tmp_path / "papers.csv")
+
+    def denied(*args, **kw):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("orchestrace.papers.check.os.open", denied)
+    assert lines(check_pool(p), tmp_path) == [
+        "papers.csv: file: permission denied; make the file readable"
+    ]
