@@ -78,7 +78,11 @@ class RunConfig:
             if value > MAX_INT:
                 raise ConfigError(
                     f"{name} must be at most 2**63-1 (got {_shown(value)}); "
-                    "a smaller budget stops the run just the same"
+                    + (
+                        "no task has that many parts; pass a smaller team"
+                        if name == "agents"
+                        else "a smaller budget stops the run just the same"
+                    )
                 )
         check_seed(self.seed)
         if self.max_wall_s is not None:
