@@ -439,11 +439,12 @@ def test_daemons_and_children_do_not_survive(task, fast):
     assert _scan(marker) == []  # the check returned: nothing of the candidate is left
 
 
-def test_fork_bomb_is_bounded(task, fast):
+def test_fork_bomb_is_bounded(task, fast, monkeypatch):
+    monkeypatch.setattr(fast, "TIMEOUT_S", 1.0)
     bomb = "    import os\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
     t0 = time.monotonic()
     v = task.verdict(bomb)
-    assert v["passed"] is False and time.monotonic() - t0 < 6, v
+    assert v["passed"] is False and time.monotonic() - t0 < 4, v
 
 
 @pytest.mark.parametrize(
@@ -530,14 +531,16 @@ def test_forged_passes_fail(name, task, fast):
     assert v["passed"] is False, v
 
 
-def test_infinite_loop_times_out(task, fast):
+def test_infinite_loop_times_out(task, fast, monkeypatch):
+    monkeypatch.setattr(fast, "TIMEOUT_S", 1.0)
     t0 = time.monotonic()
     v = task.verdict("    while True:\n        pass\n")
-    assert v["passed"] is False and v["reason"] == "timeout after 2 s", v
-    assert time.monotonic() - t0 < 5
+    assert v["passed"] is False and v["reason"] == "timeout after 1 s", v
+    assert time.monotonic() - t0 < 4
 
 
-def test_sleeping_forever_times_out(task, fast):
+def test_sleeping_forever_times_out(task, fast, monkeypatch):
+    monkeypatch.setattr(fast, "TIMEOUT_S", 1.0)
     v = task.verdict("    import time\n    time.sleep(3600)\n")
     assert v["passed"] is False and v["reason"].startswith("timeout"), v
 

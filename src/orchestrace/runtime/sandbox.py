@@ -1133,25 +1133,38 @@ class Sandbox:
         os.set_blocking(out_r, False)
         return proc
 
-    def _pump(self, procs: list[_Proc], deadline: float, done: Callable[[], bool]) -> str:
-        """Drain outputs (capped) until ``done()`` or the deadline; return why it stopped."""
+    def _pump(
+        self,
+        procs: list[_Proc],
+        deadline: float,
+        done: Callable[[], bool],
+        wake: tuple[int, ...] = (),
+    ) -> str:
+        """Drain outputs (capped) until ``done()`` or the deadline; return why it stopped.
+
+        ``done()`` is asked again whenever one of the ``wake`` fds becomes readable.
+        """
         import selectors
 
         sel = selectors.DefaultSelector()
         for pr in procs:
             sel.register(pr.out_fd, selectors.EVENT_READ, pr)
+        for fd in wake:
+            sel.register(fd, selectors.EVENT_READ, None)
         try:
             while not done():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return "timeout"
-                if not sel.get_map():
+                if len(sel.get_map()) == len(wake):
                     if all(pr.popen.poll() is not None for pr in procs):
                         return "exited"
                     time.sleep(min(left, 0.005))
                     continue
                 for key, _ in sel.select(min(left, 0.05)):
                     pr = key.data
+                    if pr is None:
+                        continue
                     try:
                         chunk = os.read(pr.out_fd, 65536)
                     except BlockingIOError:
@@ -1236,11 +1249,12 @@ class Sandbox:
             return True
 
         try:
-            why = self._pump(procs, t0 + self.policy.wall_s, got_verdict)
+            why = self._pump(procs, t0 + self.policy.wall_s, got_verdict, wake=(ver_r,))
         finally:
             for pr in procs:
                 pr.terminate()
             for pr in procs:
+                pr.drain(self.policy.output_bytes)
                 pr.stop()
             os.close(ver_r)
         seconds = time.monotonic() - t0
