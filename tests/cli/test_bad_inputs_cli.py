@@ -258,3 +258,11 @@ def test_validate_standard_input(small_trace, arg):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode() == f"{arg}: ok (1 trace(s), {small_trace.n_events} events)\n"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".parquet", ""])
+def test_name_too_long_every_command(tmp_path, capsys, command, suffix):
+    p = tmp_path / ("a" * 300 + suffix)
+    code, out, err = invoke(capsys, command, p, tmp_path)
+    assert_clean_failure(code, out, err, ": cannot open: File name too long; check the path")

@@ -19,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
@@ -81,7 +83,7 @@ def detect_format(path: PathLike) -> str:
         return "jsonl"
     if suffix == ".json":
         return "json"
-    if suffix == ".parquet" or p.is_dir():
+    if suffix == ".parquet" or _is_dir(p):
         return "parquet"
     head = peek_stream(p)
     if head is None:
@@ -101,6 +103,13 @@ def detect_format(path: PathLike) -> str:
         "cannot tell the trace format",
         f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})",
     )
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(p).st_mode)
+    except (OSError, ValueError):
+        return False  # reading it names the problem
 
 
 def _check_format(fmt: str) -> str:

@@ -515,6 +515,9 @@ def _check_dataset(path: PathLike) -> Path:
         raise TraceFormatError(src, "dataset", "no such dataset", "check the path") from None
     except PermissionError:
         raise _denied(src) from None
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise TraceFormatError(src, "dataset", f"cannot open: {reason}", "check the path") from None
     if not stat.S_ISDIR(st.st_mode):
         raise TraceFormatError(
             src,
@@ -529,6 +532,10 @@ def _check_dataset(path: PathLike) -> Path:
             raise TraceFormatError(src, name, "file missing from the dataset", _REWRITE) from None
         except PermissionError:
             raise _denied(str(p / name)) from None
+        except OSError as err:
+            raise TraceFormatError(
+                src, name, f"cannot open: {err.strerror or err}", _REWRITE
+            ) from None
         if not stat.S_ISREG(mode):
             raise TraceFormatError(src, name, "is not a regular file", _REWRITE)
         if not os.access(p / name, os.R_OK):
