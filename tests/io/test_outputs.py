@@ -408,3 +408,16 @@ def test_a_failed_swap_puts_the_previous_dataset_back(
         dump(medium_trace, p, overwrite=True)
     monkeypatch.undo()
     assert _tree(tmp_path) == before
+
+
+def test_a_recording_removed_while_written_is_reported(tmp_path, small_trace):
+    p = tmp_path / "run.jsonl"
+    w = StreamWriter(p, trace_id="t", task_id="x")
+    w.event(small_trace.events[0])
+    p.unlink()
+    with pytest.raises(OutputError) as ei:
+        w.close()
+    assert str(ei.value) == (
+        f"{p} was moved or removed while it was being written; the recording is not there; "
+        "run again"
+    )

@@ -645,11 +645,25 @@ class StreamTarget:
                 os.fsync(self.fd)
                 os.replace(self._tmp, self.path)
                 self._tmp = None
+            elif not self._in_place():
+                self._close()
+                self._release()
+                raise OutputError(
+                    self.shown,
+                    f"{_show(self.shown)} was moved or removed while it was being written; "
+                    "the recording is not there; run again",
+                )
         except OSError as err:
             self.discard()
             raise write_error(self.shown, err) from None
         self._close()
         self._release()
+
+    def _in_place(self) -> bool:
+        try:
+            return os.path.samestat(os.fstat(self.fd), os.stat(self.path))
+        except OSError:
+            return False
 
     def close_partial(self) -> None:
         """Close without finishing.
