@@ -565,3 +565,20 @@ def test_missing_file_without_suffix_is_named(tmp_path):
     with pytest.raises(TraceFormatError) as err:
         detect_format(tmp_path / "nope")
     assert str(err.value) == f"{tmp_path / 'nope'}: file: no such file; check the path"
+
+
+def test_parquet_integer_columns_read_as_the_model_types(dataset, small_trace):
+    """Integer times (a float column written as int64) load as floats: JSON round-trips."""
+    _set(dataset, "events.parquet", "t", [int(x) for x in _col(dataset, "events.parquet", "t")])
+    _set(
+        dataset,
+        "events.parquet",
+        "tokens_in",
+        _col(dataset, "events.parquet", "tokens_in"),
+        pa.uint32(),
+    )
+    [(_, trace, problems)] = parse_parquet(dataset)
+    assert problems == [] and trace is not None
+    assert {type(e.t) for e in trace.events} == {float}
+    back, again = parse(dumps(trace))
+    assert again == [] and back == trace

@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
@@ -436,6 +435,16 @@ _EVENT_MEMBERS: dict[str, tuple[str, ...]] = {
 _EDGE_MEMBERS: dict[str, tuple[str, ...]] = {"type": tuple(m.value for m in EdgeType)}
 
 
+def _values(col: Any, kind: str) -> list[Any]:
+    """A checked column as Python values of the model's types (floats stay floats)."""
+    pa, _ = _pa()
+    if kind == "float" and not pa.types.is_floating(col.type) and not pa.types.is_null(col.type):
+        col = col.cast(pa.float64())
+    elif kind == "int" and pa.types.is_integer(col.type):
+        col = col.cast(pa.int64(), safe=False)  # out-of-range rows are reported, not built
+    return list(col.to_pylist())
+
+
 def _located(found: list[tuple[int, Problem]], lo: int, hi: int) -> list[Problem]:
     """The problems of rows ``lo <= row < hi``, with paths indexed within their trace."""
     return [
@@ -450,8 +459,8 @@ def _json_object(text: Any, path: str) -> tuple[dict[str, Any] | None, Problem |
     if text is None:
         return None, None
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        value = msgspec.json.decode(text)  # as the JSON reader: no NaN or Infinity
+    except (msgspec.DecodeError, RecursionError):
         return None, Problem("malformed-json", "column holds invalid JSON", _REWRITE, path=path)
     if not isinstance(value, dict):
         return None, Problem(
@@ -610,7 +619,7 @@ def parse_parquet(
     src = str(path)
     ev_found = _value_problems(events, _EVENT_KINDS, "events", _EVENT_MEMBERS)
     ed_found = _value_problems(edges, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
-    ev_cols = {c: events.column(c).to_pylist() for c in ("trace_id", *EVENT_COLUMNS)}
+    ev_cols = {c: _values(events.column(c), _EVENT_KINDS[c]) for c in ("trace_id", *EVENT_COLUMNS)}
     ed_cols = {c: edges.column(c).to_pylist() for c in ("trace_id", "src", "dst", "type")}
     rows = traces.to_pylist()
     counts = [(r["n_events"], r["n_edges"]) for r in rows]
