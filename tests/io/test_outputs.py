@@ -421,3 +421,23 @@ def test_a_recording_removed_while_written_is_reported(tmp_path, small_trace):
         f"{p} was moved or removed while it was being written; the recording is not there; "
         "run again"
     )
+
+
+def test_system_refusals_of_a_name_are_one_line(tmp_path, monkeypatch, small_trace):
+    monkeypatch.chdir(tmp_path)
+    long = "a" * 300
+    for raw in (f"{long}.json", f"{long}/x.json", f"{long}.parquet"):
+        with pytest.raises(OutputError) as ei:
+            dump(small_trace, raw)
+        assert str(ei.value).endswith(": File name too long; choose another path")
+        assert str(ei.value).startswith("cannot write aaaa")
+    os.symlink("loop1", "loop2")
+    os.symlink("loop2", "loop1")
+    with pytest.raises(OutputError) as ei:
+        dump(small_trace, "loop1/x.json")
+    assert str(ei.value) == (
+        "cannot write loop1/x.json: loop1 is a broken symbolic link; choose another path"
+    )
+    with pytest.raises(OutputError, match=r"^loop1 is a broken symbolic link; choose another"):
+        dump(small_trace, "loop1", overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["loop1", "loop2"]

@@ -230,7 +230,7 @@ def output_format(path: PathLike, format: str | None = None) -> str:
         return "jsonl"
     if suffix == ".parquet" or is_our_dataset(p):
         return "parquet"
-    if suffix in ("", ".json") or p.is_dir():
+    if suffix in ("", ".json") or os.path.isdir(p):
         return "json"
     raise TraceFormatError(
         str(path),

@@ -174,7 +174,10 @@ def is_our_dataset(path: PathLike) -> bool:
     That is: exactly the three tables (plain files), optionally with the marker file.
     """
     p = Path(path)
-    if not p.is_dir() or p.is_symlink():
+    try:
+        if not p.is_dir() or p.is_symlink():
+            return False
+    except OSError:
         return False
     names = set(_entries(p))
     extra = names - set(DATASET_FILES) - {MARKER}
@@ -206,7 +209,13 @@ def _same_file(a: Path, b: Path) -> bool:
 def _check_parent(path: PathLike, parent: Path, *, create: bool) -> None:
     shown = _show(path)
     probe = parent
-    while not probe.exists() and not probe.is_symlink():
+    while not probe.exists():
+        if probe.is_symlink():
+            raise OutputError(
+                path,
+                f"cannot write {shown}: {_show(probe)} is a broken symbolic link; "
+                "choose another path",
+            )
         if probe.parent == probe:
             break
         probe = probe.parent
@@ -260,6 +269,15 @@ def check_output(
     Raises:
         OutputError: The output may not be written there; the message says what to do.
     """
+    try:
+        return _check_output(path, force, kind, inputs, report)
+    except OSError as err:  # a name too long, a symlink loop...: the system's own words
+        raise write_error(path, err) from None
+
+
+def _check_output(
+    path: PathLike, force: bool, kind: Kind, inputs: Iterable[PathLike], report: str
+) -> Path:
     raw = os.fspath(path)
     shown = _show(raw)
     if not raw:
