@@ -382,3 +382,18 @@ def test_an_interrupted_report_is_marked_so_force_can_replace_it(tmp_path):
     with report_dir(out, force=True, report="study"):
         (out / "results.md").write_text("done")
     assert check_output(out, kind="dir", report="study", force=True) == out
+
+
+def test_a_report_that_cannot_be_written_is_one_line(tmp_path):
+    from orchestrace.io._output import report_dir
+
+    out = tmp_path / "bench"
+    with pytest.raises(OutputError) as ei, report_dir(out, report="bench"):
+        out.mkdir()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out / "report.md"))
+    assert str(ei.value) == (
+        f"cannot write {out / 'report.md'}: No space left on device; free space or choose "
+        "another path"
+    )
+    with pytest.raises(OSError, match="unrelated"), report_dir(tmp_path / "b2", report="bench"):
+        raise OSError(errno.ENOENT, "unrelated", "/elsewhere/model.bin")

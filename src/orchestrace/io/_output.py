@@ -529,6 +529,16 @@ def replace_dir(
         shutil.rmtree(old, ignore_errors=True)  # the previous dataset, ours (checked above)
 
 
+def _inside(name: Any, directory: Path) -> bool:
+    if not isinstance(name, (str, bytes, os.PathLike)):
+        return False
+    try:
+        here = os.path.abspath(os.fsdecode(name))
+        return os.path.commonpath([here, os.path.abspath(directory)]) == os.path.abspath(directory)
+    except ValueError:
+        return False
+
+
 def mark_report_dir(path: PathLike, report: str) -> None:
     """Record in ``path`` that orchestrace wrote it (``report``: which command), listing its files.
 
@@ -553,12 +563,17 @@ def report_dir(path: PathLike, *, force: bool = False, report: str = "report") -
     replace them with ``--force``.
 
     Raises:
-        OutputError: The directory may not be written.
+        OutputError: The directory may not be written, or writing a file in it failed.
     """
     p = check_output(path, force=force, kind="dir", report=report)
     failed = False
     try:
         yield p
+    except OSError as err:
+        failed = True
+        if _inside(err.filename, p):  # writing the reports failed (disk full, permissions)
+            raise write_error(err.filename, err) from None
+        raise
     except BaseException:
         failed = True
         raise
