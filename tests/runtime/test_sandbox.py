@@ -706,3 +706,14 @@ def test_no_file_descriptors_is_one_clear_error(isolation, monkeypatch):
         "cannot start a sandbox: [Errno 24] Too many open files; "
         "close files or raise the open-file limit (ulimit -n)"
     )
+
+
+def test_oversized_programs_are_refused_before_running(isolation):
+    v = run_candidate_tests(
+        "x = 1\n" * (sandbox.MAX_SOURCE // 6 + 1), "f", "def check(c):\n    c()\n"
+    )
+    assert v.passed is False and v.seconds == 0.0
+    assert v.reason == (
+        f"the candidate program has {sandbox.MAX_SOURCE + 6 - sandbox.MAX_SOURCE % 6} characters, "
+        f"more than {sandbox.MAX_SOURCE}"
+    )

@@ -59,6 +59,7 @@ if __name__ != "__main__":  # the launcher runs this file with the standard libr
 
 __all__ = [
     "ALLOW_ENV",
+    "MAX_SOURCE",
     "Isolation",
     "RunResult",
     "Sandbox",
@@ -72,6 +73,8 @@ __all__ = [
 
 #: Environment variable that allows running untrusted code without isolation (``1``).
 ALLOW_ENV = "ORCHESTRACE_ALLOW_UNSANDBOXED"
+#: Longest candidate program :meth:`Sandbox.check` accepts (characters).
+MAX_SOURCE = 1 << 22
 
 # -- the value format shared by both sides ------------------------------------------------------
 
@@ -787,7 +790,7 @@ class SandboxPolicy:
     cpu_s: float = 10.0
     wall_s: float = 15.0
     memory_bytes: int = 1 << 30
-    processes: int = 16
+    processes: int = 8
     file_bytes: int = 8 << 20
     tmp_bytes: int = 16 << 20
     open_files: int = 64
@@ -1210,6 +1213,13 @@ class Sandbox:
     ) -> Verdict:
         """Run ``tests`` against the function ``entry`` of ``source``; see :func:`run_candidate_tests`."""
         t0 = time.monotonic()
+        if len(source) > MAX_SOURCE:
+            return Verdict(
+                False,
+                f"the candidate program has {len(source)} characters, more than {MAX_SOURCE}",
+                self.isolation.label,
+                0.0,
+            )
         req_r, req_w = _pipe()
         res_r, res_w = _pipe()
         ver_r, ver_w = _pipe()
