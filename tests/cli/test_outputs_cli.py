@@ -397,3 +397,59 @@ def test_a_report_that_cannot_be_written_is_one_line(tmp_path):
     )
     with pytest.raises(OSError, match="unrelated"), report_dir(tmp_path / "b2", report="bench"):
         raise OSError(errno.ENOENT, "unrelated", "/elsewhere/model.bin")
+
+
+class _Signaller:
+    """A processor that sends signals to this process once the run has recorded a few events."""
+
+    def __init__(self, sig: int, times: int) -> None:
+        self.sig, self.times, self.n = sig, times, 0
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+    def on_event(self, event, edges):
+        self.n += 1
+        if self.n == 20:
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.sig)
+
+
+@pytest.mark.parametrize(("sig", "name"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
+def test_a_signal_during_a_run_records_the_stop(tmp_path, sig, name):
+    from orchestrace.runtime import run
+
+    out = tmp_path / "r.jsonl"
+    before = signal.getsignal(sig)
+    res = run(
+        "debate",
+        agents=4,
+        rounds=200,
+        output=out,
+        processors=[_Signaller(sig, 1)],
+        stop_on_signals=True,
+    )
+    assert signal.getsignal(sig) == before  # the handler is put back
+    assert res.interrupted_by == name
+    tr = load(out)
+    assert not tr.meta.get("partial")
+    assert (tr.events[-1].decision, tr.events[-1].content) == ("stop", f"interrupted by {name}")
+    assert tr.meta["result"]["stop_reason"] == f"interrupted by {name}"
+
+
+def test_a_second_signal_gives_up_the_clean_stop(tmp_path):
+    from orchestrace.runtime import run
+
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        run(
+            "debate",
+            agents=4,
+            rounds=200,
+            output=out,
+            processors=[_Signaller(signal.SIGINT, 2)],
+            stop_on_signals=True,
+        )
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    tr = load(out, partial=True)  # every complete record kept, no footer
+    assert tr.meta.get("partial") and tr.n_events >= 20

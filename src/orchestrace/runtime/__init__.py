@@ -123,8 +123,9 @@ def run(
         cache: Replay cache to answer calls from.
         overwrite: Replace an existing ``output`` (otherwise an existing file is an error).
         stop_on_signals: SIGINT and SIGTERM stop the run cleanly (a recorded stop event, a
-            footer; see ``RunResult.interrupted_by``) instead of raising mid-run. Only in the
-            main thread.
+            footer; see ``RunResult.interrupted_by``) instead of raising mid-run; a second
+            signal while it stops raises ``KeyboardInterrupt`` (the recording is left without
+            its footer). Only in the main thread.
         **options: :class:`RunConfig` fields (``max_steps``, ``tool_failure_rate``...) and
             topology options (``rounds``, ``managers``, ``gossip``, ``chunks``...).
 
@@ -202,9 +203,10 @@ def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
     loop = asyncio.get_running_loop()
 
     def stop(name: str) -> None:
-        if not caught:
-            caught.append(name)
-            rt._request_stop(f"interrupted by {name}")
+        if caught:  # a second signal while stopping: give up on a clean stop
+            raise KeyboardInterrupt
+        caught.append(name)
+        rt._request_stop(f"interrupted by {name}")
 
     saved: list[tuple[int, Any]] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
