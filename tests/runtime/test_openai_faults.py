@@ -473,3 +473,10 @@ def test_errors_from_any_backend_are_redacted_in_the_trace(tmp_path):
         raw = out.read_text()
         assert SECRET not in raw and PASSWORD not in raw
         assert llm_errors(out) and "***" in llm_errors(out)[0]
+
+
+def test_repr_holds_no_credentials():
+    b = OpenAIBackend(base_url=f"http://alice:{PASSWORD}@h/v1", api_key=SECRET, model="m")
+    text = repr(b) + str(b)
+    assert PASSWORD not in text and SECRET not in text
+    assert "http://h/v1" in text

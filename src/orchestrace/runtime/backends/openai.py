@@ -125,7 +125,7 @@ class OpenAIBackend:
     """
 
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     model: str | None = None
     timeout_s: float = 60.0
     retries: int = 3
@@ -175,6 +175,13 @@ class OpenAIBackend:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10**9:
                 raise ConfigError(f"{key} must be an integer from {low} to 10**9 (got {value!r})")
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIBackend(base_url={redact_url(str(self.base_url))!r}, model={self.model!r}, "
+            f"timeout_s={self.timeout_s!r}, retries={self.retries!r}, "
+            f"concurrency={self.concurrency!r})"
+        )
 
     def _safe(self, text: str) -> str:
         """``text`` with this backend's key and every credential-looking value removed."""
