@@ -441,3 +441,19 @@ def test_system_refusals_of_a_name_are_one_line(tmp_path, monkeypatch, small_tra
     with pytest.raises(OutputError, match=r"^loop1 is a broken symbolic link; choose another"):
         dump(small_trace, "loop1", overwrite=True)
     assert sorted(os.listdir(tmp_path)) == ["loop1", "loop2"]
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path, small_trace, medium_trace):
+    old = os.umask(0o022)
+    try:
+        for name in ("t.json", "s.jsonl"):
+            p = tmp_path / name
+            dump(small_trace, p)
+            os.chmod(p, 0o640)
+            if name == "s.jsonl":
+                StreamWriter(p, trace_id="t", task_id="x", overwrite=True).close()
+            else:
+                dump(medium_trace, p, overwrite=True)
+            assert stat.S_IMODE(os.stat(p).st_mode) == 0o640, name
+    finally:
+        os.umask(old)

@@ -15,7 +15,8 @@ The rules, shared by every command and writer:
   give one line saying what to do.
 * A write that fails (disk full, permission denied) is reported as :class:`OutputError`; its
   temporary files are removed and the previous output is left intact.
-* Files get the mode the user's umask gives (``0o666 & ~umask``).
+* New files get the mode the user's umask gives (``0o666 & ~umask``); a replaced file keeps
+  its mode.
 * A writer holds an advisory lock (``flock``) on its output while it writes; a second writer
   on the same path is refused instead of interleaving with the first.
 """
@@ -391,9 +392,19 @@ def lock_path(path: PathLike) -> Iterator[None]:
 
 # ---------------------------------------------------------------------- files
 def _mkstemp(target: Path) -> tuple[int, str]:
+    """A temporary sibling of ``target`` with the mode the output will have.
+
+    That is the mode of the file it replaces, if there is one (a file the user made private
+    stays private), else the umask's.
+    """
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        st = os.stat(target)
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else file_mode()
+    except OSError:
+        mode = file_mode()
     with suppress(OSError):
-        os.fchmod(fd, file_mode())
+        os.fchmod(fd, mode)
     return fd, tmp
 
 
