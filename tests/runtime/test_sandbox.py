@@ -717,3 +717,31 @@ def test_oversized_programs_are_refused_before_running(isolation):
         f"the candidate program has {sandbox.MAX_SOURCE + 6 - sandbox.MAX_SOURCE % 6} characters, "
         f"more than {sandbox.MAX_SOURCE}"
     )
+
+
+def test_the_parents_session_keyring_is_not_inherited(isolation):
+    import ctypes
+
+    nrs = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(os.uname().machine)
+    if nrs is None:
+        pytest.skip("keyctl numbers known here only for x86_64 and aarch64")
+    add_key, keyctl = nrs
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(keyctl, 1, None) < 0:  # this test process gets a keyring of its own
+        pytest.skip("keyrings are not available here")
+    key = libc.syscall(add_key, b"user", b"orchestrace-planted", SECRET.encode(), len(SECRET), -3)
+    assert key > 0
+    probe = (
+        "import ctypes\n"
+        "buf = ctypes.create_string_buffer(100)\n"
+        f"n = ctypes.CDLL(None).syscall({keyctl}, 11, {key}, buf, 100)\n"  # KEYCTL_READ
+        "print('read', n, buf.value)\n"
+        "print(open('/proc/keys').read())\n"
+    )
+    # control: a plain child process of this one can read the key
+    plain = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert SECRET in plain.stdout
+    out = Sandbox().run(probe).output.decode()
+    assert "read -1" in out and SECRET not in out and "orchestrace-planted" not in out, out

@@ -404,6 +404,8 @@ _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 1, 4, 24
 _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 271, "s390x": 280}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
 _INNER_ID = 65534  # the sandbox's uid/gid inside its user namespace
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 #: Exit status of the launcher when it could not set the sandbox up.
@@ -631,6 +633,15 @@ def _payload(cfg: Mapping[str, Any], libc: Any) -> int:  # pragma: no cover - ru
     return _ROLES[str(cfg["role"])](cfg)
 
 
+def _new_session_keyring() -> None:  # pragma: no cover - runs in the launcher
+    """Leave the parent's session keyring (its keys would be readable) for an empty one."""
+    import ctypes
+
+    nr = _SYS_KEYCTL.get(os.uname().machine)
+    if nr is not None:  # where keyctl is unavailable there are no keys to take either
+        ctypes.CDLL(None).syscall(nr, _KEYCTL_JOIN_SESSION_KEYRING, None)
+
+
 def _world_readable(path: str) -> bool:  # pragma: no cover - runs in the launcher
     """Whether every directory down to ``path`` lets any user in (so a dropped uid can import)."""
     import stat
@@ -650,6 +661,7 @@ def _launch() -> None:  # pragma: no cover - the launcher's entry point
 
     cfg = marshal.loads(sys.stdin.buffer.read())  # from the parent, after this code: plain data
     os.umask(0o022)
+    _new_session_keyring()
     mode = str(cfg["mode"])
     if mode == "none":
         try:
