@@ -582,3 +582,13 @@ def test_parquet_integer_columns_read_as_the_model_types(dataset, small_trace):
     assert {type(e.t) for e in trace.events} == {float}
     back, again = parse(dumps(trace))
     assert again == [] and back == trace
+
+
+@pytest.mark.parametrize("tokens", [[2**63], [2**64], pa.array([2**64 - 1], pa.uint64())])
+def test_columnar_graph_refuses_counts_beyond_int64(tokens):
+    from orchestrace.trace.graph import TraceGraph
+
+    with pytest.raises(ValueError, match=r"does not fit a 64-bit column \(2\^63-1 at most\)"):
+        TraceGraph.from_columns(
+            ["e1"], [0.0], [0.0], ["message"], ["a"], [], [], [], tokens_in=tokens
+        )

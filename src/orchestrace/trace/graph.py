@@ -509,13 +509,18 @@ class TraceGraph:
         pool = pa.default_memory_pool()
 
         def arr(x: Any) -> Any:
-            out = x if _is_arrow(x) else pa.array(x, pa.string() if not len(x) else None)
+            try:
+                out = x if _is_arrow(x) else pa.array(x, pa.string() if not len(x) else None)
+            except OverflowError:
+                raise ValueError("a number does not fit a 64-bit column (2^63-1 at most)") from None
             return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
         def numeric(x: Any, dtype: Any, missing: Any) -> np.ndarray:
             a = arr(x)
             if a.null_count:
                 a = a.fill_null(missing)
+            if pa.types.is_unsigned_integer(a.type) and len(a) and pc.max(a).as_py() >= 2**63:
+                raise ValueError("a number does not fit a 64-bit column (2^63-1 at most)")
             return np.asarray(a.to_numpy(zero_copy_only=False), dtype=dtype)
 
         member_sets = {
