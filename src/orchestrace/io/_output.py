@@ -28,6 +28,7 @@ import errno
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import stat
 import tempfile
@@ -232,7 +233,7 @@ def _check_parent(path: PathLike, parent: Path, *, create: bool) -> None:
             raise OutputError(
                 path,
                 f"cannot write {shown}: directory {_show(parent)} does not exist; "
-                f"create it first (mkdir -p {_show(parent)}) or choose another path",
+                f"create it first (mkdir -p {shlex.quote(_show(parent))}) or choose another path",
             )
     else:
         probe_parent = parent
