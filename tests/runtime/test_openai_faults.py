@@ -480,3 +480,13 @@ def test_repr_holds_no_credentials():
     text = repr(b) + str(b)
     assert PASSWORD not in text and SECRET not in text
     assert "http://h/v1" in text
+
+
+def test_bench_reports_show_backend_options_without_credentials():
+    from orchestrace.bench.suite import public_options
+
+    shown = public_options(
+        {"base_url": f"http://alice:{PASSWORD}@h/v1", "model": "m", "api_key": SECRET}
+    )
+    assert shown == {"base_url": "http://***@h/v1", "model": "m"}
+    assert public_options(None) is None

@@ -102,6 +102,13 @@ def get_suite(name: str) -> Suite:
     return SUITES[name]
 
 
+def public_options(options: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Backend options as a report may show them: no API key, no credentials in URLs."""
+    if options is None:
+        return None
+    return {k: redact(v) if isinstance(v, str) else v for k, v in options.items() if k != "api_key"}
+
+
 # ---------------------------------------------------------------------------- single runs
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One benchmark run: ``{topology, task, agents, seed, fault, rate, backend}``."""
@@ -147,7 +154,8 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         results = [e for e in res.trace.events if e.type == "tool_result"]
         m["fault_units"] = len(results)
         m["faults_injected"] = sum(1 for e in results if e.error)
-    return {**spec, **m, "cpu_s": cpu, "trace_id": res.trace.trace_id}
+    public = {**spec, "backend_options": public_options(spec.get("backend_options"))}
+    return {**public, **m, "cpu_s": cpu, "trace_id": res.trace.trace_id}
 
 
 # ---------------------------------------------------------------------------- aggregation
@@ -324,11 +332,7 @@ def run_suite(
         "suite": {**dataclasses.asdict(suite), "version": suite.id.rsplit("-", 1)[-1]},
         "config": {
             "backend": backend,
-            "backend_options": {
-                k: redact(v) if isinstance(v, str) else v
-                for k, v in (backend_options or {}).items()
-                if k != "api_key"
-            },
+            "backend_options": public_options(backend_options) or {},
             "jobs": jobs,
             "seeds": list(range(suite.seeds)),
         },
