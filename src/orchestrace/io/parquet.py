@@ -9,6 +9,11 @@ A dataset is a directory (conventionally named ``*.parquet``) holding three file
       edges.parquet    trace_id, src, dst, type
       traces.parquet   trace_id, task_id, system, topology, schema_version, rewards, costs,
                        metrics (map<string, double>), meta (JSON text), n_events, n_edges
+      _orchestrace.json  marks the directory as written by orchestrace
+
+A dataset is written into a temporary sibling and renamed into place; an existing one is
+replaced only with ``overwrite=True`` and only when orchestrace wrote it (the three tables, and
+the marker, and nothing else): see :mod:`orchestrace.io._output`.
 
 Query it with DuckDB (``SELECT type, count(*) FROM 'run.parquet/events.parquet' GROUP BY 1``)
 or pyarrow. Many traces fit in one dataset; rows keep recording order, so traces round-trip
