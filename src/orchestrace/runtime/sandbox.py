@@ -16,6 +16,9 @@ launcher that uses what Linux gives:
   the fresh ``/proc`` and a small writable ``/tmp`` (the only writable place).
 * **no privileges**: as root it switches to an unused unprivileged uid; in every mode it drops
   all capabilities and sets ``no_new_privs``.
+* **fewer kernel interfaces**: a seccomp filter (x86_64, aarch64) refuses ``ptrace``, the key
+  system calls, module loading, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring``,
+  mounts and namespaces; the parent's session keyring is left for an empty one.
 * **rlimits**: CPU seconds, address space, processes, file size, open files, no core dumps; the
   parent enforces the wall-clock limit and reads the sandbox's output with a cap (beyond it the
   sandbox is killed), so it never buffers more than :attr:`SandboxPolicy.output_bytes`.
