@@ -90,7 +90,8 @@ def display(value: object, limit: int = 80) -> str:
 def bounded(text: str, width: int = 1000, lines: int = 60) -> str:
     r"""``text`` with every line clipped to ``width`` characters and at most ``lines`` lines.
 
-    For multi-line messages (errors, problem lists) that may quote hostile values; clipped
+    For multi-line messages (errors, problem lists) that may quote hostile values: control
+    characters other than newline and tab are escaped (as :func:`display` does), and clipped
     lines end with ``… (N chars)``.
 
     Example:
@@ -101,7 +102,13 @@ def bounded(text: str, width: int = 1000, lines: int = 60) -> str:
     more = len(parts) > lines
     if more:
         extra = parts.pop().count("\n") + 1
-    out = [p if len(p) <= width else f"{p[: width - 1]}… ({len(p)} chars)" for p in parts]
+    out = [
+        _CONTROL.sub(
+            lambda m: _escape_char(m.group()),
+            p if len(p) <= width else f"{p[: width - 1]}… ({len(p)} chars)",
+        )
+        for p in parts
+    ]
     if more:
         out.append(f"... and {extra} more line(s)")
     return "\n".join(out)

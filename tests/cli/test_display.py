@@ -137,6 +137,9 @@ def test_guard_escapes_everything_printed(capsys):
 def test_bounded_clips_lines_and_count():
     assert bounded("a\n" + "b" * 5000, width=100).endswith("… (5000 chars)")
     assert bounded("\n".join("x" * 70), lines=5).endswith("... and 65 more line(s)")
+    assert bounded(f"error: {HOSTILE}\n  next\tline") == (
+        "error: \\x1b[31mRED\\x1b[0m\\x07\\r\nFAKE: ok\n  next\tline"
+    )
 
 
 @pytest.mark.parametrize(
