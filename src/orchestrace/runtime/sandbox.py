@@ -26,7 +26,7 @@ launcher that uses what Linux gives:
 :func:`detect` finds what the machine allows. Where no isolation is possible, running untrusted
 code is refused with a :class:`~orchestrace.errors.RuntimeError_` unless the caller opts in
 (``allow_unsandboxed=True`` or ``ORCHESTRACE_ALLOW_UNSANDBOXED=1``); the code then runs with
-rlimits, a new session and an empty environment only.
+rlimits, the seccomp filter, a new session and an empty environment only.
 
 :func:`run_candidate_tests` grades a candidate function with a pass/fail signal the candidate
 cannot forge: the tests run in one sandbox, the candidate in another; every call of
@@ -392,7 +392,7 @@ _ROLES: dict[str, Callable[[Mapping[str, Any]], int]] = {
     "tests": _run_tests,
 }
 
-# -- the launcher (runs as ``python -I -S sandbox.py`` with the config on stdin) ----------------
+# -- the launcher (this module compiled by the parent, run by ``python -I -S -c _BOOT``) -------
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUTS = 0x04000000
