@@ -190,8 +190,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         print(_text(res.trace.trace_id, summary, 8))
     if res.interrupted_by:
         print(
-            f"interrupted by {res.interrupted_by}: the run was stopped early and its stop "
-            "recorded",
+            f"interrupted by {res.interrupted_by}: the run was stopped early and its stop recorded",
             file=sys.stderr,
         )
         return 130 if res.interrupted_by == "SIGINT" else 143
