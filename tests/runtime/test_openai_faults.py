@@ -490,3 +490,20 @@ def test_bench_reports_show_backend_options_without_credentials():
     )
     assert shown == {"base_url": "http://***@h/v1", "model": "m"}
     assert public_options(None) is None
+
+
+def test_retry_after_never_outlasts_the_wall_budget(serve, tmp_path):
+    from orchestrace.runtime import run
+
+    s = serve(lambda h, n: send_json(h, 429, {"error": "busy"}, [("Retry-After", "30")]))
+    t0 = time.monotonic()
+    res = run(
+        "centralized",
+        agents=2,
+        backend="openai",
+        backend_options={"base_url": s.url, "model": "m", "retries": 3, "timeout_s": 5},
+        max_wall_s=1.0,
+        output=tmp_path / "t.jsonl",
+    )
+    assert time.monotonic() - t0 < 5.0
+    assert res.trace.meta["result"]["stop_reason"] == "budget exceeded: max_wall_s (1.0)"
