@@ -592,3 +592,23 @@ def test_columnar_graph_refuses_counts_beyond_int64(tokens):
         TraceGraph.from_columns(
             ["e1"], [0.0], [0.0], ["message"], ["a"], [], [], [], tokens_in=tokens
         )
+
+
+def test_stream_problems_name_the_line_of_their_record(tmp_path, small_trace):
+    """A dropped line never shifts a location: each problem names its own line."""
+    p = tmp_path / "run.jsonl"
+    lines = stream_bytes(small_trace).split(b"\n")
+    first = json.loads(lines[1])
+    first["event"]["t"] = -5  # line 2 is dropped
+    lines[1] = json.dumps(first).encode()
+    dup = json.loads(lines[4])
+    dup["event"]["id"] = json.loads(lines[3])["event"]["id"]
+    lines[4] = json.dumps(dup).encode()
+    p.write_bytes(b"\n".join(lines))
+    [item] = list(iter_jsonl(p, keep_going=True))
+    dup_id = dup["event"]["id"]
+    expected = (
+        f"{p}:5: $.event.id: duplicate event id '{dup_id}' (first used at line 4); give every "
+        "event a unique id"
+    )
+    assert expected in [str(x) for x in item.problems]

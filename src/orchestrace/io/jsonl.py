@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -492,6 +493,8 @@ def _iter_stream(
     bad_ids: list[str] = []
     # agents a damaged event spawned or addressed: their missing spawn is no separate error
     bad_to: set[str] = set()
+    # the line each kept event and edge was read from (problems name their line)
+    lines_of: dict[str, list[int]] = {"events": [], "edges": []}
     # records read while no header was open (its line was damaged, or missing)
     orphans: list[int] = []
 
@@ -538,7 +541,7 @@ def _iter_stream(
         found = list(problems)
         if check:
             found += [
-                p.at(f"{src}:{start}")
+                _on_its_line(p, src, start, lines_of)
                 for p in check_trace(trace, partial=partial, known_ids=bad_ids)
                 if not _knock_on(p, trace, bad_to)
                 # a trace whose reading stopped at a damaged line lacks events for that reason
@@ -607,6 +610,7 @@ def _iter_stream(
                 yield from headless()
             header, start, events, edges, problems, bad_ids = rec.header, lineno, [], [], [], []
             bad_to = set()
+            lines_of = {"events": [], "edges": []}
         elif header is None:
             if not keep_going:
                 problems.append(
@@ -622,8 +626,10 @@ def _iter_stream(
             orphans.append(lineno)
         elif rec.event is not None:
             events.append(rec.event)
+            lines_of["events"].append(lineno)
         elif rec.edge is not None:
             edges.append(rec.edge)
+            lines_of["edges"].append(lineno)
         elif rec.footer is not None:
             yield finish(rec.footer, None)
             header, problems, bad_ids, bad_to = None, [], [], set()
@@ -639,6 +645,34 @@ def _iter_stream(
         )
     else:
         yield from headless()
+
+
+_RECORD_AT = re.compile(r"\$\.(events|edges)\[(\d+)\]")
+
+
+def _on_its_line(p: Problem, src: str, start: int, lines_of: dict[str, list[int]]) -> Problem:
+    """Attribute a problem of a streamed trace to the line of the record it is about.
+
+    ``$.events[3].id`` becomes ``FILE:LINE: $.event.id``, and a mention of another record
+    (``first used at $.events[1]``) names its line, so dropped lines never shift a location.
+    """
+
+    def line(kind: str, index: str) -> int | None:
+        found = lines_of[kind]
+        i = int(index)
+        return found[i] if i < len(found) else None
+
+    def mention(m: re.Match[str]) -> str:
+        at = line(m.group(1), m.group(2))
+        return f"line {at}" if at is not None else m.group(0)
+
+    message = _RECORD_AT.sub(mention, p.message)
+    m = _RECORD_AT.match(p.path)
+    at = line(m.group(1), m.group(2)) if m else None
+    if m is None or at is None:
+        return replace(p, message=message, source=f"{src}:{start}")
+    path = f"$.{m.group(1)[:-1]}{p.path[m.end() :]}"
+    return replace(p, message=message, path=path, source=f"{src}:{at}")
 
 
 def _running_costs(events: list[Event]) -> dict[str, float]:
