@@ -410,6 +410,10 @@ def corrupt(ds, kind):
         _set(ds, e, "type", v, pa.string())
     elif kind == "n-events-wrong":
         _set(ds, tr, "n_events", [3], pa.int64())
+    elif kind == "no-traces":
+        for name in (e, "edges.parquet", tr):
+            table = pq.read_table(ds / name)
+            pq.write_table(table.slice(0, 0), ds / name)
     else:  # pragma: no cover
         raise KeyError(kind)
 
@@ -422,6 +426,8 @@ PARQUET_FAULTS = {
     "`orchestrace convert`",
     "events-dir": "events.parquet: is not a regular file; rewrite the dataset with "
     "`orchestrace convert`",
+    "no-traces": "traces.parquet: dataset holds no traces; write traces into it "
+    "(`orchestrace convert IN -o OUT.parquet`)",
     "n-events-wrong": "traces.parquet: n_events/n_edges do not match the rows of "
     "events.parquet/edges.parquet; rewrite the dataset with `orchestrace convert`",
     "step-negative": "$.events[0].step: value out of range: -4 (expected an integer from 0 "
@@ -443,7 +449,7 @@ PARQUET_FAULTS = {
     "orchestrator_decision, spawn, despawn, message, tool_call, tool_result, return, "
     "aggregate, human_intervention, safety_event, llm_call",
 }
-FILE_LEVEL = {"t-strings", "missing-column", "events-dir", "n-events-wrong"}
+FILE_LEVEL = {"t-strings", "missing-column", "events-dir", "n-events-wrong", "no-traces"}
 
 
 @pytest.mark.parametrize("kind", sorted(PARQUET_FAULTS))

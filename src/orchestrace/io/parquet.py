@@ -557,6 +557,15 @@ def _check_dataset(path: PathLike) -> Path:
     return p
 
 
+def _no_traces(src: str) -> TraceFormatError:
+    return TraceFormatError(
+        src,
+        "traces.parquet",
+        "dataset holds no traces",
+        "write traces into it (`orchestrace convert IN -o OUT.parquet`)",
+    )
+
+
 def _read_error(path: PathLike, where: str, err: Exception) -> TraceFormatError:
     if isinstance(err, PermissionError) or "Permission denied" in str(err):
         return _denied(str(path))
@@ -627,6 +636,8 @@ def parse_parquet(
     ev_cols = {c: _values(events.column(c), _EVENT_KINDS[c]) for c in ("trace_id", *EVENT_COLUMNS)}
     ed_cols = {c: edges.column(c).to_pylist() for c in ("trace_id", "src", "dst", "type")}
     rows = traces.to_pylist()
+    if not rows:
+        raise _no_traces(src)
     counts = [(r["n_events"], r["n_edges"]) for r in rows]
     if any(not isinstance(a, int) or not isinstance(b, int) or a < 0 or b < 0 for a, b in counts):
         raise TraceFormatError(
@@ -767,6 +778,8 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
             _REWRITE,
         )
     ids = [row["trace_id"] for row in traces]
+    if not ids:
+        raise _no_traces(src)
     if trace_id is None:
         if len(ids) != 1:
             raise TraceFormatError(
