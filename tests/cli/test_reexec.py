@@ -23,7 +23,9 @@ def test_large_input_restart_ignores_a_package_in_the_working_directory(tmp_path
         fh.truncate(_HUGE_INPUT + 1)
     exe = Path(sys.executable).with_name("orchestrace")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-P", "-m", "orchestrace"]
-    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "ORCHESTRACE_NO_REEXEC")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "ORCHESTRACE_NO_REEXEC")
+    }
     r = subprocess.run(
         [*cmd, "validate", "big.json"],
         cwd=tmp_path,

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrace import __version__
 from orchestrace._safe import bounded, guarded_output, redact
-from orchestrace.errors import OrchestraceError
+from orchestrace.errors import ConfigError, OrchestraceError
 
 __all__ = ["COMMANDS", "main"]
 
@@ -92,12 +92,19 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _check_seeds(args: argparse.Namespace) -> None:
     """Every seed option of every command: an integer from 0 to 2**63-1."""
-    from orchestrace.runtime.config import check_seed
+    from orchestrace.runtime.config import MAX_INT, check_seed
 
     for name in ("seed", "task_seed", "train_seed"):
         value = getattr(args, name, None)
         if value is not None:
             check_seed(value, "--" + name.replace("_", "-"))
+    # every other integer option: no count, size or budget beyond what a 64-bit field holds
+    for name, value in vars(args).items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise ConfigError(
+                f"--{name.replace('_', '-')} is out of range (got a {len(str(abs(value)))}-digit "
+                "number); use a value below 2**63"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
-from orchestrace.credit.reward import RewardLike, counterfactual_reward
+from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Trace
 
@@ -94,7 +94,7 @@ class LeaveOneOutCredit:
                 "leave-one-out credit removes agents or messages; for other units "
                 "use uniform or discounted credit"
             )
-        base = self._reward(trace, forked=False) if reward is None else float(reward)
+        base = self._reward(trace, forked=False) if reward is None else finite_reward(reward)
         roots = set(root_agents(trace))
         values = {}
         calls = 0
@@ -169,7 +169,7 @@ class CounterfactualMessageCredit:
                 "counterfactual credit is defined for messages; use shapley or "
                 "loo for agents, discounted or uniform for other units"
             )
-        base = self._reward(trace, forked=False) if reward is None else float(reward)
+        base = self._reward(trace, forked=False) if reward is None else finite_reward(reward)
         llm_calls = sum(e.type == "llm_call" for e in trace.events)
         descendants = llm_descendants(trace)
         values = {}

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Trace
 
-__all__ = ["RewardLike", "counterfactual_reward", "resolve_reward", "reward_of"]
+__all__ = [
+    "RewardLike",
+    "counterfactual_reward",
+    "finite_reward",
+    "resolve_reward",
+    "reward_of",
+]
 
 RewardLike = Callable[..., Any]
 
@@ -90,7 +97,26 @@ def resolve_reward(
     *,
     rerun_checks: bool = False,
 ) -> float | None:
-    """``reward`` when given, else the trace's reward (``None`` when it is unknown)."""
+    """``reward`` when given, else the trace's reward (``None`` when it is unknown).
+
+    Raises:
+        ConfigError: ``reward`` is given but not a finite number.
+    """
     if reward is not None:
-        return float(reward)
+        return finite_reward(reward)
     return _value(trace, reward_fn, rerun_checks)
+
+
+def finite_reward(reward: object) -> float:
+    """``reward`` as a float, when it is a finite number.
+
+    Raises:
+        ConfigError: Not a number (booleans included), NaN or infinite.
+    """
+    value = float(reward) if isinstance(reward, int | float) else math.nan
+    if isinstance(reward, bool) or not math.isfinite(value):
+        raise ConfigError(
+            f"reward must be a finite number (got {reward!r:.40}); pass e.g. reward=1.0, "
+            "or leave it out to use the trace's team reward"
+        )
+    return value

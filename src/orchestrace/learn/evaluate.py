@@ -23,7 +23,10 @@ import numpy as np
 
 from orchestrace.learn.env import make_env
 
-__all__ = ["HELD_OUT", "EvalResult", "compare", "evaluate", "format_table", "mean_ci", "t95"]
+#: Most held-out episodes per policy one evaluation may ask for (about a day of CPU).
+MAX_EPISODES = 100_000_000
+
+__all__ = ["HELD_OUT", "MAX_EPISODES", "EvalResult", "compare", "evaluate", "format_table", "mean_ci", "t95"]
 
 #: First seed of held-out evaluation instances.
 HELD_OUT = 10**9
@@ -99,7 +102,21 @@ def evaluate(
     name: str | None = None,
     env_options: Mapping[str, Any] | None = None,
 ) -> EvalResult:
-    """Score one policy (anything with ``act(obs, info, env)``) on held-out instances."""
+    """Score one policy (anything with ``act(obs, info, env)``) on held-out instances.
+
+    Raises:
+        ConfigError: ``seeds`` or ``episodes`` below 1, or more than :data:`MAX_EPISODES`
+            episodes in all.
+    """
+    from orchestrace.errors import ConfigError
+
+    if seeds < 1 or episodes < 1:
+        raise ConfigError(f"seeds and episodes must be >= 1, got {seeds} and {episodes}")
+    if seeds * episodes > MAX_EPISODES:
+        raise ConfigError(
+            f"{seeds} seeds x {episodes} episodes is more than {MAX_EPISODES:,} episodes per "
+            "policy; use fewer seeds or episodes"
+        )
     env = make_env(env_id, task=task, **dict(env_options or {}))
     per: dict[str, list[float]] = {"reward": [], "success": [], "tokens": [], "workers": []}
     for s in range(seeds):

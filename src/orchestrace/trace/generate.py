@@ -35,6 +35,8 @@ __all__ = ["generate_trace", "min_events"]
 _TOOLS = ("search", "python", "browser")
 CAUSAL, SPAWN, AGGREGATE, TOOL_DEPENDENCY = "causal", "spawn", "aggregate", "tool_dependency"
 _MAX_DEPTH = 256
+_MAX_AGENTS = 10_000_000
+_MAX_EVENTS = 100_000_000
 
 
 def _levels(agents: int, depth: int) -> list[int]:
@@ -87,6 +89,12 @@ def generate_trace(
     for name, value, lo in (("agents", agents, 1), ("steps", steps, 1), ("depth", depth, 0)):
         if not isinstance(value, int) or value < lo:
             raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    for name, value, hi in (("agents", agents, _MAX_AGENTS), ("steps", steps, _MAX_EVENTS)):
+        if value > hi:
+            raise ConfigError(
+                f"{name} must be at most {hi:,} (got {value:,}); a generated trace is held in "
+                "memory, so generate several smaller ones"
+            )
     if depth > _MAX_DEPTH:
         raise ConfigError(f"depth must be <= {_MAX_DEPTH}, got {depth}")
     if agents > 1 and depth == 0:
