@@ -124,8 +124,10 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
 def result_lines(res: Any, output: str | None) -> list[str]:
     """The run's headline, before the analysis."""
     m = res.trace.meta["result"]
+    known = m.get("success", res.success) is not None
+    head = ("solved" if res.success else "failed") if known else "unchecked"
     return [
-        f"{'solved' if res.success else 'failed'}: answer {display(repr(m['answer']))} "
+        f"{head}: answer {display(repr(m['answer']))} "
         f"(truth {display(repr(m['truth']))}); stop: {display(m['stop_reason'], 200)}",
         f"backend calls {res.backend_calls}, CPU {res.cpu_s:.2f} s, wall {res.wall_s:.2f} s"
         + (f"; trace in {display(output, 300)}" if output else ""),

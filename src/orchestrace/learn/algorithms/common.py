@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._safe import redact
 from orchestrace.errors import ConfigError
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.policies.torch_policy import MLPPolicy
@@ -167,11 +168,12 @@ class Trainer:
             w = csv.DictWriter(fh, fieldnames=list(self.log[0]))
             w.writeheader()
             w.writerows(self.log)
-        self.policy.save(
-            out / f"policy{suffix}.pt", extra={"algo": self.algo, "config": asdict(self.cfg)}
-        )
+        # the config may carry backend options (a base URL with credentials, an API key):
+        # what is written is redacted
+        config = json.loads(redact(json.dumps(asdict(self.cfg), default=str)))
+        self.policy.save(out / f"policy{suffix}.pt", extra={"algo": self.algo, "config": config})
         (out / f"config{suffix}.json").write_text(
-            json.dumps({"algo": self.algo, **asdict(self.cfg)}, indent=2, default=str)
+            json.dumps({"algo": self.algo, **config}, indent=2)
         )
         plot_curve(
             self.log, out / f"curve{suffix}.png", f"{self.algo} on {self.cfg.env} ({self.cfg.task})"
