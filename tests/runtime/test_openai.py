@@ -191,12 +191,10 @@ def test_full_run_against_a_local_server(server):
     llm = [e for e in tr.events if e.type == "llm_call"]
     assert llm and all(e.tool == "local" and e.error is None for e in llm)
     assert all(e.dur > 0 for e in llm)  # real latency was measured
-    assert tr.meta["backend"] == {
-        "name": "openai",
-        "virtual": False,
-        "model": "local",
-        "base_url": url,
-    }
+    spec = dict(tr.meta["backend"])
+    options = spec.pop("options")
+    assert spec == {"name": "openai", "virtual": False, "model": "local", "base_url": url}
+    assert options["base_url"] == url and options["model"] == "local" and options["retries"] == 0
 
 
 @pytest.mark.parametrize("mode,err", [("garbage", "not a chat completion"), ("slow", "timed out")])

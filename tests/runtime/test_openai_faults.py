@@ -356,7 +356,9 @@ def test_credentials_in_base_url_never_reach_trace_or_output(serve, tmp_path, ca
         assert PASSWORD not in text
         assert "YWxpY2U6czNjcmV0UFc" not in text  # base64 of alice:s3cretPW (Basic auth echo)
     header = records(out)[0]["header"]
-    assert header["meta"]["backend"] == {
+    spec = dict(header["meta"]["backend"])
+    assert spec.pop("options")["base_url"] == f"http://127.0.0.1:{s.port}/v1"
+    assert spec == {
         "name": "openai",
         "virtual": False,
         "model": "default",

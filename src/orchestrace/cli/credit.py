@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from orchestrace._safe import display
+from orchestrace.cli._backend import add_backend_flags, backend_args, given
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
@@ -34,9 +35,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
     p.add_argument("--json", action="store_true", help="print rows {unit, id, value}, one per line")
+    add_backend_flags(p, "the forks of loo, shapley and counterfactual")
     add_rerun_checks(p)
     add_partial_flag(p)
     p.set_defaults(func=run_cmd)
+
+
+#: Methods that re-execute the run (their changed calls reach a backend).
+_FORKING = ("counterfactual", "loo", "shapley")
 
 
 def run_cmd(args: argparse.Namespace) -> int:
@@ -54,6 +60,13 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.samples is not None and args.method in ("shapley", "counterfactual"):
         kw["samples"] = args.samples
     kw["rerun_checks"] = args.rerun_checks
+    if args.method in _FORKING:
+        kw.update(backend_args(args))
+    elif given(args):
+        raise ConfigError(
+            f"--backend, --model and --base-url apply to the methods that re-execute the run "
+            f"({', '.join(_FORKING)}), not to {args.method}; leave them out"
+        )
     with verdict_warnings():
         table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
     for p in check_credit(table, trace):

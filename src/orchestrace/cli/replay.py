@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from orchestrace.cli._backend import add_backend_flags, backend_args, given
 from orchestrace.cli._verdicts import add_rerun_checks
 from orchestrace.errors import ConfigError
 from orchestrace.io import check_dump_target, dump, dumps, load
@@ -46,6 +47,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--spawn-one-more", action="store_true", help="one more worker")
     p.add_argument("-o", "--output", help="write the re-executed trace here")
+    add_backend_flags(p, "a fork")
     add_rerun_checks(p)
     p.add_argument("--force", action="store_true", help="replace an existing output")
     p.set_defaults(func=run_cmd)
@@ -62,6 +64,20 @@ def _success(trace: Any) -> str:
         return "unknown"
     value = trace.metrics.get("task_success")
     return "unknown" if value is None else f"{value:.0f}"
+
+
+def _answered_by(trace: Any) -> str:
+    """``; answered by NAME (MODEL)`` for the calls of a fork that reached a backend."""
+    who = sorted(
+        {
+            f"{a['name']} ({a['model']})" if a.get("model") not in (None, a["name"]) else a["name"]
+            for e in trace.events
+            if e.type == "llm_call"
+            for a in [(e.attrs or {}).get("answered_by")]
+            if isinstance(a, dict) and "name" in a
+        }
+    )
+    return f"; answered by {_clip(', '.join(who), 120)}" if who else ""
 
 
 def _clip(text: Any, limit: int = 300) -> str:
@@ -86,6 +102,12 @@ def run_cmd(args: argparse.Namespace) -> int:
         ivs.append(ForceStop(args.stop_at))
     if args.spawn_one_more:
         ivs.append(spawn_one_more(trace))
+    if not ivs and given(args):
+        raise ConfigError(
+            "--backend, --model and --base-url choose who answers a fork's changed calls, and "
+            "an exact replay calls no backend; add an intervention (--drop-message ID, "
+            "--replace-message ID TEXT, --stop-at STEP, --spawn-one-more) or leave them out"
+        )
     if not ivs:
         res = replay(trace, rerun_checks=args.rerun_checks)
         same = dumps(res.trace) == dumps(trace)
@@ -95,13 +117,14 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         code = 0 if same else 1
     else:
-        res = fork(trace, ivs, rerun_checks=args.rerun_checks)
+        res = fork(trace, ivs, rerun_checks=args.rerun_checks, **backend_args(args))
         total = sum(1 for e in trace.events if e.type == "llm_call")
         before = _success(trace)
         print(
             f"fork with {', '.join(iv.describe()['kind'] for iv in ivs)}: "
             f"{res.backend_calls} backend call(s) ({res.backend_calls / max(total, 1):.1%} of "
             f"the {total} in a full re-run), {res.cache_hits} from the trace"
+            + _answered_by(res.trace)
         )
         print(
             f"task success {before} -> {_success(res.trace)}; "

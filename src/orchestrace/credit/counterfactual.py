@@ -6,9 +6,13 @@
   ``credit(m) = R(run) - E[R(run with m removed or replaced)]``. Each counterfactual is a fork of
   the recorded run in which only the calls downstream of ``m`` reach the backend; a message that
   nothing consumed therefore earns exactly 0. The expectation averages ``samples`` forks whose
-  changed calls are drawn with different backend seeds. ``stats`` reports the backend calls
+  changed calls are drawn with different backend seeds (the simulator's seed plus ``k``). ``stats`` reports the backend calls
   made, the naive cost (a full re-run per message and sample) and the lower bound (the LLM calls
   downstream of each message, which any exact method must redo).
+
+Changed calls reach the backend that recorded the trace (rebuilt from ``meta.backend``; see
+:func:`orchestrace.runtime.replay.backend_for`) unless ``backend=`` names another; a trace whose
+backend cannot be rebuilt is refused with an error naming ``--backend``.
 
 Example:
     >>> from orchestrace.runtime import run
@@ -20,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
@@ -57,11 +62,29 @@ def llm_descendants(trace: Trace) -> dict[str, int]:
     return out
 
 
-def _backend(trace: Trace, seed_offset: int) -> Any:
-    from orchestrace.runtime.backends.sim import SimBackend
+class _Backends:
+    """The backend of each sample, built once per trace (the recorded one by default)."""
 
-    seed = int(trace.meta.get("config", {}).get("seed", 0))
-    return SimBackend(seed=seed + seed_offset)
+    def __init__(self, backend: Any, options: Mapping[str, Any] | None) -> None:
+        self.backend = backend
+        self.options = dict(options or {})
+        self._built: dict[tuple[str, int], Any] = {}
+
+    def __call__(self, trace: Trace, k: int = 0) -> Any:
+        from orchestrace.runtime.replay import backend_for
+
+        first = self._built.get((trace.trace_id, 0))
+        if first is None:
+            first = backend_for(trace, self.backend, **self.options)
+            self._built[(trace.trace_id, 0)] = first
+        if k == 0 or getattr(first, "name", "") != "sim":
+            return first  # a real backend draws its own samples; only the simulator is reseeded
+        key = (trace.trace_id, k)
+        if key not in self._built:
+            self._built[key] = backend_for(
+                trace, self.backend, seed_offset=k, check=False, **self.options
+            )
+        return self._built[key]
 
 
 class LeaveOneOutCredit:
@@ -69,7 +92,9 @@ class LeaveOneOutCredit:
 
     Args:
         reward_fn: The reward (default: team reward).
-        backend: Answers changed calls (default: the simulator with the run's seed).
+        backend: Answers changed calls: ``None`` (the backend the trace records), a backend
+            name (``sim``, ``openai``, ``hf``) or a backend object.
+        backend_options: Options of a backend given by name, or replacing recorded ones.
         rerun_checks: Check answers the recorded verdict does not cover even where that runs
             them as code (sandboxed); without it such a fork raises ConfigError.
     """
@@ -78,10 +103,15 @@ class LeaveOneOutCredit:
     efficient = False
 
     def __init__(
-        self, reward_fn: RewardLike | None = None, backend: Any = None, rerun_checks: bool = False
+        self,
+        reward_fn: RewardLike | None = None,
+        backend: Any = None,
+        rerun_checks: bool = False,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.reward_fn = reward_fn
         self.backend = backend
+        self.backend_options = dict(backend_options or {})
         self.rerun_checks = rerun_checks
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
@@ -98,11 +128,12 @@ class LeaveOneOutCredit:
         roots = set(root_agents(trace))
         values = {}
         calls = 0
+        backends = _Backends(self.backend, self.backend_options)
         for key in unit_members(trace, unit):
             if key in roots:
                 continue
             iv = Silence(key) if unit == "agent" else DropMessage.of(trace, key)
-            res = fork(trace, [iv], backend=self.backend, rerun_checks=self.rerun_checks)
+            res = fork(trace, [iv], backend=backends(trace), rerun_checks=self.rerun_checks)
             calls += res.backend_calls
             values[key] = base - self._reward(res.trace)
         return table(
@@ -128,10 +159,13 @@ class CounterfactualMessageCredit:
         replace_with: ``None`` to remove the message; a string to replace its content (its
             data is replaced by ``None``).
         reward_fn: The reward (default: team reward).
-        backend_factory: ``f(trace, k) -> backend`` for the k-th sample (default: the
-            simulator with the run's seed plus ``k``).
+        backend_factory: ``f(trace, k) -> backend`` for the k-th sample (default: ``backend``,
+            the simulator reseeded with its seed plus ``k``).
         rerun_checks: Check answers the recorded verdict does not cover even where that runs
             them as code (sandboxed); without it such a fork raises ConfigError.
+        backend: Answers changed calls: ``None`` (the backend the trace records), a backend
+            name (``sim``, ``openai``, ``hf``) or a backend object.
+        backend_options: Options of a backend given by name, or replacing recorded ones.
     """
 
     name = "counterfactual"
@@ -144,13 +178,19 @@ class CounterfactualMessageCredit:
         reward_fn: RewardLike | None = None,
         backend_factory: Any = None,
         rerun_checks: bool = False,
+        backend: Any = None,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         if samples < 1:
             raise ConfigError(f"samples must be >= 1, got {samples}")
+        if backend_factory is not None and (backend is not None or backend_options):
+            raise ConfigError("pass either backend_factory or backend (with backend_options)")
         self.samples = samples
         self.replace_with = replace_with
         self.reward_fn = reward_fn
-        self.backend_factory = backend_factory or _backend
+        self.backend = backend
+        self.backend_options = dict(backend_options or {})
+        self.backend_factory = backend_factory
         self.rerun_checks = rerun_checks
 
     def _reward(self, trace: Trace, forked: bool = True) -> float:
@@ -174,6 +214,7 @@ class CounterfactualMessageCredit:
         descendants = llm_descendants(trace)
         values = {}
         calls = 0
+        factory = self.backend_factory or _Backends(self.backend, self.backend_options)
         for mid in descendants:
             iv: Any
             if self.replace_with is None:
@@ -185,7 +226,7 @@ class CounterfactualMessageCredit:
                 res = fork(
                     trace,
                     [iv],
-                    backend=self.backend_factory(trace, k),
+                    backend=factory(trace, k),
                     rerun_checks=self.rerun_checks,
                 )
                 calls += res.backend_calls

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from itertools import combinations
 from math import factorial
 from typing import Any
@@ -142,9 +142,11 @@ class TraceGame:
         unit: ``agent`` (silence agents outside the coalition) or ``message`` (drop messages
             outside it). Root agents always play.
         reward_fn: The reward of a forked run (default: team reward).
-        backend: Answers changed calls (default: the simulator with the run's seed).
+        backend: Answers changed calls: ``None`` (the backend the trace records, rebuilt
+            at the first fork), a backend name (``sim``, ``openai``, ``hf``) or a backend object.
         rerun_checks: Check answers the recorded verdict does not cover even where that runs
             them as code (sandboxed); without it such a coalition raises ConfigError.
+        backend_options: Options of a backend given by name, or replacing recorded ones.
     """
 
     def __init__(
@@ -154,6 +156,7 @@ class TraceGame:
         reward_fn: RewardLike | None = None,
         backend: Any = None,
         rerun_checks: bool = False,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         unit = check_unit(unit)
         if unit not in ("agent", "message"):
@@ -165,6 +168,8 @@ class TraceGame:
         self.unit = unit
         self.reward_fn = reward_fn
         self.backend = backend
+        self.backend_options = dict(backend_options or {})
+        self._answering: Any = None
         self.rerun_checks = rerun_checks
         roots = set(root_agents(trace))
         self.players = [k for k in unit_members(trace, unit) if k not in roots]
@@ -190,7 +195,11 @@ class TraceGame:
                 if self.unit == "agent"
                 else [DropMessage.of(self.trace, p) for p in out]
             )
-            res = fork(self.trace, ivs, backend=self.backend, rerun_checks=self.rerun_checks)
+            if self._answering is None:
+                from orchestrace.runtime.replay import backend_for
+
+                self._answering = backend_for(self.trace, self.backend, **self.backend_options)
+            res = fork(self.trace, ivs, backend=self._answering, rerun_checks=self.rerun_checks)
             self.backend_calls += res.backend_calls
             self.forks += 1
             value = counterfactual_reward(res.trace, self.reward_fn, rerun_checks=self.rerun_checks)
@@ -207,10 +216,12 @@ class ShapleyCredit:
         reward_fn: The reward (default: team reward).
         seed: Permutation sampling seed.
         delta: Confidence for the reported Hoeffding bound.
-        backend: Answers changed calls (default: the simulator with the run's seed).
+        backend: Answers changed calls: ``None`` (the backend the trace records), a backend
+            name (``sim``, ``openai``, ``hf``) or a backend object.
         rerun_checks: Check answers of coalitions the recorded verdict does not cover even
             where that runs them as code (sandboxed); without it such a coalition raises
             ConfigError.
+        backend_options: Options of a backend given by name, or replacing recorded ones.
     """
 
     name = "shapley"
@@ -225,8 +236,10 @@ class ShapleyCredit:
         delta: float = 0.05,
         backend: Any = None,
         rerun_checks: bool = False,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.samples = samples
+        self.backend_options = dict(backend_options or {})
         self.rerun_checks = rerun_checks
         self.exact_limit = exact_limit
         self.reward_fn = reward_fn
@@ -236,7 +249,9 @@ class ShapleyCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``."""
-        game = TraceGame(trace, unit, self.reward_fn, self.backend, self.rerun_checks)
+        game = TraceGame(
+            trace, unit, self.reward_fn, self.backend, self.rerun_checks, self.backend_options
+        )
         players = game.players
         stats: dict[str, Any] = {"players": len(players)}
         if self.samples is None and len(players) > self.exact_limit:

@@ -289,8 +289,14 @@ class Context:
         a.calls[fp] = occurrence + 1
         key = request_key(req, occurrence)
         t0 = rt.now()
+        recorded = rt.cache.get(key) is not None
         resp = await rt.call_llm(req, key)
         attrs: dict[str, Any] = {"kind": kind, "key": key}
+        if rt.label_answers and not recorded:  # a fork: say who answered this changed call
+            attrs["answered_by"] = {
+                "name": str(rt.backend.name),
+                "model": str(resp.model or rt.backend.name),
+            }
         if resp.answer is not None:
             attrs["answer"] = resp.answer
         if resp.confidence is not None:
@@ -427,6 +433,8 @@ class Runtime:
         meta: Extra run information recorded in the trace.
         judge: ``judge(answer) -> Verdict`` for the final answer (default: the task's checker,
             run now: :meth:`Task.verdict`). Replays pass one that reuses recorded verdicts.
+        label_answers: Record on every ``llm_call`` that the cache did not answer which
+            backend did (``attrs.answered_by``: name and model); forks set it.
     """
 
     def __init__(
@@ -442,8 +450,10 @@ class Runtime:
         topology: str | None = None,
         meta: Mapping[str, Any] | None = None,
         judge: Callable[[Any], Verdict] | None = None,
+        label_answers: bool = False,
     ) -> None:
         self.task = task
+        self.label_answers = label_answers
         self.judge = judge
         self.backend = backend
         self.config = config or RunConfig()

@@ -9,6 +9,11 @@ trace alone and reproduces it exactly (same events, edges, ids) for runs on virt
 :func:`fork` re-executes with interventions: drop or replace a message, force a stop, force a
 decision (spawn one more worker). Calls whose inputs did not change come from the cache; only
 calls downstream of the change reach the backend, and :class:`ForkResult` says how many did.
+That backend is the one the trace records (``meta.backend``: name and the options that rebuild
+it, never a secret), unless the caller names another (``backend=``; ``--backend`` on the command
+line). A trace that does not record enough to rebuild its backend, or whose backend cannot answer
+(server down, model missing), is refused with an error naming ``--backend``: the simulator never
+stands in silently. The forked trace says who answered each changed call and what it is a fork of.
 
 Neither ever runs a recorded answer as code. A re-executed run whose final answer equals the
 recorded one reuses the verdict recorded with it (``meta.result.verdict``). A new answer is
@@ -30,15 +35,22 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from orchestrace.errors import ConfigError, TraceError
-from orchestrace.runtime.backends.base import Backend, BackendError, LLMRequest, LLMResponse
-from orchestrace.runtime.clock import run_virtual
+from orchestrace.runtime.backends.base import (
+    Backend,
+    BackendError,
+    LLMRequest,
+    LLMResponse,
+    backend_spec,
+)
+from orchestrace.runtime.backends.sim import SimBackend
+from orchestrace.runtime.clock import run_real, run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import ROOT, Runtime
 from orchestrace.runtime.recorder import Recorder
@@ -56,6 +68,7 @@ __all__ = [
     "Intervention",
     "ReplaceMessage",
     "Silence",
+    "backend_for",
     "cache_from_trace",
     "fork",
     "replay",
@@ -258,10 +271,18 @@ def cache_from_trace(trace: Trace) -> dict[str, Any]:
 
 @dataclass
 class _StrictReplay:
-    """A backend that refuses every call: a replay must be answered from the cache."""
+    """A backend that refuses every call: a replay must be answered from the cache.
+
+    Its spec is the recorded one, so a replay's header (and trace id) matches the original.
+    """
 
     name: str
     virtual: bool = True
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> dict[str, Any]:
+        """The backend the replayed trace records."""
+        return dict(self.recorded)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         raise BackendError(
@@ -355,6 +376,7 @@ def _runtime(
     interventions: Sequence[Intervention],
     cache: dict[str, Any],
     rerun_checks: bool = False,
+    fork_of: dict[str, Any] | None = None,
 ) -> tuple[Runtime, Any]:
     meta = trace.meta
     try:
@@ -370,9 +392,10 @@ def _runtime(
     except ConfigError as err:
         raise TraceError(f"trace {trace.trace_id} holds an unusable run config: {err}") from None
     # a bad seed or size: the message names the trace and the meta.task field
-    shown = trace.trace_id.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
-    task = make_task(name, seed=seed, size=size, source=f"trace {shown}: meta.task")
-    recorded_backend = meta.get("backend", {})
+    task = make_task(name, seed=seed, size=size, source=f"trace {_shown(trace)}: meta.task")
+    extra: dict[str, Any] = {"runner": meta["runner"]}
+    if fork_of is not None:
+        extra["fork"] = fork_of
     rt = Runtime(
         task=task,
         backend=backend,
@@ -381,28 +404,21 @@ def _runtime(
         interventions=interventions,
         cache=cache,
         topology=trace.topology,
-        meta={"runner": meta["runner"]},
+        meta=extra,
         judge=_judge(trace, task, rerun_checks),
+        label_answers=fork_of is not None,
     )
-    # keep the recorded backend's identity so trace ids and meta match the original
-    rt.run_meta = _patched_meta(rt, recorded_backend)  # type: ignore[method-assign]
     return rt, topo.root
 
 
-def _patched_meta(rt: Runtime, backend_meta: dict[str, Any]) -> Any:
-    original = Runtime.run_meta
-
-    def run_meta() -> dict[str, Any]:
-        out = original(rt)
-        if backend_meta:
-            out["backend"] = backend_meta
-        return out
-
-    return run_meta
+def _shown(trace: Trace) -> str:
+    return trace.trace_id.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
 
 
 def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
     """Re-execute ``trace`` from its recorded inputs alone (no backend is called).
+
+    The header of the replayed trace records the backend the trace records (none answers).
 
     Args:
         trace: A trace recorded by the runtime.
@@ -413,9 +429,11 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
         TraceError: The trace lacks the run description, or the re-execution asks for a call
             the trace does not hold (the message says which).
     """
-    backend_name = str(trace.meta.get("backend", {}).get("name", "replay"))
+    recorded = trace.meta.get("backend")
+    recorded = dict(recorded) if isinstance(recorded, dict) else {}
     cache = cache_from_trace(trace)
-    rt, root = _runtime(trace, _StrictReplay(backend_name), (), cache, rerun_checks)
+    strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
+    rt, root = _runtime(trace, strict, (), cache, rerun_checks)
     new = run_virtual(rt.run(root))
     if rt.backend_calls:
         raise TraceError(
@@ -424,32 +442,206 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
     return ForkResult(new, rt.backend_calls, rt.cache_hits)
 
 
+# ---------------------------------------------------------------------- which backend answers
+_FLAGS = "--backend sim to fork it on the simulator, or --backend openai --base-url URL"
+
+
+def _recorded_spec(trace: Trace) -> dict[str, Any]:
+    spec = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise ConfigError(
+            f"trace {_shown(trace)!r} does not record which backend produced it (no "
+            f"meta.backend); pass {_FLAGS} (backend= in Python)"
+        )
+    return spec
+
+
+def _describe(spec: dict[str, Any]) -> str:
+    name = str(spec.get("name"))
+    raw = spec.get("options")
+    opts: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    model = spec.get("model") or opts.get("model")
+    url = spec.get("base_url") or opts.get("base_url")
+    where = (f"model {model!r}" if model else "") + (f" at {url}" if url else "")
+    return f"{name} ({where.strip()})" if where.strip() else name
+
+
+def backend_for(
+    trace: Trace,
+    backend: Backend | str | None = None,
+    *,
+    seed_offset: int = 0,
+    check: bool = True,
+    **options: Any,
+) -> Backend:
+    """The backend that answers the changed calls of a fork of ``trace``.
+
+    By default the backend the trace records (``meta.backend``) is rebuilt, secrets coming
+    from the environment. A name (``sim``, ``openai``, ``hf``) overrides it: the recorded
+    options are kept when the name is the recorded one, else the backend is built from
+    ``options`` (the simulator with the run's seed). A backend object is used as it is.
+
+    Args:
+        trace: A trace recorded by the runtime.
+        backend: ``None`` (the recorded backend), a backend name, or a backend object.
+        seed_offset: Added to the simulator's seed (the k-th sample of a counterfactual).
+        check: Check that a rebuilt backend can answer: an OpenAI-compatible server accepts
+            connections, a transformers model loads.
+        **options: Options that replace the recorded ones (``model``, ``base_url``...;
+            ``None`` values are ignored).
+
+    Raises:
+        ConfigError: The trace records no backend, or not enough to rebuild it, or the
+            rebuilt backend cannot answer; the message names the flag to pass.
+    """
+    from orchestrace.runtime.backends import backend_from_spec, make_backend
+
+    if backend is not None and not isinstance(backend, str):
+        if seed_offset and isinstance(backend, SimBackend):
+            import dataclasses
+
+            return dataclasses.replace(backend, seed=backend.seed + seed_offset, calls=0)
+        return backend
+    given = {k: v for k, v in options.items() if v is not None}
+    spec: dict[str, Any] | None = None
+    if backend is None:
+        spec = _recorded_spec(trace)
+        if not isinstance(spec.get("options"), dict):
+            raise ConfigError(
+                f"trace {_shown(trace)!r} records backend {_describe(spec)} but not the options "
+                f"that rebuild it (recorded by an older version, or by a wrapped backend); "
+                f"pass {_FLAGS} (backend= in Python)"
+            )
+    else:
+        recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+        if (
+            isinstance(recorded, dict)
+            and recorded.get("name") == backend
+            and isinstance(recorded.get("options"), dict)
+        ):
+            spec = recorded
+    if spec is not None:
+        opts = dict(spec["options"])
+        if spec["name"] == "sim" and seed_offset:
+            opts["seed"] = int(opts.get("seed", 0)) + seed_offset
+        try:
+            built = backend_from_spec({**spec, "options": opts}, **given)
+        except ConfigError as err:
+            raise ConfigError(
+                f"cannot rebuild backend {_describe(spec)} of trace {_shown(trace)!r}: {err}; "
+                f"pass {_FLAGS} (backend= in Python)"
+            ) from None
+        how = f"the backend trace {_shown(trace)!r} was recorded with, {_describe(spec)},"
+    else:
+        assert backend is not None
+        kw = dict(given)
+        if backend == "sim" and "seed" not in kw:
+            config = trace.meta.get("config") if isinstance(trace.meta, dict) else None
+            seed = config.get("seed", 0) if isinstance(config, dict) else 0
+            kw["seed"] = (seed if isinstance(seed, int) and not isinstance(seed, bool) else 0) + (
+                seed_offset
+            )
+        if backend == "hf" and "model" not in kw:
+            raise ConfigError("the hf backend needs a model: pass --model DIR (model= in Python)")
+        built = make_backend(backend, **kw)
+        how = f"backend {_describe(backend_spec(built))}"
+    if check:
+        _check_can_answer(built, how)
+    return built
+
+
+def _check_can_answer(backend: Any, how: str) -> None:
+    """A cheap check that ``backend`` can answer (server reachable, model loadable)."""
+    name = getattr(backend, "name", "")
+    if name == "openai" and getattr(backend, "transport", None) is None:
+        import socket
+        from urllib.parse import urlsplit
+
+        url = urlsplit(str(backend.base_url))
+        try:
+            port = url.port or (443 if url.scheme == "https" else 80)
+            host = url.hostname or ""
+            with socket.create_connection((host, port), timeout=min(5.0, backend.timeout_s)):
+                pass
+        except (OSError, ValueError) as err:
+            raise ConfigError(
+                f"{how} cannot be reached: {type(err).__name__}: {err}; start that server, pass "
+                "--base-url URL to use another, or --backend sim to fork on the simulator "
+                "(backend= in Python)"
+            ) from None
+    elif name == "hf":
+        try:
+            backend.load()
+        except (ImportError, ConfigError) as err:
+            raise ConfigError(
+                f"{how} cannot be loaded: {err}; pass --model DIR (a local model directory), or "
+                "--backend sim to fork on the simulator (backend= in Python)"
+            ) from None
+
+
 def fork(
     trace: Trace,
     interventions: Sequence[Intervention],
-    backend: Backend | None = None,
+    backend: Backend | str | None = None,
     *,
+    backend_options: Mapping[str, Any] | None = None,
     rerun_checks: bool = False,
 ) -> ForkResult:
     """Re-execute ``trace`` with ``interventions``; unchanged calls come from the cache.
 
+    Calls whose inputs changed reach the backend the trace records (``meta.backend``, rebuilt
+    with :func:`backend_for`) unless ``backend`` says otherwise; the simulator is never used in
+    its place. The forked trace records who answered each changed call
+    (``llm_call`` ``attrs.answered_by``), the backend that answered in ``meta.backend``, and
+    what it is a fork of in ``meta.fork`` (``of``: the original trace id, ``interventions``,
+    ``backend``, ``recorded_backend``).
+
     Args:
         trace: A trace recorded by the runtime.
         interventions: What to change.
-        backend: Answers calls whose inputs changed (default: the simulator with the run's
-            seed, as recorded).
+        backend: Answers calls whose inputs changed: ``None`` (the recorded backend), a
+            backend name (``sim``, ``openai``, ``hf``), or a backend object.
+        backend_options: Options of a backend given by name (or replacing recorded ones),
+            e.g. ``{"base_url": ..., "model": ...}``.
         rerun_checks: Check a new final answer even where that runs it as code (in the task's
             sandbox); by default its verdict is then unknown.
 
     Raises:
         TraceError: The trace cannot be re-executed.
+        ConfigError: The recorded backend cannot be rebuilt or cannot answer (the message
+            names ``--backend``), or a real backend answered none of the changed calls.
     """
-    if backend is None:
-        from orchestrace.runtime.backends.sim import SimBackend
-
-        seed = int(trace.meta.get("config", {}).get("seed", 0))
-        backend = SimBackend(seed=seed)
+    answering = backend_for(trace, backend, **dict(backend_options or {}))
     cache = cache_from_trace(trace)
-    rt, root = _runtime(trace, backend, interventions, cache, rerun_checks)
-    new = run_virtual(rt.run(root))
-    return ForkResult(new, rt.backend_calls, rt.cache_hits, [iv.describe() for iv in interventions])
+    described = [iv.describe() for iv in interventions]
+    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    fork_of = {
+        "of": trace.trace_id,
+        "interventions": described,
+        "backend": backend_spec(answering),
+        "recorded_backend": recorded if isinstance(recorded, dict) else None,
+    }
+    rt, root = _runtime(trace, answering, interventions, cache, rerun_checks, fork_of)
+
+    async def go() -> Trace:
+        try:
+            return await rt.run(root)
+        finally:
+            await answering.aclose()  # a real backend's connections belong to this loop
+
+    new = (run_virtual if answering.virtual else run_real)(go())
+    if not answering.virtual:
+        _check_answered(trace, new, answering)
+    return ForkResult(new, rt.backend_calls, rt.cache_hits, described)
+
+
+def _check_answered(original: Trace, new: Trace, backend: Any) -> None:
+    """Refuse a fork whose real backend answered none of the calls that reached it."""
+    changed = [e for e in new.events if e.type == "llm_call" and "answered_by" in (e.attrs or {})]
+    if changed and all(e.error is not None for e in changed):
+        raise ConfigError(
+            f"backend {_describe(backend_spec(backend))} answered none of the {len(changed)} "
+            f"changed call(s) of the fork of {_shown(original)!r} ({changed[0].error}); check "
+            "the server, pass --base-url URL to use another, or --backend sim to fork on the "
+            "simulator (backend= in Python)"
+        )

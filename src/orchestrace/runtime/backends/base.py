@@ -103,23 +103,38 @@ class BackendError(Exception):
 
 
 def backend_spec(backend: Any) -> dict[str, Any]:
-    """What a trace header records about ``backend``, never a credential.
+    """What a trace header records about ``backend`` (``meta.backend``), never a credential.
 
-    Name and ``virtual`` flag, and for real backends the model and server address. A backend may define ``describe() -> dict``; otherwise its name and ``virtual`` flag.
+    A backend that defines ``spec() -> dict`` records it: name, ``virtual`` flag, what it is
+    (model, server address) and ``options``, the constructor arguments that rebuild it
+    (see :func:`orchestrace.runtime.backends.backend_from_spec`). Any other backend records
+    its name, ``virtual`` flag and ``describe()``; without ``options`` it cannot be rebuilt.
 
     Example:
         >>> from orchestrace.runtime.backends.openai import OpenAIBackend
-        >>> backend_spec(OpenAIBackend(base_url="http://u:pw@h:8/v1", model="m", api_key="k"))
-        {'name': 'openai', 'virtual': False, 'model': 'm', 'base_url': 'http://h:8/v1'}
+        >>> s = backend_spec(OpenAIBackend(base_url="http://u:pw@h:8/v1", model="m", api_key="k"))
+        >>> s["name"], s["virtual"], s["model"], s["base_url"], s["options"]["retries"]
+        ('openai', False, 'm', 'http://h:8/v1', 3)
     """
     spec: dict[str, Any] = {"name": str(backend.name), "virtual": bool(backend.virtual)}
-    describe = getattr(backend, "describe", None)
-    if callable(describe):
-        extra = describe()
+    for method in ("spec", "describe"):
+        fn = getattr(backend, method, None)
+        extra = fn() if callable(fn) else None
         if isinstance(extra, dict):
-            for key, value in extra.items():
-                spec[str(key)] = redact(value) if isinstance(value, str) else value
+            spec.update({str(k): _scrub(v) for k, v in extra.items()})
+            break
     return spec
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with every string redacted (recursively)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {str(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
 
 
 @runtime_checkable

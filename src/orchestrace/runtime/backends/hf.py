@@ -48,6 +48,8 @@ class HFBackend:
         device: ``cpu``, ``cuda``, ``cuda:0``...
         max_new_tokens: Cap on generated tokens (the request's ``max_tokens`` may lower it).
         do_sample: Sample instead of greedy decoding.
+        temperature: Sampling temperature (with ``do_sample``; default: the model's).
+        top_p: Nucleus sampling mass (with ``do_sample``; default: the model's).
     """
 
     model: Any
@@ -55,6 +57,8 @@ class HFBackend:
     device: str = "cpu"
     max_new_tokens: int = 128
     do_sample: bool = False
+    temperature: float | None = None
+    top_p: float | None = None
     name: str = "hf"
     virtual: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -113,6 +117,7 @@ class HFBackend:
                     **enc,
                     max_new_tokens=min(self.max_new_tokens, request.max_tokens),
                     do_sample=self.do_sample,
+                    **self._sampling(),
                     pad_token_id=self.tokenizer.pad_token_id,
                 )
             new = out[0, n_in:]
@@ -127,6 +132,34 @@ class HFBackend:
             0.0,
             str(getattr(self.model, "name_or_path", "hf")) or "hf",
         )
+
+    def _sampling(self) -> dict[str, Any]:
+        if not self.do_sample:
+            return {}
+        out: dict[str, Any] = {}
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.top_p is not None:
+            out["top_p"] = self.top_p
+        return out
+
+    def spec(self) -> dict[str, Any]:
+        """Everything that rebuilds this backend: the model's directory or hub id and options.
+
+        A model passed already loaded is recorded by its ``name_or_path``; without one the
+        spec has no ``options`` (the backend cannot be rebuilt from the trace).
+        """
+        out = self.describe()
+        if out["model"]:
+            out["options"] = {
+                "model": out["model"],
+                "device": str(self.device),
+                "max_new_tokens": self.max_new_tokens,
+                "do_sample": self.do_sample,
+                "temperature": self.temperature,
+                "top_p": self.top_p,
+            }
+        return out
 
     def describe(self) -> dict[str, Any]:
         """What the trace header records about this backend (model and device)."""

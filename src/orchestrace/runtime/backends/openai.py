@@ -122,6 +122,11 @@ class OpenAIBackend:
         max_retry_after_s: Longest wait a ``Retry-After`` header can impose (the run's wall
             budget still stops the run when it expires during a wait).
         max_body_bytes: Largest response body read; a longer one is a failed call.
+        temperature: Sampling temperature of every call (default: the request's, 0.0 unless
+            the harness asks otherwise).
+        top_p: Nucleus sampling mass sent with every call (default: the server's).
+        max_tokens: Cap on completion tokens (the request's ``max_tokens`` may lower it).
+        seed: Sampling seed sent with every call, for servers that honour it.
     """
 
     base_url: str | None = None
@@ -136,6 +141,10 @@ class OpenAIBackend:
     transport: Any = None
     max_retry_after_s: float = 60.0
     max_body_bytes: int = 32 << 20
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
     name: str = "openai"
     virtual: bool = False
     _client: Any = field(default=None, repr=False)
@@ -175,6 +184,20 @@ class OpenAIBackend:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10**9:
                 raise ConfigError(f"{key} must be an integer from {low} to 10**9 (got {value!r})")
+        for key, top in (("temperature", 2.0), ("top_p", 1.0)):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{key} must be a number (got {value!r})")
+            if not 0.0 <= value <= top:
+                raise ConfigError(f"{key} must be from 0 to {top:g} (got {value!r})")
+        for key, low in (("max_tokens", 1), ("seed", 0)):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
+                raise ConfigError(f"{key} must be an integer from {low} to 2**63-1 (got {value!r})")
 
     def __repr__(self) -> str:
         return (
@@ -205,6 +228,36 @@ class OpenAIBackend:
             "model": str(self.model),
             "base_url": redact_url(str(self.base_url)),
         }
+
+    def spec(self) -> dict[str, Any]:
+        """Everything that rebuilds this backend, without the API key or URL credentials.
+
+        ``options`` are constructor arguments; the key comes from the environment
+        (``ORCHESTRACE_OPENAI_API_KEY``) when the backend is rebuilt.
+
+        Example:
+            >>> b = OpenAIBackend(base_url="http://u:pw@h:8/v1", model="m", api_key="sk-1")
+            >>> s = b.spec()
+            >>> s["options"]["base_url"], s["options"]["model"], "sk-1" in repr(s)
+            ('http://h:8/v1', 'm', False)
+        """
+        options = {
+            "base_url": redact_url(str(self.base_url)),
+            "model": str(self.model),
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "timeout_s": self.timeout_s,
+            "retries": self.retries,
+            "backoff_s": self.backoff_s,
+            "concurrency": self.concurrency,
+            "price_in": self.price_in,
+            "price_out": self.price_out,
+            "max_retry_after_s": self.max_retry_after_s,
+            "max_body_bytes": self.max_body_bytes,
+        }
+        return {**self.describe(), "options": options}
 
     def _http(self) -> Any:
         if self._client is None:
@@ -263,12 +316,18 @@ class OpenAIBackend:
         import httpx
 
         client = self._http()
-        body = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
+            "max_tokens": request.max_tokens
+            if self.max_tokens is None
+            else min(request.max_tokens, self.max_tokens),
+            "temperature": request.temperature if self.temperature is None else self.temperature,
         }
+        if self.top_p is not None:
+            body["top_p"] = self.top_p
+        if self.seed is not None:
+            body["seed"] = self.seed
         last = "no attempt made"
         wait_at_least = 0.0
         for attempt in range(self.retries + 1):

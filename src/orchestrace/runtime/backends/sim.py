@@ -92,6 +92,27 @@ class SimBackend:
         if not 0.0 <= self.fail_rate <= 1.0:
             raise ConfigError(f"fail_rate must be in [0, 1], got {self.fail_rate}")
 
+    def spec(self) -> dict[str, Any]:
+        """Everything that rebuilds this simulator (``options`` are its constructor arguments).
+
+        Example:
+            >>> SimBackend(seed=2, fail_rate=0.1).spec()["options"]["fail_rate"]
+            0.1
+        """
+        options = {
+            "seed": self.seed,
+            "skills": dict(self.skills),
+            "skill_spread": self.skill_spread,
+            "ttft_s": self.ttft_s,
+            "tokens_per_s": self.tokens_per_s,
+            "latency_scale": self.latency_scale,
+            "price_in": self.price_in,
+            "price_out": self.price_out,
+            "fail_rate": self.fail_rate,
+            "role_tokens": dict(self.role_tokens),
+        }
+        return {"name": "sim", "virtual": True, "options": options}
+
     def skill(self, agent: str, role: str) -> float:
         """Skill of ``agent`` (its role's skill, varied per agent, in [0, 1])."""
         base = self.skills.get(role, self.skills.get("worker", 0.9))
