@@ -1,0 +1,112 @@
+"""Hostile-input table: `python benchmarks/hostile.py [--in-process] [--only PATTERN] [--jobs N]`.
+
+Builds the hostile-input corpus (``tests/hostile/corpus.py``: malformed, truncated, binary,
+wrong-typed, hostile-sized and planted-code traces, damaged Parquet datasets, odd and special
+paths) in a scratch directory, runs every file-reading command on every input as a real
+``orchestrace`` process under a time limit, and prints the counts (inputs, runs, tracebacks,
+exit-3 crashes, hangs, incomplete outputs, code executed from a trace, other problems) and one
+line per failed run. Exit status 1 when any run failed.
+
+``--in-process`` runs the ordinary inputs through ``orchestrace.cli.main`` in this process
+(much faster; special paths still run as processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from hostile.corpus import CASES, make_seeds
+from hostile.runner import COMMANDS, Result, failure_lines, run_case, summarize, table
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--in-process", action="store_true", help="ordinary inputs in this process")
+    ap.add_argument("--only", nargs="*", default=[], help="case name patterns (fnmatch)")
+    ap.add_argument("--commands", nargs="*", default=[], help="command name patterns")
+    ap.add_argument("--jobs", type=int, default=2, help="child processes at a time")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per run")
+    ap.add_argument("--seed", type=int, default=0, help="corpus seed")
+    ap.add_argument("--json", metavar="FILE", help="also write every result here")
+    args = ap.parse_args()
+    cases = [
+        c for c in CASES if not args.only or any(fnmatch.fnmatch(c.name, p) for p in args.only)
+    ]
+    commands = [
+        c
+        for c in COMMANDS
+        if not args.commands or any(fnmatch.fnmatch(c.name, p) for p in args.commands)
+    ]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="orchestrace-hostile-") as tmp:
+        work = Path(tmp)
+        seeds = make_seeds(work / "seeds", seed=args.seed)
+        results: dict[str, list[Result]] = {}
+
+        def one(case: object) -> None:
+            results[case.name] = run_case(  # type: ignore[attr-defined]
+                case,  # type: ignore[arg-type]
+                seeds,
+                work,
+                child=not args.in_process,
+                timeout=args.timeout,
+                commands=commands,
+            )
+
+        ordinary = [c for c in cases if not c.special]
+        special = [c for c in cases if c.special]
+        if args.in_process:
+            for c in ordinary:
+                one(c)
+            with ThreadPoolExecutor(args.jobs) as ex:
+                list(ex.map(one, special))
+        else:
+            with ThreadPoolExecutor(args.jobs) as ex:
+                list(ex.map(one, ordinary + special))
+    flat_ord = [r for c in ordinary for r in results[c.name]]
+    flat_spe = [r for c in special for r in results[c.name]]
+    rows = []
+    if ordinary:
+        rows.append(
+            summarize(flat_ord, "bad-input corpus (files, streams, datasets, paths)", len(ordinary))
+        )
+    if special:
+        rows.append(
+            summarize(flat_spe, "special paths (FIFO, /dev/zero, pipes, unreadable)", len(special))
+        )
+    print(table(rows))
+    slowest = max(flat_ord + flat_spe, key=lambda r: r.seconds, default=None)
+    if slowest:
+        print(
+            f"\n{len(flat_ord) + len(flat_spe):,} runs in {time.perf_counter() - t0:.0f} s; "
+            f"slowest {slowest.seconds:.1f} s ({slowest.case} | {slowest.command})"
+        )
+    bad = failure_lines(flat_ord + flat_spe)
+    if bad:
+        print(f"\n{len(bad)} failed run(s): case | command | exit code | problems | first line")
+        for line in bad:
+            print("  " + line)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                [
+                    {**r.__dict__, "first_line": r.first_line, "output": r.output[:2000]}
+                    for r in flat_ord + flat_spe
+                ],
+                indent=1,
+            )
+        )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
