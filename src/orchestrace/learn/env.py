@@ -14,10 +14,15 @@ five sub-decisions:
 
 Each worker answers the whole task (a task instance whose size, hence difficulty, varies per
 episode); workers that hear answers revise theirs in a second call. The episode ends when the
-orchestrator stops (``terminated``) or runs out of rounds or workers (``truncated``, then it
-aggregates with its fixed method). The reward comes at the end: by default PARL
-(:func:`~orchestrace.rewards.parl_reward`) with ``r_perf = success - token_cost * tokens / 1000``;
-any reward function over traces can replace it.
+orchestrator stops (``terminated``) or runs out of rounds, workers or Critical Steps
+(``truncated``, then it aggregates with the method of its last decision; ``info["truncated_by"]``
+says which limit: ``max_rounds``, ``max_workers`` or ``steps_budget``). The reward comes at the
+end: by default PARL (:func:`~orchestrace.rewards.parl_reward`) with
+``r_perf = success - token_cost * tokens / 1000``; any reward function over traces can replace
+it. Latency is counted in PARL Critical Steps (the steps along the critical path of the run,
+:func:`~orchestrace.trace.graph.critical_steps`): ``latency_weight`` subtracts
+``latency_weight * critical_steps / latency_norm`` from the reward, and ``steps_budget``
+truncates the episode once the Critical Steps so far reach it.
 
 Environment ids (versioned; bump when results could change):
 
@@ -32,8 +37,8 @@ Example:
     ((20,), Discrete(2))
     >>> obs, reward, terminated, truncated, info = env.step(0)  # continue: one more worker
     >>> obs, reward, terminated, truncated, info = env.step(1)  # stop: vote
-    >>> terminated, info["answers"], sorted(info)[:3]
-    (True, 1, ['answers', 'critical_steps', 'r_finish'])
+    >>> terminated, info["answers"], info["truncated_by"], info["latency"]
+    (True, 1, None, 0.0)
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -101,6 +107,16 @@ class EnvConfig:
             ``openai`` (any OpenAI-compatible server) or ``hf`` (a local transformers model).
         backend_options: Options for the backend (``model``, ``base_url``...); for ``sim``,
             they replace the default role scaling.
+        latency_weight: Reward lost per ``latency_norm`` Critical Steps of the episode
+            (``reward -= latency_weight * critical_steps / latency_norm``), whichever reward
+            the env uses (PARL or ``reward_fn``).
+        latency_norm: Critical Steps that cost ``latency_weight`` in full; default the
+            ``steps_budget`` in force, else ``3 * max_rounds`` (a round takes at most three
+            steps on the critical path: the decision, a worker's answer, its revision).
+        steps_budget: Critical-Steps budget: once the Critical Steps so far reach it, the next
+            decision that does not stop ends the episode as ``truncated`` (``info
+            ["truncated_by"] == "steps_budget"``). ``None``: the ``steps_budget`` declared by
+            ``reward_fn`` (a ``parl`` or ``latency`` reward, also in a TOML spec), else none.
     """
 
     task: str = "arith-mapreduce-v0"
@@ -117,6 +133,9 @@ class EnvConfig:
     reward_fn: Callable[..., list[float | None]] | None = None
     backend: str = "sim"
     backend_options: dict[str, Any] = field(default_factory=dict)
+    latency_weight: float = 0.0
+    latency_norm: float | None = None
+    steps_budget: int | None = None
 
     def __post_init__(self) -> None:
         bad = set(self.learn) - {"O1", "O2", "O3", "O4", "O5"}
@@ -128,6 +147,7 @@ class EnvConfig:
             raise ConfigError(f"token_cost must be >= 0, got {self.token_cost}")
         if self.backend not in ("sim", "openai", "hf"):
             raise ConfigError(f"unknown backend {self.backend!r}; use sim, openai or hf")
+        _check_latency(self.latency_weight, self.latency_norm, self.steps_budget, "EnvConfig")
         if self.size_range is not None and not 1 <= self.size_range[0] <= self.size_range[1]:
             raise ConfigError(
                 f"size_range must be (lo, hi) with 1 <= lo <= hi, got {self.size_range}"
@@ -164,6 +184,8 @@ class OrchestrationEnv:
         self._act: asyncio.Future[dict[str, Any]] | None = None
         self.state: dict[str, Any] = {}
         self.trace: Trace | None = None
+        self._latency_weight = self._latency_norm = 0.0
+        self._steps_budget: int | None = None
 
     # ------------------------------------------------------------------ gym API
     def reset(
@@ -171,14 +193,28 @@ class OrchestrationEnv:
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start an episode on a fresh task instance (``seed`` picks instance and draws).
 
-        ``options`` may set ``size`` (the task size of this episode).
+        ``options`` may set ``size`` (the task size of this episode), and ``latency_weight``,
+        ``latency_norm`` or ``steps_budget`` for this episode (see :class:`EnvConfig`).
+
+        Raises:
+            ConfigError: A bad latency option (the message names it and the fix).
         """
         self._end_episode()
+        opts = options or {}
+        cfg = self.config
+        latency = (
+            opts.get("latency_weight", cfg.latency_weight),
+            opts.get("latency_norm", cfg.latency_norm),
+            opts.get("steps_budget", cfg.steps_budget),
+        )
+        _check_latency(*latency, "reset options")
+        budget = latency[2] if latency[2] is not None else _declared_budget(cfg.reward_fn)
+        norm = latency[1] or budget or 3 * cfg.max_rounds
+        self._latency_weight, self._latency_norm = float(latency[0]), float(norm)
+        self._steps_budget = budget
         seed = int(np.random.default_rng().integers(2**31)) if seed is None else int(seed)
         rng = np.random.default_rng([seed, 7])
-        size = (options or {}).get("size") or int(
-            rng.integers(self.size_range[0], self.size_range[1] + 1)
-        )
+        size = opts.get("size") or int(rng.integers(self.size_range[0], self.size_range[1] + 1))
         task = make_task(self.task_name, seed=seed, size=int(size))
         self.seed = seed
         self.task = task
@@ -188,6 +224,7 @@ class OrchestrationEnv:
             "rounds": 0,
             "tokens": 0,
             "size": int(size),
+            "truncated_by": None,
         }
         loop, backend = self._episode_loop(seed)
         self._loop = loop
@@ -226,13 +263,14 @@ class OrchestrationEnv:
         assert trace is not None
         self.trace = trace
         reward, comps = self._reward(trace)
-        truncated = bool(self.state.get("truncated"))
+        truncated = self.state["truncated_by"] is not None
         info = self._info()
         info.update(
             comps,
             trace=trace,
             success=bool(trace.metrics.get("task_success")),
             tokens=int(trace.costs.get("tokens", 0)),
+            truncated_by=self.state["truncated_by"],
         )
         final = self._observe()
         self._end_episode(keep_trace=True)
@@ -358,10 +396,18 @@ class OrchestrationEnv:
                 },
             )
             room = cfg.max_workers - len(results)
-            out_of_rounds = st["rounds"] >= cfg.max_rounds
-            if d["stop"] or room <= 0 or out_of_rounds:
+            limit = (
+                "max_workers"
+                if room <= 0
+                else "max_rounds"
+                if st["rounds"] >= cfg.max_rounds
+                else "steps_budget"
+                if self._over_budget()
+                else None
+            )
+            if d["stop"] or limit is not None:
                 if not d["stop"]:
-                    st["truncated"] = True
+                    st["truncated_by"] = limit
                 return await self._finish(ctx, results, d["aggregate"])
             k = min(int(d["spawn"]), room)
             st["rounds"] += 1
@@ -399,6 +445,17 @@ class OrchestrationEnv:
                 ok, "judge", payload={"prompt": self.task.question, "truth": self.task.answer}
             )
         return await ctx.aggregate(ok, method)
+
+    def _over_budget(self) -> bool:
+        """Whether the Critical Steps so far (this decision included) reach the budget."""
+        budget = self._steps_budget
+        if budget is None:
+            return False
+        rt = self.runtime
+        so_far = Trace(
+            trace_id="so-far", task_id="so-far", events=tuple(rt.events), edges=tuple(rt.edges)
+        )
+        return bool(so_far.graph.critical_steps() >= budget)
 
     def _observe(self) -> np.ndarray:
         st = self.state
@@ -474,16 +531,19 @@ class OrchestrationEnv:
     def _reward(self, trace: Trace) -> tuple[float, dict[str, float]]:
         c = parl_components(trace)
         tokens = float(trace.costs.get("tokens", 0.0))
-        r_perf = c["r_perf"] - self.config.token_cost * tokens / 1000.0
+        weight = self._latency_weight
+        latency = weight * c["critical_steps"] / self._latency_norm if weight else 0.0
+        r_perf = c["r_perf"] - self.config.token_cost * tokens / 1000.0 - latency
         comps = {
             "r_perf": r_perf,
             "r_parallel": c["r_parallel"],
             "r_finish": c["r_finish"],
             "critical_steps": c["critical_steps"],
+            "latency": latency,
         }
         if self.config.reward_fn is not None:
             value = self.config.reward_fn([trace], step=self.train_step)[0]
-            return (0.0 if value is None else float(value)), comps
+            return (0.0 if value is None else float(value)) - latency, comps
         lam1, lam2 = (
             x(self.train_step) if isinstance(x, Anneal) else float(x)
             for x in (self.config.lambda1, self.config.lambda2)
@@ -504,6 +564,44 @@ async def _worker(ctx: Context, hint: Sequence[Any], index: int) -> Any:
         )
         answer, confidence = r2.answer, r2.confidence
     return {"answer": answer, "confidence": confidence}
+
+
+def _check_latency(weight: Any, norm: Any, budget: Any, where: str) -> None:
+    """Refuse a bad latency setting with one line naming it and the fix."""
+    if not _number(weight) or not math.isfinite(weight) or weight < 0:
+        raise ConfigError(
+            f"{where}: latency_weight must be a finite number >= 0, got {weight!r}; "
+            "e.g. latency_weight=0.1"
+        )
+    if norm is not None and (not _number(norm) or not math.isfinite(norm) or norm <= 0):
+        raise ConfigError(
+            f"{where}: latency_norm must be a finite number > 0, got {norm!r}; "
+            "e.g. latency_norm=20, or leave it out"
+        )
+    if budget is not None and (
+        not isinstance(budget, int) or isinstance(budget, bool) or budget < 1
+    ):
+        raise ConfigError(
+            f"{where}: steps_budget must be an integer >= 1 (Critical Steps), got {budget!r}; "
+            "e.g. steps_budget=12, or leave it out"
+        )
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _declared_budget(fn: Any) -> int | None:
+    """The smallest ``steps_budget`` a reward (or a composite's parts) was built with."""
+    parts = [f for f, _ in fn.rewards.values()] if hasattr(fn, "rewards") else [fn]
+    found = [
+        b
+        for f in parts
+        if isinstance(b := getattr(f, "params", {}).get("steps_budget"), int)
+        and not isinstance(b, bool)
+        and b >= 1
+    ]
+    return min(found, default=None)
 
 
 def _key(v: Any) -> str:

@@ -53,7 +53,14 @@ from orchestrace.rewards.base import RewardFn, _Fn, orchestrators, register, tea
 from orchestrace.trace.graph import ACTION_TYPES, DEPENDENCY_EDGES
 from orchestrace.trace.model import Event, Trace
 
-__all__ = ["Anneal", "SubTask", "parl_components", "parl_reward", "subtasks"]
+__all__ = [
+    "Anneal",
+    "SubTask",
+    "latency_reward",
+    "parl_components",
+    "parl_reward",
+    "subtasks",
+]
 
 
 @dataclass(frozen=True)
@@ -396,9 +403,27 @@ def parl_reward(
     """The PARL reward ``r_perf + λ1·r_parallel + λ2·r_finish`` (call with ``step=``).
 
     ``None`` for a run whose outcome is unknown (see :func:`orchestrace.rewards.base.outcome`).
+
+    Args:
+        lambda1: Weight of ``r_parallel`` (a number or an :class:`Anneal` schedule).
+        lambda2: Weight of ``r_finish``.
+        latency_weight: ``r_perf`` loses ``latency_weight * min(1, CriticalSteps /
+            steps_budget)``; needs ``steps_budget``.
+        steps_budget: The Critical-Steps budget. The learning environments also stop an
+            episode (``truncated``) once it is reached, when driven by this reward.
+
+    Raises:
+        ConfigError: A negative ``latency_weight``, a ``latency_weight`` without
+            ``steps_budget``, or a ``steps_budget`` below 1.
     """
     if latency_weight < 0:
         raise ConfigError("latency_weight must be >= 0")
+    _check_budget(steps_budget)
+    if latency_weight and steps_budget is None:
+        raise ConfigError(
+            "latency_weight needs steps_budget (the Critical Steps that cost latency_weight in "
+            "full); add steps_budget, e.g. steps_budget = 20"
+        )
 
     def score(tr: Trace, step: int = 0, rerun_checks: bool = False, **_: Any) -> float | None:
         c, known = _components(
@@ -422,3 +447,45 @@ def parl_reward(
             "steps_budget": steps_budget,
         },
     )
+
+
+def _check_budget(steps_budget: int | None) -> None:
+    if steps_budget is not None and (
+        not isinstance(steps_budget, int) or isinstance(steps_budget, bool) or steps_budget < 1
+    ):
+        raise ConfigError(
+            f"steps_budget must be an integer >= 1 (Critical Steps), got {steps_budget!r}"
+        )
+
+
+@register("latency", "critical_steps")
+def latency_reward(norm: float = 1.0, steps_budget: int | None = None) -> RewardFn:
+    """Minus the run's Critical Steps over ``norm``: a latency term for composite rewards.
+
+    PARL counts latency in Critical Steps (:func:`orchestrace.trace.graph.critical_steps`), the
+    steps along the run's critical path, not its total steps. In a TOML spec,
+    ``[reward.latency]`` with ``weight = 0.01`` costs 0.01 per Critical Step.
+
+    Args:
+        norm: Critical Steps per unit of reward (> 0).
+        steps_budget: A Critical-Steps budget, for the learning environments: driven by a
+            reward that declares one, an episode is truncated once it is reached. It does not
+            change the value.
+
+    Raises:
+        ConfigError: ``norm`` not a finite number > 0, or ``steps_budget`` below 1.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("centralized", "arith", agents=8, seed=1).trace
+        >>> latency_reward()([tr]), latency_reward(norm=10)([tr])
+        ([-3.0], [-0.3])
+    """
+    if isinstance(norm, bool) or not isinstance(norm, int | float) or not 0 < norm < math.inf:
+        raise ConfigError(f"norm must be a finite number > 0, got {norm!r}")
+    _check_budget(steps_budget)
+
+    def score(tr: Trace, **_: Any) -> float:
+        return -tr.graph.critical_steps() / norm
+
+    return _Fn("latency", score, {"norm": norm, "steps_budget": steps_budget})
