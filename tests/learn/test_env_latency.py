@@ -181,6 +181,25 @@ def test_bad_reset_options_are_refused():
     env = make_env("stop-v0", task="arith")
     with pytest.raises(ConfigError, match="reset options: steps_budget must be an integer"):
         env.reset(seed=0, options={"steps_budget": "5"})
+    with pytest.raises(ConfigError, match="reset options must be a dict such as"):
+        env.reset(seed=0, options=[("steps_budget", 5)])
+
+
+def test_trainers_take_latency_as_env_options():
+    pytest.importorskip("torch")
+    from orchestrace.learn.algorithms import make_trainer
+    from orchestrace.learn.algorithms.common import TrainConfig, rollout
+
+    cfg = TrainConfig(
+        env="stop-v0",
+        task="arith",
+        env_options={"latency_weight": 0.5, "latency_norm": 10, "steps_budget": 4},
+    )
+    trainer = make_trainer("reinforce", cfg)
+    ep = rollout(trainer.env, trainer.policy, seed=0)
+    assert ep.info["latency"] == pytest.approx(0.5 * ep.info["critical_steps"] / 10)
+    assert ep.info["truncated_by"] in (None, "steps_budget")
+    assert ep.info["rounds"] <= 2
 
 
 @pytest.mark.parametrize(

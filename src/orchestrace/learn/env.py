@@ -201,6 +201,10 @@ class OrchestrationEnv:
         """
         self._end_episode()
         opts = options or {}
+        if not isinstance(opts, dict):
+            raise ConfigError(
+                f"reset options must be a dict such as {{'size': 8}}, got {type(opts).__name__}"
+            )
         cfg = self.config
         latency = (
             opts.get("latency_weight", cfg.latency_weight),
