@@ -21,11 +21,20 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from hostile.corpus import CASES, make_seeds
-from hostile.runner import COMMANDS, Result, failure_lines, run_case, summarize, table
+from hostile.corpus import CASES, OUTPUT_CASES, make_seeds
+from hostile.runner import (
+    COMMANDS,
+    Result,
+    failure_lines,
+    run_case,
+    run_output_case,
+    summarize,
+    table,
+)
 
 
 def main() -> int:
@@ -46,15 +55,22 @@ def main() -> int:
         for c in COMMANDS
         if not args.commands or any(fnmatch.fnmatch(c.name, p) for p in args.commands)
     ]
+    outputs = [
+        c
+        for c in OUTPUT_CASES
+        if not args.only or any(fnmatch.fnmatch(c.name, p) for p in args.only)
+    ]
     t0 = time.perf_counter()
+    ordinary = [c for c in cases if not c.special]
+    special = [c for c in cases if c.special]
     with tempfile.TemporaryDirectory(prefix="orchestrace-hostile-") as tmp:
         work = Path(tmp)
         seeds = make_seeds(work / "seeds", seed=args.seed)
         results: dict[str, list[Result]] = {}
 
-        def one(case: object) -> None:
-            results[case.name] = run_case(  # type: ignore[attr-defined]
-                case,  # type: ignore[arg-type]
+        def one(case: Any) -> None:
+            results[case.name] = run_case(
+                case,
                 seeds,
                 work,
                 child=not args.in_process,
@@ -62,35 +78,34 @@ def main() -> int:
                 commands=commands,
             )
 
-        ordinary = [c for c in cases if not c.special]
-        special = [c for c in cases if c.special]
+        def out(case: Any) -> None:
+            results[case.name] = [run_output_case(case, seeds, work, timeout=args.timeout)]
+
         if args.in_process:
             for c in ordinary:
                 one(c)
-            with ThreadPoolExecutor(args.jobs) as ex:
-                list(ex.map(one, special))
-        else:
-            with ThreadPoolExecutor(args.jobs) as ex:
-                list(ex.map(one, ordinary + special))
-    flat_ord = [r for c in ordinary for r in results[c.name]]
-    flat_spe = [r for c in special for r in results[c.name]]
-    rows = []
-    if ordinary:
-        rows.append(
-            summarize(flat_ord, "bad-input corpus (files, streams, datasets, paths)", len(ordinary))
-        )
-    if special:
-        rows.append(
-            summarize(flat_spe, "special paths (FIFO, /dev/zero, pipes, unreadable)", len(special))
-        )
+        with ThreadPoolExecutor(args.jobs) as ex:
+            list(ex.map(one, special if args.in_process else ordinary + special))
+            list(ex.map(out, outputs))
+    groups = [
+        ("bad-input corpus (files, streams, datasets, odd paths)", ordinary),
+        ("special paths (FIFO, /dev/zero, pipes, unreadable)", special),
+        ("hostile output paths (existing dirs, '.', full disk, read-only)", outputs),
+    ]
+    flat = [r for _, cs in groups for c in cs for r in results[c.name]]
+    rows = [
+        summarize([r for c in cs for r in results[c.name]], label, len(cs))
+        for label, cs in groups
+        if cs
+    ]
     print(table(rows))
-    slowest = max(flat_ord + flat_spe, key=lambda r: r.seconds, default=None)
+    slowest = max(flat, key=lambda r: r.seconds, default=None)
     if slowest:
         print(
-            f"\n{len(flat_ord) + len(flat_spe):,} runs in {time.perf_counter() - t0:.0f} s; "
+            f"\n{len(flat):,} runs in {time.perf_counter() - t0:.0f} s; "
             f"slowest {slowest.seconds:.1f} s ({slowest.case} | {slowest.command})"
         )
-    bad = failure_lines(flat_ord + flat_spe)
+    bad = failure_lines(flat)
     if bad:
         print(f"\n{len(bad)} failed run(s): case | command | exit code | problems | first line")
         for line in bad:
@@ -100,7 +115,7 @@ def main() -> int:
             json.dumps(
                 [
                     {**r.__dict__, "first_line": r.first_line, "output": r.output[:2000]}
-                    for r in flat_ord + flat_spe
+                    for r in flat
                 ],
                 indent=1,
             )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile.corpus import CASES, MARKER, Case, make_seeds
+from hostile.corpus import CASES, MARKER, OUTPUT_CASES, Case, OutputCase, make_seeds
 from hostile.runner import (
     COMMANDS,
     Command,
@@ -30,6 +30,7 @@ from hostile.runner import (
     run_case,
     run_child,
     run_in_process,
+    run_output_case,
     unprivileged_prefix,
 )
 
@@ -67,6 +68,16 @@ def test_special_path(case: Case, seeds, tmp_path: Path) -> None:
     assert len(results) == len(SPECIAL_COMMANDS)
     bad = failure_lines(results)
     assert not bad, f"{len(bad)} failed run(s):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("case", OUTPUT_CASES, ids=lambda c: c.name)
+def test_hostile_output_path(case: OutputCase, seeds, tmp_path: Path) -> None:
+    if case.unprivileged and unprivileged_prefix() is None:
+        pytest.skip("running as root without user namespaces: no way to lose write access")
+    res = run_output_case(case, seeds, tmp_path, timeout=20)
+    assert not res.problems, (
+        f"{case.name} | rc={res.rc} | {'; '.join(res.problems)} | {res.first_line}"
+    )
 
 
 # ------------------------------------------------------------------ the harness itself

@@ -38,7 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CASES", "MARKER", "Case", "Seeds", "cases_by_name", "make_seeds"]
+__all__ = [
+    "CASES",
+    "MARKER",
+    "OUTPUT_CASES",
+    "Case",
+    "OutputCase",
+    "Seeds",
+    "cases_by_name",
+    "make_seeds",
+]
 
 #: Name of the file that code planted in a trace would create; it must never appear.
 MARKER = "CODE_FROM_TRACE_RAN"
@@ -1517,3 +1526,146 @@ def iter_cases(*, special: bool | None = None) -> Iterator[Case]:
     for c in CASES:
         if special is None or c.special == special:
             yield c
+
+
+# ============================================================== hostile output paths
+@dataclass(frozen=True)
+class OutputCase:
+    """A command whose ``-o`` points somewhere hostile (always run as a child process).
+
+    ``argv`` placeholders: ``{trace}`` a valid trace (``trace.json``), ``{run}`` a recorded
+    JSONL run (``run.jsonl``), ``{d}`` the case directory (also the working directory). ``setup(d)`` plants what must survive; every path in ``protect`` must
+    be unchanged afterwards. When the command exits 0, ``output`` (path, kind) must load back.
+
+    Attributes:
+        name: Unique id.
+        argv: Arguments after ``orchestrace``.
+        setup: Creates the victims.
+        protect: Paths (relative to the case directory) that must be left exactly as they were.
+        output: ``(path, kind)`` of what a successful run writes, or ``None``.
+        fsize: File-size limit of the child (``RLIMIT_FSIZE``, bytes): a full disk.
+        unprivileged: Run without the power to write anywhere regardless of modes.
+        must_fail: The command must exit 1 or 2.
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    setup: Callable[[Path], None] = lambda d: None
+    protect: tuple[str, ...] = ()
+    output: tuple[str, str] | None = None
+    fsize: int | None = None
+    unprivileged: bool = False
+    must_fail: bool = False
+
+
+def _victim_dir(name: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        (d / name / "sub").mkdir(parents=True)
+        (d / name / "notes.txt").write_text("precious")
+        (d / name / "sub" / "results.csv").write_text("a,b\n1,2\n")
+
+    return setup
+
+
+def _victim_file(name: str, text: str = "precious") -> Callable[[Path], None]:
+    return lambda d: (d / name).write_text(text)
+
+
+def _readonly_dir(d: Path) -> None:
+    (d / "ro").mkdir()
+    (d / "ro").chmod(0o555)
+
+
+OUTPUT_CASES: list[OutputCase] = []
+_WRITERS: dict[str, tuple[str, ...]] = {
+    "convert": ("convert", "{trace}", "-o"),
+    "convert-run": ("convert", "{run}", "-o"),
+    "replay": ("replay", "{run}", "-o"),
+    "export": ("export", "--to", "trl", "{run}", "-o"),
+    "generate": ("generate", "--agents", "3", "--steps", "10", "-o"),
+}
+for _w, _pre in _WRITERS.items():
+    OUTPUT_CASES += [
+        OutputCase(
+            f"output/{_w}-existing-dir",
+            (*_pre, "{d}/victim"),
+            _victim_dir("victim"),
+            ("victim",),
+            must_fail=True,
+        ),
+        OutputCase(
+            f"output/{_w}-existing-dir-slash",
+            (*_pre, "{d}/victim/"),
+            _victim_dir("victim"),
+            ("victim",),
+            must_fail=True,
+        ),
+        OutputCase(
+            f"output/{_w}-dir-named-parquet",
+            (*_pre, "{d}/victim.parquet"),
+            _victim_dir("victim.parquet"),
+            ("victim.parquet",),
+            must_fail=True,
+        ),
+        OutputCase(
+            f"output/{_w}-parent-is-file", (*_pre, "{d}/afile/x.json"), _victim_file("afile"),
+            ("afile",), must_fail=True,
+        ),
+        OutputCase(f"output/{_w}-dot", (*_pre, "."), _victim_dir("keep"), ("keep",), must_fail=True),
+        OutputCase(
+            f"output/{_w}-missing-parent", (*_pre, "{d}/no/such/dir/x.json"), must_fail=False
+        ),
+        OutputCase(
+            f"output/{_w}-unwritable-dir",
+            (*_pre, "{d}/ro/x.json"),
+            _readonly_dir,
+            ("ro",),
+            unprivileged=True,
+            must_fail=True,
+        ),
+    ]  # fmt: skip
+for _w, _pre, _name, _kind in (
+    ("convert", _WRITERS["convert"], "x.json", "json"),
+    ("convert", _WRITERS["convert"], "x.jsonl", "jsonl"),
+    ("convert", _WRITERS["convert"], "x.parquet", "parquet"),
+    ("replay", _WRITERS["replay"], "x.json", "json"),
+    ("export", _WRITERS["export"], "x.jsonl", "trl"),
+    ("generate", _WRITERS["generate"], "x.json", "json"),
+):
+    OUTPUT_CASES.append(
+        OutputCase(
+            f"output/{_w}-disk-full-{_name}",
+            (*_pre, "{d}/" + _name),
+            fsize=1024,
+            must_fail=True,
+        )
+    )
+    OUTPUT_CASES.append(
+        OutputCase(f"output/{_w}-plain-{_name}", (*_pre, "{d}/" + _name), output=(_name, _kind))
+    )
+OUTPUT_CASES += [
+    OutputCase(
+        "output/convert-over-foreign-file",
+        ("convert", "{trace}", "-o", "{d}/notes.json"),
+        _victim_file("notes.json", '{"mine": true}'),
+        ("notes.json",),
+        must_fail=True,
+    ),
+    OutputCase(
+        "output/convert-onto-its-input",
+        ("convert", "{trace}", "-o", "{trace}"),
+        output=("trace.json", "json"),
+    ),
+    OutputCase(
+        "output/convert-dangling-symlink",
+        ("convert", "{trace}", "-o", "{d}/link.json"),
+        lambda d: (d / "link.json").symlink_to(d / "elsewhere" / "x.json"),
+    ),
+    OutputCase(
+        "output/export-trailing-slash-on-file",
+        ("export", "--to", "trl", "{run}", "-o", "{d}/afile/"),
+        _victim_file("afile"),
+        ("afile",),
+        must_fail=True,
+    ),
+]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostile.corpus import MARKER, Case, Seeds
+from hostile.corpus import MARKER, Case, OutputCase, Seeds
 
 __all__ = [
     "COMMANDS",
@@ -180,6 +180,9 @@ def time_limit(seconds: float) -> Any:
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Hang
 
+    if threading.current_thread() is not threading.main_thread():  # alarms reach only main
+        yield
+        return
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -267,6 +270,7 @@ def run_child(
     data: bytes = b"",
     unprivileged: bool = False,
     prefix: Sequence[str] | None = None,
+    fsize: int | None = None,
 ) -> tuple[int | None, str, bool]:
     """Run the installed command in a child process; return ``(rc, output, hung)``.
 
@@ -280,6 +284,7 @@ def run_child(
         unprivileged: Without the power to read files regardless of their mode (root runs it
             in a new user namespace, see :func:`unprivileged_prefix`).
         prefix: Program to run instead of the installed command.
+        fsize: Largest file the child may write (bytes; ``EFBIG`` beyond, like a full disk).
     """
     args = list(argv)
     pass_fds: tuple[int, ...] = ()
@@ -292,6 +297,9 @@ def run_child(
     def limits() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     env = {k: v for k, v in os.environ.items() if k != "ORCHESTRACE_DEBUG"}
     t0 = time.monotonic()
@@ -370,27 +378,56 @@ def _listing(d: Path) -> set[str]:
 
 
 # ------------------------------------------------------------------ output checks
-def _load_back(kind: str, path: Path) -> str | None:
-    """``None`` when the output at ``path`` is complete; else what is wrong with it."""
-    from orchestrace.io import load, load_all
+def _load_back(kind: str, path: Path, *, partial: bool = False) -> str | None:
+    """``None`` when the output at ``path`` is complete; else what is wrong with it.
+
+    ``partial``: the input was a recording cut off by a crash, so the output may carry that
+    mark (it must then read back as such a recording).
+    """
+    from orchestrace.io import iter_jsonl, parse, read_parquet
+    from orchestrace.trace.check import check_trace
 
     try:
         with time_limit(30):
             if kind == "trl":
-                lines = path.read_bytes().splitlines()
-                for line in lines:
+                for line in path.read_bytes().splitlines():
                     json.loads(line)
                 return None
-            if kind == "upstream":
-                load_all(path, format="upstream", check=True)
-            elif kind in ("json", "replay"):
-                load(path, check=True)
+            if kind == "jsonl":
+                problems = [p for item in iter_jsonl(path, partial=partial) for p in item.problems]
+            elif kind == "parquet":
+                problems = [
+                    p for tr in read_parquet(path) for p in check_trace(tr, partial=partial)
+                ]
             else:
-                load_all(path, check=True)
+                tr, problems = parse(
+                    path.read_bytes(),
+                    source=str(path),
+                    partial=partial,
+                    upstream=kind == "upstream" or None,
+                )
+                if tr is None:
+                    return "unusable"
+            errors = [p for p in problems if p.severity == "error"]
+            if errors:
+                return str(errors[0])[:200]
     except _Hang:
         return "reading it back took over 30 s"
     except Exception as exc:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return None
+
+
+def _mode_problem(path: Path) -> str | None:
+    """Written files must follow the umask like any other program's (not 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    want = 0o666 & ~umask
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    for f in files:
+        mode = stat.S_IMODE(f.stat().st_mode)
+        if mode != want:
+            return f"{f.name} has mode {mode:o}, not {want:o} (umask {umask:03o})"
     return None
 
 
@@ -425,7 +462,7 @@ def judge(
                 bad.append("accepted: exit 0 for a truncated recording")
             elif cmd.reader != "validate" and not _WARNED.search(text):
                 bad.append("silent-partial: used a truncated recording without a warning")
-    one = cmd.output in ("json", "upstream", "replay", "trl") or cmd.reader == "credit"
+    one = cmd.output in ("json", "upstream", "replay", "trl") or cmd.reader in ("credit", "analyze")
     if (
         case.expect == "valid"
         and rc != 0
@@ -448,9 +485,11 @@ def judge(
         target = outdir / cmd.out_name
         exists = target.exists() or target.is_symlink()
         if exists:
-            why = _load_back(cmd.output, target)
+            why = _load_back(cmd.output, target, partial=case.expect == "truncated")
             if why:
                 bad.append(f"output-incomplete: {cmd.out_name} does not load back ({why})")
+            elif rc == 0 and (mode := _mode_problem(target)):
+                bad.append(f"output-mode: {mode}")
             elif rc not in (0, 1) or (rc == 1 and cmd.output != "replay"):
                 bad.append(f"output-on-failure: exit {rc} but {cmd.out_name} was written")
         elif rc == 0:
@@ -553,6 +592,69 @@ def run_case(
         results.append(res)
         shutil.rmtree(outdir, ignore_errors=True)
     return results
+
+
+def run_output_case(
+    case: OutputCase, seeds: Seeds, workdir: Path, *, timeout: float = 20.0
+) -> Result:
+    """Run one hostile-output command in a child process and judge it (see :class:`OutputCase`)."""
+    if case.unprivileged and unprivileged_prefix() is None:
+        return Result(case.name, "skipped", None, "no way to drop write access here", 0.0)
+    d = workdir / "outputs" / case.name.replace("/", "__")
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    (d / "trace.json").write_bytes(_trace_json(seeds))
+    (d / "run.jsonl").write_bytes(b"\n".join(seeds.run_lines) + b"\n")
+    case.setup(d)
+    keep = {p: fingerprint(d / p) for p in case.protect}
+    inputs = {p: fingerprint(d / p) for p in ("trace.json", "run.jsonl")}
+    listing = _listing(d)
+    subs = {"{trace}": str(d / "trace.json"), "{run}": str(d / "run.jsonl"), "{d}": str(d)}
+    argv = []
+    for a in case.argv:
+        for k, v in subs.items():
+            a = a.replace(k, v)
+        argv.append(a)
+    t0 = time.monotonic()
+    rc, text, hung = run_child(argv, timeout, d, unprivileged=case.unprivileged, fsize=case.fsize)
+    res = Result(case.name, " ".join(case.argv[:1]), rc, text, time.monotonic() - t0, hung)
+    bad = res.problems
+    if hung:
+        bad.append(f"hang: no exit within {timeout:g} s")
+    if "Traceback (most recent call last)" in text:
+        bad.append("traceback: printed a Python traceback")
+    if rc == 3 or "this is a bug" in text:
+        bad.append("exit-3: reported an unexpected error")
+    elif rc is not None and rc not in (0, 1, 2):
+        bad.append(f"exit-code: exit {rc}")
+    if case.must_fail and rc == 0:
+        bad.append("accepted: exit 0 writing to a path it must refuse")
+    for p, before in keep.items():
+        if fingerprint(d / p) != before:
+            bad.append(f"data-lost: {p} was changed or removed")
+    written = {case.output[0]} if case.output else set()
+    for p, before in inputs.items():
+        if p not in written and fingerprint(d / p) != before:
+            bad.append(f"input-changed: {p}")
+    if case.output and rc == 0:
+        target = d / case.output[0]
+        if not target.exists():
+            bad.append(f"output-missing: exit 0 but no {case.output[0]}")
+        elif why := _load_back(case.output[1], target):
+            bad.append(f"output-incomplete: {case.output[0]} does not load back ({why})")
+        elif mode := _mode_problem(target):
+            bad.append(f"output-mode: {mode}")
+    new = sorted(
+        n for n in _listing(d) - listing if n not in written and not n.startswith(tuple(written))
+    )
+    if rc != 0 and new:
+        bad.append(f"leftover: failed but left {new[:4]}")
+    return res
+
+
+def _trace_json(seeds: Seeds) -> bytes:
+    return json.dumps(seeds.trace, separators=(",", ":")).encode()
 
 
 # ------------------------------------------------------------------ report
