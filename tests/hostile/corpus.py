@@ -644,6 +644,30 @@ _json_case(
 )
 
 
+def _upstream_marker(key: str, value: Any) -> Callable[[Json, Seeds], Json]:
+    """A survey-schema trace whose export marker (``attrs.x_orchestrace_*``) is hostile."""
+
+    def make(o: Json, s: Seeds) -> Json:
+        up = _upstream(s)
+        ev = up["events"][0 if key == "x_orchestrace_trace" else 1]
+        ev["attrs"] = {**(ev.get("attrs") or {}), key: value}
+        return up
+
+    return make
+
+
+for _nm, (_key, _val) in {
+    "type-dict": ("x_orchestrace_type", {}),
+    "type-list": ("x_orchestrace_type", [1]),
+    "type-int": ("x_orchestrace_type", 5),
+    "type-unknown": ("x_orchestrace_type", "teleport"),
+    "trace-string": ("x_orchestrace_trace", "x"),
+    "trace-meta-list": ("x_orchestrace_trace", {"meta": [1], "topology": 5}),
+    "trace-deep": ("x_orchestrace_trace", {"meta": {"x": _deep()}}),
+}.items():
+    _json_case(f"json/upstream-marker-{_nm}", "any", _upstream_marker(_key, _val))
+
+
 # -- recorded-run specific fields: attrs.part, meta.task, meta.result
 def _spawn_index(o: Json) -> int:
     return next(i for i, e in enumerate(o["events"]) if (e.get("attrs") or {}).get("part"))

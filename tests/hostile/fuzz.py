@@ -1,7 +1,8 @@
 """Structure-aware mutation fuzzer of the trace readers and everything that uses a trace.
 
 Each mutant is derived, deterministically from ``(seed, index)``, from one of a few seed inputs
-(two generated traces, two recorded runs as native JSON, and one recorded JSONL record stream)
+(two generated traces, two recorded runs as native JSON, a survey-schema trace, a recorded JSONL
+record stream and a JSONL file of one trace per line)
 by one to three mutations:
 
 * JSON mutations: set, delete or add a field anywhere; extreme numbers (``2**63``, ``1e308``,
@@ -11,7 +12,7 @@ by one to three mutations:
 
 The mutant is read as the command line reads it (``parse``/``loads`` for ``.json``,
 ``iter_jsonl``/``load_all`` for ``.jsonl``) and, when accepted, analysed (``summarize``),
-rewarded (team, PARL, orchestration), credited (uniform) and exported to the survey schema
+rewarded (every reward family), credited (uniform) and exported to the survey schema
 (``to_upstream``); an accepted trace must also survive being written and read back.
 Every exception must be one of the project's own (``OrchestraceError``); anything else, a run
 over the time limit, or a written trace that does not read back is a failure.
@@ -141,6 +142,7 @@ def seed_inputs() -> list[SeedInput]:
     import tempfile
 
     from orchestrace import dumps, generate_trace
+    from orchestrace.io import to_upstream
     from orchestrace.runtime import run
 
     out = [
@@ -154,6 +156,10 @@ def seed_inputs() -> list[SeedInput]:
         out.append(SeedInput("stream-centralized", "jsonl", stream.read_bytes()))
         res2 = run("hierarchical", agents=4)
         out.append(SeedInput("run-hierarchical", "json", dumps(res2.trace)))
+    up = to_upstream(generate_trace(3, 16, 1, seed=4))
+    out.append(SeedInput("upstream", "json", json.dumps(up).encode()))
+    lines = [dumps(generate_trace(2, 8, 1, seed=s)) for s in (5, 6)]
+    out.append(SeedInput("trace-lines", "jsonl", b"\n".join(lines) + b"\n"))
     return out
 
 
@@ -467,7 +473,13 @@ def _use(trace: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
     from orchestrace.rewards import Composite
     from orchestrace.trace.analyze import summarize
 
-    spec = {"team": {"weight": 1.0}, "parl": {"weight": 1.0}, "orchestration": {"weight": 0.5}}
+    spec = {
+        name: {"weight": 1.0}
+        for name in (
+            "team", "agent", "role", "process", "tool", "verifier", "orchestration", "hybrid",
+            "parl",
+        )
+    }  # fmt: skip
 
     def reward() -> Any:
         combo = Composite.from_spec(spec)

@@ -50,6 +50,8 @@ __all__ = [
 
 #: Largest output (stdout + stderr) a command may print for these small inputs.
 MAX_OUTPUT = 64 * 1024
+#: Idle seconds after which the commands give up on a silent pipe or FIFO (in child runs).
+PIPE_IDLE_S = 3
 #: Memory limit of a child process (bytes of address space).
 CHILD_MEMORY = 4 << 30
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
@@ -302,6 +304,8 @@ def run_child(
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     env = {k: v for k, v in os.environ.items() if k != "ORCHESTRACE_DEBUG"}
+    # a pipe or FIFO without a writer is given up after this many idle seconds (default 30)
+    env.setdefault("ORCHESTRACE_PIPE_IDLE_S", str(PIPE_IDLE_S))
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [
