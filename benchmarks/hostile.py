@@ -90,7 +90,14 @@ def main() -> int:
     groups = [
         ("bad-input corpus (files, streams, datasets, odd paths)", ordinary),
         ("special paths (FIFO, /dev/zero, pipes, unreadable)", special),
-        ("hostile output paths (existing dirs, '.', full disk, read-only)", outputs),
+        (
+            "hostile output paths (existing dirs, '.', full disk, read-only)",
+            [c for c in outputs if c.name.startswith("output/")],
+        ),
+        (
+            "hostile option values and reward spec files",
+            [c for c in outputs if c.name.startswith("args/")],
+        ),
     ]
     flat = [r for _, cs in groups for c in cs for r in results[c.name]]
     rows = [

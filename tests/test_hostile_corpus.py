@@ -86,6 +86,7 @@ def test_corpus_is_large_and_deterministic(tmp_path: Path) -> None:
     assert len({c.name for c in CASES}) == len(CASES)
     kinds = {c.name.split("/")[0] for c in CASES}
     assert kinds == {"json", "stream", "lines", "parquet", "path", "special"}
+    assert {c.name.split("/")[0] for c in OUTPUT_CASES} == {"output", "args"}
     a, b = make_seeds(tmp_path / "a", seed=3), make_seeds(tmp_path / "b", seed=3)
     for case in [c for c in ORDINARY if "binary" in c.name or "bit-flips" in c.name]:
         pa, pb = case.materialize(a, tmp_path / "ca"), case.materialize(b, tmp_path / "cb")

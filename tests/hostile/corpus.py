@@ -1693,3 +1693,51 @@ OUTPUT_CASES += [
         must_fail=True,
     ),
 ]
+
+
+# ============================================================== hostile options and spec files
+def _spec(text: bytes) -> Callable[[Path], None]:
+    return lambda d: (d / "spec.toml").write_bytes(text)
+
+
+_ARGS: dict[str, tuple[tuple[str, ...], Callable[[Path], None]]] = {
+    "reward-spec-dir": (("reward", "{trace}", "--spec", "{d}"), lambda d: None),
+    "reward-spec-missing": (("reward", "{trace}", "--spec", "{d}/none.toml"), lambda d: None),
+    "reward-spec-binary": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(bytes(range(256)))),
+    "reward-spec-latin1": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"[reward.team]\nweight = 1 # caf\xe9\n")),
+    "reward-spec-syntax": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"[reward.team\nweight = 1\n")),
+    "reward-spec-lambda-string": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b'[reward.parl]\nweight = 1\nlambda1 = "x"\n')),
+    "reward-spec-weight-nan": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"[reward.team]\nweight = nan\n")),
+    "reward-spec-weight-inf": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"[reward.team]\nweight = inf\n")),
+    "reward-spec-weight-string": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b'[reward.team]\nweight = "1"\n')),
+    "reward-spec-unknown-family": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b'[reward.x]\nweight = 1\nfamily = "nope"\n')),
+    "reward-spec-unknown-param": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"[reward.team]\nweight = 1\nbogus = 2\n")),
+    "reward-spec-not-table": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"reward = 5\n")),
+    "reward-spec-empty": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"")),
+    "reward-spec-deep": (("reward", "{trace}", "--spec", "{d}/spec.toml"), _spec(b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n")),
+    "reward-spec-fifo": (("reward", "{trace}", "--spec", "{d}/spec.toml"), lambda d: os.mkfifo(d / "spec.toml")),
+    "reward-step-negative": (("reward", "{trace}", "--step", "-1"), lambda d: None),
+    "reward-step-huge": (("reward", "{trace}", "--step", str(2**64)), lambda d: None),
+    "credit-reward-nan": (("credit", "{run}", "--reward", "nan"), lambda d: None),
+    "credit-reward-inf": (("credit", "{run}", "--reward", "inf"), lambda d: None),
+    "credit-gamma-nan": (("credit", "{run}", "--method", "discounted", "--gamma", "nan"), lambda d: None),
+    "credit-gamma-negative": (("credit", "{run}", "--method", "discounted", "--gamma", "-2"), lambda d: None),
+    "credit-samples-negative": (("credit", "{run}", "--method", "shapley", "--samples", "-1"), lambda d: None),
+    "credit-samples-huge": (("credit", "{run}", "--method", "shapley", "--samples", str(10**30)), lambda d: None),
+    "credit-top-negative": (("credit", "{run}", "--top", "-1"), lambda d: None),
+    "analyze-max-path-negative": (("analyze", "{trace}", "--max-path", "-1"), lambda d: None),
+    "analyze-trace-id-ansi": (("analyze", "{run}", "--trace-id", "\x1b[31mX\r\nFAKE: ok"), lambda d: None),
+    "convert-indent-negative": (("convert", "{trace}", "-o", "{d}/o.json", "--indent", "-5"), lambda d: None),
+    "convert-indent-huge": (("convert", "{trace}", "-o", "{d}/o.json", "--indent", str(10**9)), lambda d: None),
+    "convert-from-wrong": (("convert", "{trace}", "--from", "parquet", "-o", "{d}/o.json"), lambda d: None),
+    "replay-stop-at-huge": (("replay", "{run}", "--stop-at", str(2**64)), lambda d: None),
+    "replay-drop-unknown": (("replay", "{run}", "--drop-message", "nope"), lambda d: None),
+    "replay-replace-ansi": (("replay", "{run}", "--replace-message", "\x1b[2J", "x"), lambda d: None),
+    "export-reward-unknown": (("export", "{run}", "-o", "{d}/o.jsonl", "--reward", "nope"), lambda d: None),
+    "export-method-unknown": (("export", "{run}", "-o", "{d}/o.jsonl", "--advantage", "credit", "--method", "nope"), lambda d: None),
+    "generate-agents-zero": (("generate", "--agents", "0", "--steps", "5", "-o", "{d}/o.json"), lambda d: None),
+    "generate-agents-huge": (("generate", "--agents", str(10**20), "--steps", "5", "-o", "{d}/o.json"), lambda d: None),
+    "generate-seed-negative": (("generate", "--agents", "2", "--steps", "5", "--seed", "-1", "-o", "{d}/o.json"), lambda d: None),
+}  # fmt: skip
+for _nm, (_argv, _setup) in _ARGS.items():
+    OUTPUT_CASES.append(OutputCase(f"args/{_nm}", _argv, _setup, must_fail=True))

@@ -633,7 +633,7 @@ def run_output_case(
     elif rc is not None and rc not in (0, 1, 2):
         bad.append(f"exit-code: exit {rc}")
     if case.must_fail and rc == 0:
-        bad.append("accepted: exit 0 writing to a path it must refuse")
+        bad.append("accepted: exit 0 for an output path or option value it must refuse")
     for p, before in keep.items():
         if fingerprint(d / p) != before:
             bad.append(f"data-lost: {p} was changed or removed")
