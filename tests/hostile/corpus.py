@@ -1113,8 +1113,11 @@ for _c in ("agent", "id", "type", "t", "trace_id", "step", "attrs", "dur"):
 _pq_case("parquet/edges-missing-src", "invalid", _table("edges", _drop("src")))
 _pq_case("parquet/traces-missing-meta", "invalid", _table("traces", _drop("meta")))
 _pq_case("parquet/traces-missing-trace-id", "invalid", _table("traces", _drop("trace_id")))
-for _c in ("id", "type", "t", "agent", "step", "trace_id"):
+for _c in ("id", "type", "t", "agent", "trace_id"):
     _pq_case(f"parquet/events-null-{_c}", "invalid", _table("events", _col(_c, _at(2, None))))
+_pq_case(
+    "parquet/events-null-step", "any", _table("events", _col("step", _at(2, None)))
+)  # optional
 _pq_case("parquet/edges-null-dst", "invalid", _table("edges", _col("dst", _at(0, None))))
 _pq_case(
     "parquet/events-t-string",
@@ -1741,3 +1744,56 @@ _ARGS: dict[str, tuple[tuple[str, ...], Callable[[Path], None]]] = {
 }  # fmt: skip
 for _nm, (_argv, _setup) in _ARGS.items():
     OUTPUT_CASES.append(OutputCase(f"args/{_nm}", _argv, _setup, must_fail=True))
+
+
+# -- Parquet columns of other Arrow types (same content, or the wrong kind of value)
+def _cast(col: str, typ: str, values: Callable[[list[Any]], list[Any]] | None = None) -> Any:
+    def f(t: Any) -> Any:
+        import pyarrow as pa
+
+        vals = t.column(col).to_pylist()
+        vals = values(vals) if values else vals
+        ty = {
+            "large_string": pa.large_string(),
+            "binary": pa.binary(),
+            "dictionary": pa.dictionary(pa.int32(), pa.string()),
+            "timestamp": pa.timestamp("s"),
+            "float64": pa.float64(),
+            "int64": pa.int64(),
+            "string": pa.string(),
+            "str_map": pa.map_(pa.string(), pa.string()),
+            "int32": pa.int32(),
+        }[typ]
+        if typ == "dictionary":
+            arr = pa.array(vals, pa.string()).dictionary_encode()
+        elif typ == "binary":
+            arr = pa.array([None if v is None else str(v).encode() for v in vals], ty)
+        else:
+            arr = pa.array(vals, ty)
+        i = t.schema.get_field_index(col)
+        return t.set_column(i, pa.field(col, arr.type), arr)
+
+    return f
+
+
+_str = lambda v: [None if x is None else str(x) for x in v]  # noqa: E731
+for _nm, _tbl, _fn, _exp in (
+    ("events-id-large-string", "events", _cast("id", "large_string"), "any"),
+    ("events-type-dictionary", "events", _cast("type", "dictionary"), "any"),
+    ("events-step-int32", "events", _cast("step", "int32"), "any"),
+    ("events-step-float", "events", _cast("step", "float64", lambda v: [None if x is None else x + 0.5 for x in v]), "invalid"),
+    ("events-tokens-float", "events", _cast("tokens_in", "float64", lambda v: [1.5 for _ in v]), "invalid"),
+    ("events-trusted-string", "events", _cast("trusted", "string", lambda v: ["yes" for _ in v]), "invalid"),
+    ("events-cost-string", "events", _cast("cost", "string", lambda v: ["x" for _ in v]), "invalid"),
+    ("events-dur-string", "events", _cast("dur", "string", _str), "invalid"),
+    ("events-content-int", "events", _cast("content", "int64", lambda v: [7 for _ in v]), "invalid"),
+    ("events-t-timestamp", "events", _cast("t", "timestamp", lambda v: [int(x) for x in v]), "invalid"),
+    ("events-attrs-binary", "events", _cast("attrs", "binary"), "any"),
+    ("edges-type-null", "edges", _col("type", _at(0, None)), "invalid"),
+    ("traces-meta-binary", "traces", _cast("meta", "binary"), "any"),
+    ("traces-rewards-string-map", "traces", _cast("rewards", "str_map", lambda v: [[(k, "x") for k, _ in (r or [])] for r in v]), "invalid"),
+    ("traces-n-edges-negative", "traces", _col("n_edges", _at(0, -5)), "any"),
+    ("traces-schema-version-null", "traces", _col("schema_version", _at(0, None)), "any"),
+    ("traces-task-id-int", "traces", _cast("task_id", "int64", lambda v: [5 for _ in v]), "invalid"),
+):  # fmt: skip
+    _pq_case(f"parquet/{_nm}", _exp, _table(_tbl, _fn))
