@@ -34,7 +34,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +54,7 @@ from orchestrace.runtime.backends.base import (
     backend_spec,
 )
 from orchestrace.runtime.backends.sim import SimBackend
-from orchestrace.runtime.clock import run_real, run_virtual
+from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import ROOT, Runtime
 from orchestrace.runtime.recorder import Recorder
@@ -621,18 +625,56 @@ def fork(
         "backend": backend_spec(answering),
         "recorded_backend": recorded if isinstance(recorded, dict) else None,
     }
-    rt, root = _runtime(trace, answering, interventions, cache, rerun_checks, fork_of)
+    # a fork runs on virtual time whatever answers it: waits for a dropped message end at
+    # once; a real backend answers each changed call while the virtual clock stands still
+    runner: Any = answering if answering.virtual else _OnVirtualTime(answering)
+    rt, root = _runtime(trace, runner, interventions, cache, rerun_checks, fork_of)
 
     async def go() -> Trace:
         try:
             return await rt.run(root)
         finally:
-            await answering.aclose()  # a real backend's connections belong to this loop
+            await runner.aclose()
 
-    new = (run_virtual if answering.virtual else run_real)(go())
+    new = run_virtual(go())
     if not answering.virtual:
         _check_answered(trace, new, answering)
     return ForkResult(new, rt.backend_calls, rt.cache_hits, described)
+
+
+class _OnVirtualTime:
+    """A real backend for a run on virtual time: one call at a time, on its own event loop.
+
+    Each call blocks the virtual clock until the backend answers, then takes its measured
+    time on the virtual clock, so no timer (a patience, a budget) fires while it is in flight.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.virtual = True
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def spec(self) -> dict[str, Any]:
+        """The wrapped backend's spec."""
+        return backend_spec(self.inner)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Answer on the real backend (blocking this loop), timed on the wall clock."""
+        t0 = time.perf_counter()
+        resp = asyncio.run_coroutine_threadsafe(self.inner.complete(request), self._loop).result()
+        return dataclasses.replace(resp, latency=round(time.perf_counter() - t0, 9))
+
+    async def aclose(self) -> None:
+        """Close the wrapped backend and stop its loop."""
+        try:
+            asyncio.run_coroutine_threadsafe(self.inner.aclose(), self._loop).result()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
 
 
 def _check_answered(original: Trace, new: Trace, backend: Any) -> None:
