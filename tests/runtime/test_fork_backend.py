@@ -15,7 +15,14 @@ from orchestrace import ConfigError, TraceError, dump, load
 from orchestrace.runtime import run
 from orchestrace.runtime.backends import backend_from_spec, make_backend
 from orchestrace.runtime.backends.sim import SimBackend
-from orchestrace.runtime.replay import DropMessage, ReplaceMessage, backend_for, fork, replay
+from orchestrace.runtime.replay import (
+    DropMessage,
+    ForceStop,
+    ReplaceMessage,
+    backend_for,
+    fork,
+    replay,
+)
 
 
 @pytest.fixture
@@ -177,8 +184,9 @@ def test_server_gone_is_one_clear_error_naming_backend(recorded, capsys):
     ):
         rc, _, stderr = run_cli(argv, capsys)
         assert rc == 1
-        assert stderr.startswith("error: the backend trace ") and stderr.count("\n") == 1
-        assert f"openai (model 'local' at {server.url})" in stderr
+        assert stderr.startswith(f"error: trace {trace.trace_id!r} was recorded with backend ")
+        assert stderr.count("\n") == 1
+        assert f"openai (model 'local' at {server.url}), which cannot be reached (" in stderr
         assert "--backend sim" in stderr and "--base-url URL" in stderr
 
 
@@ -315,3 +323,21 @@ def test_backend_flags_without_a_fork_are_refused(sim_trace, tmp_path, capsys):
 def test_make_backend_names_an_unknown_option():
     with pytest.raises(ConfigError, match=r"the openai backend has no option 'modle'"):
         make_backend("openai", modle="x")
+
+
+@pytest.mark.slow  # imports transformers
+def test_hf_model_that_does_not_load_names_the_flags(sim_trace, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    missing = str(tmp_path / "no-model")
+    spec = {"name": "hf", "virtual": False, "model": missing, "options": {"model": missing}}
+    tr = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "backend": spec})
+    with pytest.raises(ConfigError, match=r"which cannot be loaded \(.*--model DIR.*--backend sim"):
+        fork(tr, [DropMessage.of(tr, first_message(tr))])
+
+
+def test_a_fork_that_changes_no_call_needs_no_server(recorded):
+    server, trace, _ = recorded
+    server.close()
+    res = fork(trace, [ForceStop(10**6)])  # never reached: every call comes from the trace
+    assert res.backend_calls == 0 and not changed_calls(res.trace)
+    assert res.cache_hits == sum(e.type == "llm_call" for e in trace.events)

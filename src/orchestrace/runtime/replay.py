@@ -45,6 +45,7 @@ from typing import Any
 
 import msgspec
 
+from orchestrace._safe import redact
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime.backends.base import (
     Backend,
@@ -475,7 +476,7 @@ def backend_for(
     backend: Backend | str | None = None,
     *,
     seed_offset: int = 0,
-    check: bool = True,
+    check: bool = False,
     **options: Any,
 ) -> Backend:
     """The backend that answers the changed calls of a fork of ``trace``.
@@ -489,8 +490,8 @@ def backend_for(
         trace: A trace recorded by the runtime.
         backend: ``None`` (the recorded backend), a backend name, or a backend object.
         seed_offset: Added to the simulator's seed (the k-th sample of a counterfactual).
-        check: Check that a rebuilt backend can answer: an OpenAI-compatible server accepts
-            connections, a transformers model loads.
+        check: Check now that the backend can answer (an OpenAI-compatible server accepts
+            connections, a transformers model loads); :func:`fork` checks at the first call.
         **options: Options that replace the recorded ones (``model``, ``base_url``...;
             ``None`` values are ignored).
 
@@ -526,8 +527,9 @@ def backend_for(
             spec = recorded
     if spec is not None:
         opts = dict(spec["options"])
-        if spec["name"] == "sim" and seed_offset:
-            opts["seed"] = int(opts.get("seed", 0)) + seed_offset
+        seed = opts.get("seed", 0)
+        if spec["name"] == "sim" and seed_offset and isinstance(seed, int):
+            opts["seed"] = seed + seed_offset
         try:
             built = backend_from_spec({**spec, "options": opts}, **given)
         except ConfigError as err:
@@ -535,7 +537,6 @@ def backend_for(
                 f"cannot rebuild backend {_describe(spec)} of trace {_shown(trace)!r}: {err}; "
                 f"pass {_FLAGS} (backend= in Python)"
             ) from None
-        how = f"the backend trace {_shown(trace)!r} was recorded with, {_describe(spec)},"
     else:
         assert backend is not None
         kw = dict(given)
@@ -548,10 +549,26 @@ def backend_for(
         if backend == "hf" and "model" not in kw:
             raise ConfigError("the hf backend needs a model: pass --model DIR (model= in Python)")
         built = make_backend(backend, **kw)
-        how = f"backend {_describe(backend_spec(built))}"
     if check:
-        _check_can_answer(built, how)
+        _check_can_answer(built, _how(trace, built))
     return built
+
+
+def _how(trace: Trace, backend: Any) -> str:
+    """The subject of an error about ``backend`` answering a fork of ``trace``."""
+    spec = backend_spec(backend)
+    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    was = recorded.get("options") if isinstance(recorded, dict) else None
+    now = spec.get("options")
+    if (
+        isinstance(recorded, dict)
+        and recorded.get("name") == spec.get("name")
+        and isinstance(was, dict)
+        and isinstance(now, dict)
+        and all(now.get(k) == v for k, v in was.items() if v is not None)
+    ):
+        return f"trace {_shown(trace)!r} was recorded with backend {_describe(spec)}, which"
+    return f"backend {_describe(spec)}"
 
 
 def _check_can_answer(backend: Any, how: str) -> None:
@@ -569,7 +586,7 @@ def _check_can_answer(backend: Any, how: str) -> None:
                 pass
         except (OSError, ValueError) as err:
             raise ConfigError(
-                f"{how} cannot be reached: {type(err).__name__}: {err}; start that server, pass "
+                f"{how} cannot be reached ({type(err).__name__}: {err}); start that server, pass "
                 "--base-url URL to use another, or --backend sim to fork on the simulator "
                 "(backend= in Python)"
             ) from None
@@ -578,7 +595,7 @@ def _check_can_answer(backend: Any, how: str) -> None:
             backend.load()
         except (ImportError, ConfigError) as err:
             raise ConfigError(
-                f"{how} cannot be loaded: {err}; pass --model DIR (a local model directory), or "
+                f"{how} cannot be loaded ({err}); pass --model DIR (a local model directory), or "
                 "--backend sim to fork on the simulator (backend= in Python)"
             ) from None
 
@@ -627,7 +644,9 @@ def fork(
     }
     # a fork runs on virtual time whatever answers it: waits for a dropped message end at
     # once; a real backend answers each changed call while the virtual clock stands still
-    runner: Any = answering if answering.virtual else _OnVirtualTime(answering)
+    runner: Any = (
+        answering if answering.virtual else _OnVirtualTime(answering, _how(trace, answering))
+    )
     rt, root = _runtime(trace, runner, interventions, cache, rerun_checks, fork_of)
 
     async def go() -> Trace:
@@ -637,6 +656,8 @@ def fork(
             await runner.aclose()
 
     new = run_virtual(go())
+    if isinstance(runner, _OnVirtualTime) and runner.failure is not None:
+        raise runner.failure
     if not answering.virtual:
         _check_answered(trace, new, answering)
     return ForkResult(new, rt.backend_calls, rt.cache_hits, described)
@@ -647,12 +668,18 @@ class _OnVirtualTime:
 
     Each call blocks the virtual clock until the backend answers, then takes its measured
     time on the virtual clock, so no timer (a patience, a budget) fires while it is in flight.
+    The first call checks that the backend can answer (:func:`_check_can_answer`); a backend
+    that cannot, or that fails other than with :class:`BackendError`, sets :attr:`failure`
+    (raised once the run ends) and every call fails without reaching it.
     """
 
-    def __init__(self, inner: Backend) -> None:
+    def __init__(self, inner: Backend, how: str) -> None:
         self.inner = inner
         self.name = inner.name
         self.virtual = True
+        self.how = how
+        self.failure: ConfigError | None = None
+        self._checked = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -663,8 +690,26 @@ class _OnVirtualTime:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Answer on the real backend (blocking this loop), timed on the wall clock."""
+        if self.failure is None and not self._checked:
+            self._checked = True
+            try:
+                _check_can_answer(self.inner, self.how)
+            except ConfigError as err:
+                self.failure = err
+        if self.failure is not None:
+            raise BackendError(str(self.failure))
         t0 = time.perf_counter()
-        resp = asyncio.run_coroutine_threadsafe(self.inner.complete(request), self._loop).result()
+        try:
+            fut = asyncio.run_coroutine_threadsafe(self.inner.complete(request), self._loop)
+            resp = fut.result()
+        except BackendError:
+            raise
+        except Exception as err:  # e.g. a model that fails to load on first use
+            self.failure = ConfigError(
+                f"{self.how} failed ({type(err).__name__}: {redact(str(err))[:300]}); pass "
+                "--backend sim to fork on the simulator, or fix the backend (backend= in Python)"
+            )
+            raise BackendError(str(self.failure)) from None
         return dataclasses.replace(resp, latency=round(time.perf_counter() - t0, 9))
 
     async def aclose(self) -> None:
