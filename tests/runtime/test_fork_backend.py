@@ -160,12 +160,13 @@ def test_cli_replay_fork_reaches_the_server(recorded, tmp_path, capsys):
     assert "answered by openai (local)" in stdout
 
 
-def test_cli_counterfactual_credit_reaches_the_server(recorded, capsys):
+@pytest.mark.parametrize(
+    "method,unit", [("counterfactual", "message"), ("loo", "agent"), ("shapley", "agent")]
+)
+def test_cli_reexecuting_credit_reaches_the_server(recorded, capsys, method, unit):
     server, _, path = recorded
     n = len(server.times)
-    rc, stdout, stderr = run_cli(
-        ["credit", str(path), "--unit", "message", "--method", "counterfactual"], capsys
-    )
+    rc, stdout, stderr = run_cli(["credit", str(path), "--unit", unit, "--method", method], capsys)
     assert rc == 0, stderr
     calls = int(next(ln for ln in stdout.splitlines() if "backend_calls:" in ln).split()[-1])
     assert calls > 0 and len(server.times) - n == calls
