@@ -151,6 +151,7 @@ class Case:
         unprivileged: Run the commands without the power to read any file (unreadable-file
             cases: under root they run in a user namespace of their own).
         multi: Holds several traces (commands that take one trace may refuse it).
+        commands: Run only these commands (by name) on it; all when empty.
         note: What the case probes.
     """
 
@@ -163,6 +164,7 @@ class Case:
     marker: bool = False
     unprivileged: bool = False
     multi: bool = False
+    commands: tuple[str, ...] = ()
     note: str = ""
 
     def materialize(self, seeds: Seeds, parent: Path) -> Path:
@@ -1797,3 +1799,28 @@ for _nm, _tbl, _fn, _exp in (
     ("traces-task-id-int", "traces", _cast("task_id", "int64", lambda v: [5 for _ in v]), "invalid"),
 ):  # fmt: skip
     _pq_case(f"parquet/{_nm}", _exp, _table(_tbl, _fn))
+
+
+def _big_input_with_planted_package(s: Seeds, d: Path) -> Path:
+    """A sparse 65 MiB input next to a package named like the project (must never be run)."""
+    pkg = d / "orchestrace"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    code = f"open({str(d / MARKER)!r}, 'w').write('imported from the working directory')\n"
+    (pkg / "__main__.py").write_text(code)
+    (pkg / "cli.py").write_text(code)
+    big = d / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(65 << 20)
+    return big
+
+
+_case(
+    "special/big-input-with-planted-package",
+    "invalid",
+    _big_input_with_planted_package,
+    special=True,
+    marker=True,
+    commands=("validate",),
+    note="inputs over 64 MiB restart the interpreter: it must not import from the cwd",
+)

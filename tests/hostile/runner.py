@@ -552,6 +552,8 @@ def run_case(
         case as root without user namespaces).
     """
     child = case.special if child is None else child or case.special
+    if case.commands:
+        commands = [c for c in commands if c.name in case.commands]
     if case.unprivileged and unprivileged_prefix() is None:
         return []
     cases_dir = workdir / "cases"
