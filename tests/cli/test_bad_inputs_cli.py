@@ -43,8 +43,6 @@ def assert_clean_failure(code, out, err, expected):
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("kind", sorted(PARQUET_FAULTS))
 def test_parquet_fault_every_command(tmp_path, capsys, small_trace, command, kind):
-    if command == "analyze" and kind == "attrs-list":
-        pytest.skip("analyze reads only the columns it measures; attrs is not one")
     ds = tmp_path / "d.parquet"
     write_parquet([small_trace], ds)
     corrupt(ds, kind)
@@ -266,3 +264,30 @@ def test_name_too_long_every_command(tmp_path, capsys, command, suffix):
     p = tmp_path / ("a" * 300 + suffix)
     code, out, err = invoke(capsys, command, p, tmp_path)
     assert_clean_failure(code, out, err, ": cannot open: File name too long; check the path")
+
+
+@pytest.mark.parametrize("command", ["analyze", "reward", "convert", "validate"])
+def test_dangling_edge_in_a_complete_stream_is_an_error(tmp_path, capsys, small_trace, command):
+    """Accepting truncated recordings never relaxes the checks of a complete one."""
+    p = tmp_path / "run.jsonl"
+    data = stream_bytes(small_trace)
+    dst = small_trace.edges[0].dst.encode()
+    p.write_bytes(data.replace(b'"dst":"' + dst + b'"', b'"dst":"nowhere"', 1))
+    code, out, err = invoke(capsys, command, p, tmp_path)
+    assert_clean_failure(code, out, err, "edge points to unknown event 'nowhere'")
+
+
+@pytest.mark.parametrize("command", ["analyze", "reward", "validate"])
+def test_dangling_edge_in_a_dataset_is_an_error(tmp_path, capsys, small_trace, command):
+    ds = tmp_path / "d.parquet"
+    broken = small_trace.replace(
+        edges=(
+            *small_trace.edges[1:],
+            type(small_trace.edges[0])(
+                small_trace.edges[0].src, "nowhere", small_trace.edges[0].type
+            ),
+        )
+    )
+    write_parquet([broken], ds)
+    code, out, err = invoke(capsys, command, ds, tmp_path)
+    assert_clean_failure(code, out, err, "edge points to unknown event 'nowhere'")

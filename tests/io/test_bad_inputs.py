@@ -410,6 +410,10 @@ def corrupt(ds, kind):
         _set(ds, e, "type", v, pa.string())
     elif kind == "n-events-wrong":
         _set(ds, tr, "n_events", [3], pa.int64())
+    elif kind == "other-trace-id":
+        v = _col(ds, e, "trace_id")
+        v[2] = "another"
+        _set(ds, e, "trace_id", v, pa.string())
     elif kind == "no-traces":
         for name in (e, "edges.parquet", tr):
             table = pq.read_table(ds / name)
@@ -426,6 +430,8 @@ PARQUET_FAULTS = {
     "`orchestrace convert`",
     "events-dir": "events.parquet: is not a regular file; rewrite the dataset with "
     "`orchestrace convert`",
+    "other-trace-id": "events.parquet: events or edges are not grouped by trace; rewrite the "
+    "dataset with `orchestrace convert`",
     "no-traces": "traces.parquet: dataset holds no traces; write traces into it "
     "(`orchestrace convert IN -o OUT.parquet`)",
     "n-events-wrong": "traces.parquet: n_events/n_edges do not match the rows of "
@@ -449,7 +455,14 @@ PARQUET_FAULTS = {
     "orchestrator_decision, spawn, despawn, message, tool_call, tool_result, return, "
     "aggregate, human_intervention, safety_event, llm_call",
 }
-FILE_LEVEL = {"t-strings", "missing-column", "events-dir", "n-events-wrong", "no-traces"}
+FILE_LEVEL = {
+    "t-strings",
+    "missing-column",
+    "events-dir",
+    "n-events-wrong",
+    "no-traces",
+    "other-trace-id",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(PARQUET_FAULTS))
@@ -469,7 +482,7 @@ def test_parquet_fault_is_named(dataset, small_trace, kind):
         load_all(dataset, check=False)
 
 
-@pytest.mark.parametrize("kind", sorted(set(PARQUET_FAULTS) - {"attrs-list"}))
+@pytest.mark.parametrize("kind", sorted(PARQUET_FAULTS))
 def test_parquet_column_path_checks_the_same(dataset, kind):
     """``read_graph`` (analyze) refuses what the full reader refuses."""
     corrupt(dataset, kind)

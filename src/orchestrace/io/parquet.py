@@ -816,10 +816,29 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     def checked(
         batches: Any, kinds: dict[str, str], what: str, members: dict[str, tuple[str, ...]]
     ) -> Any:
-        """Pass the batches on, refusing the first one holding a bad value."""
+        """Pass the batches on, refusing the first one holding a bad value.
+
+        Every row must belong to the trace (rows are located by position) and ``attrs`` must
+        hold JSON objects, as the full reader requires.
+        """
+        import pyarrow.compute as pc
+
         pos = 0
         for batch in batches:
+            same = pc.equal(batch.column("trace_id"), trace_id)
+            if batch.num_rows and not pc.all(pc.fill_null(same, False)).as_py():
+                raise TraceFormatError(
+                    src,
+                    _FILES[0 if what == "events" else 1],
+                    "events or edges are not grouped by trace",
+                    _REWRITE,
+                )
             found = _value_problems(batch, kinds, what, members)
+            if "attrs" in batch.schema.names:
+                for i, text in enumerate(batch.column("attrs").to_pylist()):
+                    _, problem = _json_object(text, "$.events[{i}].attrs")
+                    if problem is not None:
+                        found.append((i, problem))
             if found:
                 problems = _located([(r + pos, q) for r, q in found], 0, pos + batch.num_rows)
                 raise TraceValidationError(problems, source=f"{path}[{trace_id}]")
@@ -833,13 +852,13 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     try:
         graph = TraceGraph.from_batches(
             checked(
-                rows(_FILES[0], _GRAPH_COLUMNS, ev_lo, row["n_events"]),
+                rows(_FILES[0], [*_GRAPH_COLUMNS, "trace_id", "attrs"], ev_lo, row["n_events"]),
                 _EVENT_KINDS,
                 "events",
                 _EVENT_MEMBERS,
             ),
             checked(
-                rows(_FILES[1], ["src", "dst", "type"], ed_lo, row["n_edges"]),
+                rows(_FILES[1], ["src", "dst", "type", "trace_id"], ed_lo, row["n_edges"]),
                 _EDGE_KINDS,
                 "edges",
                 _EDGE_MEMBERS,

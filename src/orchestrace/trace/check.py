@@ -87,6 +87,20 @@ class _Ctx:
         return self._graph
 
     @property
+    def truncated(self) -> bool:
+        """The trace is marked as a recording cut off before it closed (``meta.partial``)."""
+        meta = self.trace.meta
+        return isinstance(meta, dict) and bool(meta.get("partial"))
+
+    @property
+    def cut_off(self) -> bool:
+        """``partial`` was asked for and the trace is truncated.
+
+        Only such a trace may lack events its edges point to; a complete trace never may.
+        """
+        return self.partial and self.truncated
+
+    @property
     def trusted(self) -> bool:
         """Types and ranges were enforced while decoding."""
         return self.trace.decoded and not self.graph_only
@@ -150,7 +164,7 @@ def check_header(ctx: _Ctx) -> Iterator[Problem]:
 def check_nonempty(ctx: _Ctx) -> Iterator[Problem]:
     """A trace has at least one event."""
     n = ctx.graph.n if ctx.graph_only else len(ctx.trace.events)
-    if n == 0 and not ctx.partial:
+    if n == 0 and not ctx.cut_off:
         yield Problem(
             "no-events", "trace has no events", "record at least one event", path="$.events"
         )
@@ -334,11 +348,11 @@ def check_edges(ctx: _Ctx) -> Iterator[Problem]:
                     f"add an event with id {_short(str(target))!r} or remove the edge"
                     + (
                         " (a truncated trace may lack it: validate with --partial)"
-                        if ctx.partial
+                        if ctx.truncated and not ctx.partial
                         else ""
                     ),
                     path=f"$.edges[{k}].{end}",
-                    severity="warning" if ctx.partial else "error",
+                    severity="warning" if ctx.cut_off else "error",
                 )
 
     yield from _capped(found(), "dangling-edge")
@@ -518,8 +532,9 @@ def check_trace(
 
     Args:
         trace: The trace.
-        partial: Accept a truncated recording: truncation and edges to events that were never
-            written become warnings.
+        partial: Accept a truncated recording (``meta.partial``): its truncation, a missing
+            first event and edges to events never written become warnings. A complete trace
+            is checked in full either way.
         known_ids: Ids of events that exist but were dropped (edges to them are not dangling).
 
     Returns:
