@@ -22,6 +22,7 @@ from orchestrace.runtime.replay import (
     backend_for,
     fork,
     replay,
+    spawn_one_more,
 )
 
 
@@ -298,12 +299,21 @@ def test_interventions_on_missing_or_non_message_ids_name_the_id(sim_trace, tmp_
     with pytest.raises(TraceError, match=r"no event 'e9999' in trace"):
         DropMessage.of(sim_trace, "e9999")
     spawn = next(e.id for e in sim_trace.events if e.type == "spawn")
-    with pytest.raises(TraceError, match=rf"event '{spawn}' is a spawn, not a message"):
+    with pytest.raises(TraceError, match=rf"event '{spawn}' of trace .* is a spawn, not a message"):
         ReplaceMessage.of(sim_trace, spawn, "x")
     path = tmp_path / "t.json"
     dump(sim_trace, path)
     rc, _, stderr = run_cli(["replay", str(path), "--replace-message", "e9999", "x"], capsys)
-    assert rc == 1 and "no event 'e9999'" in stderr
+    assert rc == 1
+    assert stderr == (
+        f"error: no event 'e9999' in trace {sim_trace.trace_id}; pick the id of a message "
+        "event from the trace\n"
+    )
+    rc, _, stderr = run_cli(["replay", str(path), "--drop-message", "e\x1b[2J" + "x" * 500], capsys)
+    assert rc == 1 and "\x1b" not in stderr and len(stderr) < 300
+    bad = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "config": {"agents": "3"}})
+    with pytest.raises(TraceError, match=r"no usable team size \(meta.config.agents = '3'\)"):
+        spawn_one_more(bad)
 
 
 def test_backend_flags_without_a_fork_are_refused(sim_trace, tmp_path, capsys):

@@ -45,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrace._safe import redact
+from orchestrace._safe import display, redact
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime.backends.base import (
     Backend,
@@ -108,15 +108,19 @@ class Intervention:
 
 
 def _message_address(trace: Trace, event_id: str) -> tuple[str, int, int]:
+    shown = repr(display(event_id, 80)) if isinstance(event_id, str) else repr(event_id)[:80]
     try:
         ev = trace.event(event_id)
-    except KeyError:
+    except (KeyError, TypeError):
         raise TraceError(
-            f"no event {event_id!r} in trace {trace.trace_id}; pick a message "
-            "event id from the trace"
+            f"no event {shown} in trace {_shown(trace)}; pick the id of a message event "
+            "from the trace"
         ) from None
     if ev.type != "message":
-        raise TraceError(f"event {event_id!r} is a {ev.type}, not a message")
+        raise TraceError(
+            f"event {shown} of trace {_shown(trace)} is a {ev.type}, not a message; pick a "
+            "message event id"
+        )
     index = 0
     for e in trace.events:
         if e.id == event_id:
@@ -228,7 +232,13 @@ class Silence(Intervention):
 
 def spawn_one_more(trace: Trace) -> ForceDecision:
     """Force the orchestrator to use one more worker than the run did."""
-    n = int(trace.meta.get("config", {}).get("agents", 1))
+    config = trace.meta.get("config") if isinstance(trace.meta, dict) else None
+    n = config.get("agents", 1) if isinstance(config, dict) else 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise TraceError(
+            f"trace {_shown(trace)} records no usable team size (meta.config.agents = "
+            f"{display(repr(n), 40)}); spawn-one-more needs the number of workers the run used"
+        )
     return ForceDecision("n_workers", n + 1)
 
 
