@@ -36,7 +36,7 @@ from hostile.runner import (
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = float(os.environ.get("ORCHESTRACE_HOSTILE_TIMEOUT", "20"))
+TIMEOUT = float(os.environ.get("ORCHESTRACE_HOSTILE_TIMEOUT", "30"))
 ORDINARY = [c for c in CASES if not c.special]
 SPECIAL = [c for c in CASES if c.special]
 # child processes cost ~0.4 s each: special paths go through one command per reader
@@ -64,7 +64,7 @@ def test_hostile_input(case: Case, seeds, tmp_path: Path) -> None:
 def test_special_path(case: Case, seeds, tmp_path: Path) -> None:
     if case.unprivileged and unprivileged_prefix() is None:
         pytest.skip("running as root without user namespaces: no way to lose read access")
-    results = run_case(case, seeds, tmp_path, timeout=15, commands=SPECIAL_COMMANDS)
+    results = run_case(case, seeds, tmp_path, timeout=TIMEOUT, commands=SPECIAL_COMMANDS)
     assert len(results) == len(case.commands or SPECIAL_COMMANDS)
     bad = failure_lines(results)
     assert not bad, f"{len(bad)} failed run(s):\n" + "\n".join(bad)
@@ -74,7 +74,7 @@ def test_special_path(case: Case, seeds, tmp_path: Path) -> None:
 def test_hostile_output_path(case: OutputCase, seeds, tmp_path: Path) -> None:
     if case.unprivileged and unprivileged_prefix() is None:
         pytest.skip("running as root without user namespaces: no way to lose write access")
-    res = run_output_case(case, seeds, tmp_path, timeout=20)
+    res = run_output_case(case, seeds, tmp_path, timeout=TIMEOUT)
     assert not res.problems, (
         f"{case.name} | rc={res.rc} | {'; '.join(res.problems)} | {res.first_line}"
     )

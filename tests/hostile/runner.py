@@ -51,7 +51,7 @@ __all__ = [
 #: Largest output (stdout + stderr) a command may print for these small inputs.
 MAX_OUTPUT = 64 * 1024
 #: Idle seconds after which the commands give up on a silent pipe or FIFO (in child runs).
-PIPE_IDLE_S = 3
+PIPE_IDLE_S = 1
 #: Memory limit of a child process (bytes of address space).
 CHILD_MEMORY = 4 << 30
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
