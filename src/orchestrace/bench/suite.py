@@ -1,7 +1,10 @@
 """Benchmark suites: run them, aggregate E1-E4, sweep the scale envelope, write the report.
 
-A suite is versioned (``sim-v1``; bump the version when results could change) and fixes the
-topologies, tasks, team size, seeds, fault rates and envelope grid. Every run records the four
+A suite is versioned (``sim-v2``; bump the version when results could change) and fixes the
+topologies, tasks, team size, seeds, fault rates, envelope grid and simulator options.
+``sim-v2`` runs the tool-reading task versions (``wide-search-v1``, ``multihop-v1``) on a
+simulator whose judges, critics and revisers do not read the ground truth; ``sim-v1`` keeps
+the earlier behaviour (``-v0`` tasks, ``oracle_verifiers=True``) so its report reproduces. Every run records the four
 benchmark dimensions: trace shape (width, depth, length), the credit unit exercised, its point
 in the scale envelope, and the failure taxonomy.
 
@@ -49,7 +52,9 @@ CREDIT_UNITS = {
     "critic_loop": "turn",
 }
 ALL_TOPOLOGIES = ("centralized", "pipeline", "debate", "swarm", "hierarchical", "critic_loop")
-ALL_TASKS = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0", "math-v0", "humaneval-v0")
+ALL_TASKS = ("arith-mapreduce-v0", "wide-search-v1", "multihop-v1", "math-v0", "humaneval-v0")
+#: The tasks of ``sim-v1`` (tool results not shown to the model).
+V1_TASKS = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0", "math-v0", "humaneval-v0")
 
 
 @dataclass(frozen=True)
@@ -67,15 +72,36 @@ class Suite:
     envelope_lengths: tuple[int, ...] = (10, 100, 1000, 4000)
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    #: Options of the sim backend (recorded in every trace's backend spec; other backends
+    #: ignore them); options given to :func:`run_suite` override them.
+    sim_options: dict[str, Any] = field(default_factory=dict)
 
 
 #: Registered suites by versioned id.
 SUITES: dict[str, Suite] = {
+    "sim-v2": Suite(
+        "sim-v2",
+        description="every topology x task on the sim backend (tool results in the prompt, "
+        "verifiers without the ground truth), 100 seeds, three fault kinds at rate 0.2, "
+        "envelope 2-300 agents x 10-4000 events",
+    ),
     "sim-v1": Suite(
         "sim-v1",
-        description="every topology x task on the sim backend, 100 "
-        "seeds, three fault kinds at rate 0.2, envelope 2-300 agents x 10-4000 "
-        "events",
+        tasks=V1_TASKS,
+        description="as sim-v2 with the earlier simulator: -v0 tasks (tool results not "
+        "shown) and oracle verifiers (judge, critic and reviser read the ground truth)",
+        sim_options={"oracle_verifiers": True},
+    ),
+    "smoke-v2": Suite(
+        "smoke-v2",
+        topologies=("swarm", "critic_loop"),
+        tasks=("arith-mapreduce-v0", "wide-search-v1"),
+        agents=4,
+        seeds=2,
+        faults=("wrong_answer", "tool_failure"),
+        envelope_agents=(2, 20),
+        envelope_lengths=(10, 200),
+        description="a seconds-long check of the whole pipeline",
     ),
     "smoke-v1": Suite(
         "smoke-v1",
@@ -86,7 +112,8 @@ SUITES: dict[str, Suite] = {
         faults=("wrong_answer",),
         envelope_agents=(2, 20),
         envelope_lengths=(10, 200),
-        description="a seconds-long check of the whole pipeline",
+        description="the earlier seconds-long check (oracle verifiers)",
+        sim_options={"oracle_verifiers": True},
     ),
 }
 
@@ -257,7 +284,7 @@ def _available_tasks(suite: Suite) -> tuple[Suite, list[str]]:
 
 
 def run_suite(
-    name: str | Suite = "sim-v1",
+    name: str | Suite = "sim-v2",
     *,
     backend: str = "sim",
     backend_options: dict[str, Any] | None = None,
@@ -271,7 +298,8 @@ def run_suite(
     Args:
         name: Suite id or object.
         backend: ``sim`` (default), ``openai`` or ``hf``: the LLM behind every agent.
-        backend_options: Options for the backend (model, base URL...).
+        backend_options: Options for the backend (model, base URL...); on the sim backend
+            they override the suite's ``sim_options``.
         jobs: Worker processes.
         progress: Show a progress bar.
         seeds: Override the suite's seed count.
@@ -285,6 +313,8 @@ def run_suite(
             raise ConfigError(f"seeds must be >= 1, got {seeds}")
         suite = dataclasses.replace(suite, seeds=seeds)
     suite, notes = _available_tasks(suite)
+    if backend == "sim" and suite.sim_options:
+        backend_options = {**suite.sim_options, **(backend_options or {})}
     specs = _specs(suite, backend, backend_options)
     points = (
         [(k, n) for k in suite.envelope_agents for n in suite.envelope_lengths]

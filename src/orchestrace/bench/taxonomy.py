@@ -16,8 +16,8 @@ the failure. The three MAST categories and the modes detected:
 Example:
     >>> from orchestrace.runtime import run
     >>> trace = run("critic_loop", "arith", agents=3, seed=1).trace
-    >>> sorted({f.mode for f in detect(trace)})
-    ['ignored_input']
+    >>> sorted({f.mode for f in detect(trace)})  # the critic accepted a wrong answer
+    ['incorrect_verification']
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
         description="Run a versioned suite and write report.md, report.json and PNG plots. "
         "Suites: " + "; ".join(f"{k}: {v.description}" for k, v in SUITES.items()),
     )
-    p.add_argument("--suite", default="sim-v1", choices=sorted(SUITES))
+    p.add_argument("--suite", default="sim-v2", choices=sorted(SUITES))
     p.add_argument("--backend", default="sim", choices=BACKENDS)
     p.add_argument("--model", help="openai: model name; hf: model directory")
     p.add_argument("--base-url", help="openai: server URL ending in /v1")

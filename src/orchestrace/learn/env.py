@@ -106,7 +106,9 @@ class EnvConfig:
         backend: ``sim`` (default: seeded, virtual time, thousands of episodes a minute),
             ``openai`` (any OpenAI-compatible server) or ``hf`` (a local transformers model).
         backend_options: Options for the backend (``model``, ``base_url``...); for ``sim``,
-            they replace the default role scaling.
+            they replace the default role scaling and ``oracle_verifiers=True`` (the judge
+            and revisers of the v0 environments read the ground truth; pass
+            ``{"oracle_verifiers": False}`` for verifiers that solve for themselves).
         latency_weight: Reward lost per ``latency_norm`` Critical Steps of the episode
             (``reward -= latency_weight * critical_steps / latency_norm``), whichever reward
             the env uses (PARL or ``reward_fn``).
@@ -304,7 +306,9 @@ class OrchestrationEnv:
         """A fresh virtual-time loop and sim backend, or the env's real loop and backend."""
         cfg = self.config
         if cfg.backend == "sim":
-            opts = {"role_tokens": {"expert": 2.0, "novice": 0.6}, **cfg.backend_options}
+            # the v0 environments keep the oracle verifiers they were published with
+            base = {"role_tokens": {"expert": 2.0, "novice": 0.6}, "oracle_verifiers": True}
+            opts = {**base, **cfg.backend_options}
             return VirtualTimeLoop(watchdog_s=0.05), SimBackend(seed=seed, **opts)
         if self._real is None:
             from orchestrace.runtime.backends import make_backend

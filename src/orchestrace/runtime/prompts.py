@@ -2,7 +2,9 @@
 
 :func:`render` turns a request kind and its structured payload into chat messages; real models
 answer in text ending with ``ANSWER: <value>``, which :func:`parse` reads back. The simulator
-reads the payload instead, so the same topology code drives both.
+reads the payload instead, so the same topology code drives both. What the agent's tools
+returned (``tool_results``) is part of the ``solve`` prompt, so a real model reads the documents
+the simulator answers from.
 
 Example:
     >>> msgs = render("solve", {"prompt": "What is 2+2? Reply with ANSWER: <integer>."}, "worker")
@@ -10,6 +12,11 @@ Example:
     ('system', 'What is 2+2? Reply with ANSWER: <integer>.')
     >>> parse("I think... ANSWER: 4")
     4
+    >>> print(render("solve", {"prompt": "Count.", "tool_results": ["- Ada works in Lima"],
+    ...                        "supported": 1}, "worker")[-1]["content"])
+    Count.
+    Tool results:
+    - Ada works in Lima
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ SYSTEM: dict[str, str] = {
     "executor": "You carry out the plan step by step.",
     "aggregator": "You combine partial answers into the final answer.",
 }
-_HIDDEN = ("truth", "hardness", "wrong", "choices", "expected_input")
+_HIDDEN = ("truth", "hardness", "wrong", "choices", "expected_input", "supported", "guess")
 
 
 def public(payload: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +61,9 @@ def render(kind: str, payload: dict[str, Any], role: str) -> list[dict[str, str]
     if kind == "solve":
         if "input" in p:
             prompt = prompt.replace("{previous}", _fmt(p["input"]))
+        if "tool_results" in p:
+            results = [_fmt(x) for x in p["tool_results"]] or ["(no tool results)"]
+            prompt += "\nTool results:\n" + "\n".join(results)
         if p.get("notes"):
             prompt += "\nNotes from other agents: " + "; ".join(map(_fmt, p["notes"]))
         user = prompt

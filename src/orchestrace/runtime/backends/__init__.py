@@ -105,6 +105,8 @@ def backend_from_spec(spec: Mapping[str, Any] | None, **overrides: Any) -> Backe
             "pass the server's URL (base_url=..., --base-url URL)"
         )
     if name == "sim":
+        # simulators recorded before verifiers stopped reading the ground truth were oracles
+        kw.setdefault("oracle_verifiers", True)
         _check_sim_options(kw)
     try:
         return make_backend(name, **kw)
@@ -123,6 +125,9 @@ def _check_sim_options(kw: Mapping[str, Any]) -> None:
                 isinstance(k, str) and _number(v) for k, v in value.items()
             )
             want = "an object of role -> number"
+        elif key == "oracle_verifiers":
+            ok = isinstance(value, bool)
+            want = "true or false"
         else:
             ok = _number(value) and (key != "seed" or isinstance(value, int))
             want = "an integer" if key == "seed" else "a number"

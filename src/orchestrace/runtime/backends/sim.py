@@ -8,9 +8,21 @@ and a counterfactual fork that changes one call leaves every other call's answer
   probability ``(1 - skill) * hardness`` where the task sets ``hardness`` from the part's size
   (quadratic: big parts are disproportionately error-prone). A wrong input (a previous hop
   answered wrongly) gives a wrong answer.
-* **Verification**: ``critique`` accepts a correct answer (and rejects a wrong one) with
-  probability ``skill``; ``judge`` picks the correct candidate with probability ``skill``;
-  ``revise`` moves towards the answers peers hold.
+* **Evidence**: a ``solve`` request whose payload carries ``supported`` (what the tool results
+  the agent actually retrieved say, computed from those results by the task) answers from that
+  evidence instead: the supported value unless an error strikes. When the results settle
+  nothing (``supported`` is ``None``: a failed search, a broken lookup chain) the model guesses
+  from the question alone (``guess``, or a random choice), so a lost tool result costs accuracy.
+* **Verification** (default): ``judge``, ``critique`` and ``revise`` decide from what they are
+  shown plus their own noisy solving of the task (with the same skill/hardness model as
+  ``solve``): the judge picks the candidate equal to its own answer, else the most common
+  candidate; the critic accepts a candidate equal to its own answer; a reviser keeps the
+  answer its own re-solving agrees with among its and its peers' answers, else the most common
+  one (ties: its own). None of them reads the ground truth to decide.
+* **Oracle verification** (``oracle_verifiers=True``, the behaviour before the option existed
+  and of the ``sim-v1`` suite): ``critique`` is right with probability ``skill``; ``judge``
+  picks the correct candidate with probability ``skill`` even when it is a minority answer;
+  ``revise`` moves to the truth whenever a peer holds it. Verifiers then read the ground truth.
 * **Confidence**: ``solve`` and ``revise`` answers come with a confidence in [0, 1], higher for
   right answers (mean 0.75 against 0.62, sd 0.12: an AUROC near 0.78, like log-prob or
   verbalised confidence of current models) and lower on harder parts.
@@ -31,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -49,6 +62,10 @@ DEFAULT_SKILLS: dict[str, float] = {
     "critic": 0.85, "judge": 0.85, "debater": 0.8, "planner": 0.9, "executor": 0.9,
     "aggregator": 0.95,
 }  # fmt: skip
+#: Request kinds that verify or revise others' answers.
+_VERIFY = ("critique", "judge", "revise")
+#: Payload fields a non-oracle verifier solves from (ignored by the oracle).
+_SOLVING = ("hardness", "size", "wrong", "choices", "task", "index")
 _OUT_TOKENS = {"solve": 60, "plan": 90, "critique": 30, "judge": 25, "revise": 50, "aggregate": 40}
 
 
@@ -67,6 +84,9 @@ class SimBackend:
         price_out: Cost per completion token.
         fail_rate: Probability that a call fails (an injected backend fault).
         role_tokens: Completion-length multiplier per role (e.g. experts write more).
+        oracle_verifiers: Let ``judge``, ``critique`` and ``revise`` read the ground truth
+            (the behaviour of the ``sim-v1`` suite); off by default: verifiers decide from what
+            they are shown plus their own noisy solving.
     """
 
     seed: int = 0
@@ -79,6 +99,7 @@ class SimBackend:
     price_out: float = 2.0e-6
     fail_rate: float = 0.0
     role_tokens: dict[str, float] = field(default_factory=dict)
+    oracle_verifiers: bool = False
     name: str = "sim"
     virtual: bool = True
     calls: int = 0
@@ -91,6 +112,10 @@ class SimBackend:
             raise ConfigError("latency_scale and ttft_s must be >= 0 and tokens_per_s > 0")
         if not 0.0 <= self.fail_rate <= 1.0:
             raise ConfigError(f"fail_rate must be in [0, 1], got {self.fail_rate}")
+        if not isinstance(self.oracle_verifiers, bool):
+            raise ConfigError(
+                f"oracle_verifiers must be true or false, got {self.oracle_verifiers!r}"
+            )
 
     def spec(self) -> dict[str, Any]:
         """Everything that rebuilds this simulator (``options`` are its constructor arguments).
@@ -110,6 +135,7 @@ class SimBackend:
             "price_out": self.price_out,
             "fail_rate": self.fail_rate,
             "role_tokens": dict(self.role_tokens),
+            "oracle_verifiers": self.oracle_verifiers,
         }
         return {"name": "sim", "virtual": True, "options": options}
 
@@ -127,6 +153,10 @@ class SimBackend:
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Answer ``request`` (instantly; ``latency`` says how long it took in virtual time)."""
         self.calls += 1
+        if self.oracle_verifiers and request.kind in _VERIFY:
+            # the oracle never used the solving fields: draw exactly as before they were sent
+            trimmed = {k: v for k, v in request.payload.items() if k not in _SOLVING}
+            request = dataclasses.replace(request, payload=trimmed)
         rng = self._rng(request)
         p = request.payload
         skill = self.skill(request.agent, request.role)
@@ -149,6 +179,8 @@ class SimBackend:
         if request.kind in ("solve", "revise") and "truth" in p:
             right = answer == p["truth"]
             mu = (0.75 if right else 0.62) - 0.05 * min(float(p.get("hardness", 1.0)), 3.0) / 3
+            if request.kind == "solve" and "supported" in p and p["supported"] is None:
+                mu = 0.45  # a guess without evidence
             confidence = round(min(1.0, max(0.0, rng.gauss(mu, 0.12))), 4)
         return LLMResponse(
             text,
@@ -169,13 +201,38 @@ class SimBackend:
         delta = rng.choice([-3, -2, -1, 1, 2, 3]) * rng.randint(1, 3)
         return truth + delta
 
+    def _solve(self, target: Any, p: dict[str, Any], skill: float, rng: random.Random) -> Any:
+        """``target`` unless an error strikes (rate ``(1 - skill) * hardness``)."""
+        error = min(0.98, (1.0 - skill) * float(p.get("hardness", 1.0)))
+        return target if rng.random() >= error else self._wrong(target, p, rng)
+
+    @staticmethod
+    def _guess(p: dict[str, Any], rng: random.Random) -> Any:
+        """An answer from the question alone (no evidence): never reads the truth."""
+        choices = list(p.get("choices") or [])
+        if p.get("wrong") == "choice" or not isinstance(p.get("guess"), int | float):
+            return rng.choice(choices) if choices else None
+        return max(0, round(float(p["guess"])) + rng.randint(-2, 2))
+
+    @staticmethod
+    def _plurality(values: list[Any]) -> Any:
+        """The most common value (ties: the one seen first)."""
+        counts = Counter(json.dumps(v, sort_keys=True) for v in values)
+        best = max(counts.values())
+        return next(v for v in values if counts[json.dumps(v, sort_keys=True)] == best)
+
     def _answer(self, kind: str, p: dict[str, Any], skill: float, rng: random.Random) -> Any:
         truth = p.get("truth")
         if kind == "solve":
+            if "supported" in p:  # answer from the evidence the agent retrieved
+                if p["supported"] is None:
+                    return self._guess(p, rng)
+                return self._solve(p["supported"], p, skill, rng)
             if "expected_input" in p and p.get("input") != p["expected_input"]:
                 return self._wrong(truth, p, rng)
-            error = min(0.98, (1.0 - skill) * float(p.get("hardness", 1.0)))
-            return truth if rng.random() >= error else self._wrong(truth, p, rng)
+            return self._solve(truth, p, skill, rng)
+        if kind in _VERIFY and not self.oracle_verifiers:
+            return self._verify(kind, p, skill, rng)
         if kind == "critique":
             right = p.get("candidate") == truth
             sees = rng.random() < skill
@@ -205,6 +262,34 @@ class SimBackend:
             parts = p.get("parts") or []
             return truth if rng.random() < skill else (parts[0] if parts else None)
         return truth
+
+    def _verify(self, kind: str, p: dict[str, Any], skill: float, rng: random.Random) -> Any:
+        """Judge, critique or revise from what is shown plus the verifier's own solving.
+
+        The verifier solves the task itself (the ``solve`` model: right unless an error
+        strikes at rate ``(1 - skill) * hardness``; without ``hardness`` in the payload, a
+        unit-size task) and compares what it is shown with its own answer.
+        """
+        mine = self._solve(p.get("truth"), p, skill, rng)
+        if kind == "critique":
+            candidate = p.get("candidate")
+            return "accept" if candidate is not None and candidate == mine else "reject"
+        if kind == "judge":
+            cands = list(p.get("candidates") or [])
+            if not cands:
+                return None
+            if mine in cands:
+                return cands.index(mine)
+            shown = [c for c in cands if c is not None]
+            return cands.index(self._plurality(shown)) if shown else 0
+        own, peers = p.get("own"), list(p.get("peers") or [])
+        everyone = [x for x in (own, *peers) if x is not None]
+        if mine in everyone:
+            return mine
+        if not everyone:
+            return own
+        top = self._plurality(everyone)
+        return own if everyone.count(own) == everyone.count(top) else top
 
     async def aclose(self) -> None:
         """Nothing to release."""

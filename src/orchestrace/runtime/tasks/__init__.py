@@ -1,8 +1,13 @@
 """Built-in tasks, by versioned id.
 
+``wide-search-v1`` and ``multihop-v1`` show the tool results in the prompt and the simulator
+answers from them (use these with real models); the ``-v0`` versions, which the short names
+``search`` and ``multihop`` still select, keep the earlier behaviour (tool results recorded but
+not shown) so that earlier results stay reproducible.
+
 Example:
     >>> sorted(TASKS)
-    ['arith-mapreduce-v0', 'humaneval-v0', 'math-v0', 'multihop-v0', 'wide-search-v0']
+    ['arith-mapreduce-v0', 'humaneval-v0', 'math-v0', 'multihop-v0', 'multihop-v1', 'wide-search-v0', 'wide-search-v1']
     >>> make_task("arith", seed=1).name
     'arith-mapreduce-v0'
     >>> [name for name, cls in sorted(TASKS.items()) if cls.executes_code]
@@ -25,8 +30,8 @@ from orchestrace.runtime.tasks.base import (
 )
 from orchestrace.runtime.tasks.humaneval import HumanEvalTask
 from orchestrace.runtime.tasks.mathword import MathWordTask
-from orchestrace.runtime.tasks.multihop import MultiHopTask
-from orchestrace.runtime.tasks.search import WideSearchTask
+from orchestrace.runtime.tasks.multihop import MultiHopTask, MultiHopTaskV1
+from orchestrace.runtime.tasks.search import WideSearchTask, WideSearchTaskV1
 
 __all__ = [
     "TASKS",
@@ -34,10 +39,12 @@ __all__ = [
     "HumanEvalTask",
     "MathWordTask",
     "MultiHopTask",
+    "MultiHopTaskV1",
     "Subtask",
     "Task",
     "Verdict",
     "WideSearchTask",
+    "WideSearchTaskV1",
     "make_task",
     "parse_answer",
     "task_class",
@@ -52,6 +59,8 @@ TASKS: dict[str, type[Task]] = {
     ArithmeticTask.name: ArithmeticTask,
     WideSearchTask.name: WideSearchTask,
     MultiHopTask.name: MultiHopTask,
+    WideSearchTaskV1.name: WideSearchTaskV1,
+    MultiHopTaskV1.name: MultiHopTaskV1,
     MathWordTask.name: MathWordTask,
     HumanEvalTask.name: HumanEvalTask,
 }

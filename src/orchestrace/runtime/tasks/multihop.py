@@ -1,8 +1,14 @@
-"""``multihop-v0``: follow a chain of relations through a generated knowledge table.
+"""``multihop-v1`` (and ``-v0``): follow a chain of relations through a generated knowledge table.
 
 Starting from an entity, follow ``size`` relations (``manager``, ``city``, ``mentor``...) with the
 ``lookup`` tool. Each hop needs the previous hop's answer, so parts run in sequence: the task
 tests orchestration where parallelism cannot help.
+
+In ``multihop-v1`` the lookups are the worker's evidence: they start from the entity the worker
+was handed (the previous part's answer), are shown in its prompt, and the simulator answers
+with the entity the chain reached; a failed lookup breaks the chain and leaves it guessing.
+``multihop-v0`` keeps the earlier behaviour: lookups are recorded but never shown, and the
+simulator answers from the part's ground truth (wrong only when its input was wrong).
 
 Example:
     >>> t = MultiHopTask(seed=3, size=4)
@@ -19,7 +25,7 @@ from typing import Any
 
 from orchestrace.runtime.tasks.base import Subtask, Task
 
-__all__ = ["MultiHopTask"]
+__all__ = ["MultiHopTask", "MultiHopTaskV1"]
 
 _RELATIONS = ["manager", "mentor", "sibling", "neighbor", "rival", "partner"]
 
@@ -83,3 +89,37 @@ class MultiHopTask(Task):
             return self.table[key]
 
         return {"lookup": lookup}
+
+
+class MultiHopTaskV1(MultiHopTask):
+    """``multihop-v1``: the answer is the entity the worker's own lookups reached.
+
+    Example:
+        >>> t = MultiHopTaskV1(seed=3, size=4)
+        >>> part = t.subtasks(2)[1]
+        >>> part.prompt.startswith("Find the ") and "{previous}" in part.prompt
+        True
+        >>> t.read_evidence(part, ["entity_1", "entity_2"]), t.guess(part) is None
+        ('entity_2', True)
+    """
+
+    name = "multihop-v1"
+    #: Tool results reach the prompt and the simulator answers from them.
+    evidence = True
+
+    def _span(self, index: int, lo: int, hi: int) -> Subtask:
+        part = super()._span(index, lo, hi)
+        path = " of the ".join(reversed(self.relations[lo:hi]))
+        prompt = (
+            f"Find the {path} of {{previous}}. The lookup tool's results are below. "
+            "Reply with ANSWER: <entity>."
+        )
+        return Subtask(part.index, prompt, part.truth, part.size, part.data)
+
+    def read_evidence(self, part: Subtask, results: list[Any]) -> Any:
+        """What a faithful reader of a complete lookup chain answers: the last entity."""
+        return results[-1] if results else None
+
+    def guess(self, part: Subtask) -> Any:
+        """No answer follows from the question alone (the simulator picks an entity)."""
+        return None

@@ -1,8 +1,13 @@
-"""``wide-search-v0``: count matching records across a generated corpus.
+"""``wide-search-v1`` (and ``-v0``): count matching records across a generated corpus.
 
 The corpus holds ``size`` short documents ("<name> works as <job> at <company> in <city>").
 The question asks how many people work in one city. Parts are shards of the corpus; a worker
 searches its shard with the ``search`` tool and counts; the answer is the sum of the counts.
+
+In ``wide-search-v1`` the search results are the worker's evidence: they are shown in its
+prompt, and the simulator counts what was retrieved (a failed search leaves it guessing).
+``wide-search-v0`` keeps the earlier behaviour: the search is called and recorded, but its
+results never reach the prompt, and the simulator answers as if it had read the shard.
 
 Example:
     >>> t = WideSearchTask(seed=2, size=40)
@@ -19,7 +24,7 @@ from typing import Any
 
 from orchestrace.runtime.tasks.base import Subtask, Task
 
-__all__ = ["WideSearchTask"]
+__all__ = ["WideSearchTask", "WideSearchTaskV1"]
 
 _FIRST = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lia"]
 _LAST = ["Ng", "Okafor", "Park", "Quinn", "Rossi", "Sato", "Tan", "Umar", "Vega", "Wu"]
@@ -90,3 +95,38 @@ class WideSearchTask(Task):
             return [t for t in texts if t.endswith(f" in {city}")]
 
         return {"search": search}
+
+
+class WideSearchTaskV1(WideSearchTask):
+    """``wide-search-v1``: the count rests on the documents the search returned.
+
+    Example:
+        >>> t = WideSearchTaskV1(seed=2, size=40)
+        >>> part = t.subtasks(4)[0]
+        >>> t.read_evidence(part, t.tools()["search"](part.data)) == part.truth
+        True
+        >>> t.guess(part)  # from the question alone: one city in eight
+        1
+    """
+
+    name = "wide-search-v1"
+    #: Tool results reach the prompt and the simulator answers from them.
+    evidence = True
+
+    def _span(self, index: int, start: int, end: int) -> Subtask:
+        part = super()._span(index, start, end)
+        prompt = (
+            f"The search tool was run on documents {start}..{end - 1} of the corpus for people "
+            f"who work in {self.city}; its results are below. Count the people who work in "
+            f"{self.city}. Reply with ANSWER: <integer>."
+        )
+        return Subtask(part.index, prompt, part.truth, part.size, part.data)
+
+    def read_evidence(self, part: Subtask, results: list[Any]) -> int:
+        """What a faithful reader of ``results`` answers: the matching documents it lists."""
+        city = str(part.data.get("city", self.city))
+        return sum(1 for doc in results if str(doc).endswith(f" in {city}"))
+
+    def guess(self, part: Subtask) -> int:
+        """An answer from the question alone: the share of one city among eight."""
+        return round(part.size / len(_CITIES))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.topologies.common import solve_part
+from orchestrace.runtime.topologies.common import solve_part, verify_payload
 
 __all__ = ["orchestrate"]
 
@@ -29,16 +29,12 @@ async def loop_worker(ctx: Context, critic: str, rounds: int) -> Any:
 
 async def loop_critic(ctx: Context) -> str:
     """Review every answer the worker sends."""
-    task = ctx.task
     verdict = "reject"
     while True:
         msg = await ctx.receive(timeout=float(ctx.option("patience", 300.0)))
         if msg is None:
             return verdict
-        r = await ctx.generate(
-            "critique",
-            {"prompt": task.question, "candidate": msg.data["answer"], "truth": task.answer},
-        )
+        r = await ctx.generate("critique", verify_payload(ctx, candidate=msg.data["answer"]))
         verdict = "accept" if r.answer == "accept" else "reject"
         await ctx.send(msg.sender, verdict, data=verdict)
         if verdict == "accept" or msg.data.get("final"):

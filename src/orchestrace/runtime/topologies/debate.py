@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.runtime.core import Context
+from orchestrace.runtime.topologies.common import gather_evidence, uses_evidence, verify_payload
 
 __all__ = ["orchestrate"]
 
@@ -17,7 +18,10 @@ async def debater(ctx: Context, others: list[str], rounds: int) -> Any:
     """Answer, then revise after hearing the others, round by round."""
     task = ctx.task
     whole = task.whole()
-    r = await ctx.generate("solve", ctx.payload(whole))
+    payload = ctx.payload(whole)
+    if uses_evidence(task):  # the debater reads its own tool results
+        payload.update(await gather_evidence(ctx, whole, None))
+    r = await ctx.generate("solve", payload)
     own = r.answer
     ctx.remember(own)
     for k in range(rounds):
@@ -30,9 +34,7 @@ async def debater(ctx: Context, others: list[str], rounds: int) -> Any:
                 break
             if isinstance(msg.data, dict) and msg.data.get("round") == k:
                 heard.append(msg.data["answer"])
-        r = await ctx.generate(
-            "revise", {"prompt": task.question, "own": own, "peers": heard, "truth": task.answer}
-        )
+        r = await ctx.generate("revise", verify_payload(ctx, own=own, peers=heard))
         own = r.answer
         ctx.remember(own)
     return own
@@ -40,10 +42,7 @@ async def debater(ctx: Context, others: list[str], rounds: int) -> Any:
 
 async def judge(ctx: Context, candidates: list[Any]) -> Any:
     """Pick the best candidate."""
-    task = ctx.task
-    return await ctx.aggregate(
-        candidates, "judge", payload={"prompt": task.question, "truth": task.answer}
-    )
+    return await ctx.aggregate(candidates, "judge", payload=verify_payload(ctx))
 
 
 async def orchestrate(ctx: Context) -> Any:
