@@ -92,11 +92,46 @@ def test_the_header_records_a_complete_secret_free_spec(serve, tmp_path, monkeyp
     )
     assert opts["base_url"] == server.url and opts["timeout_s"] == 60.0
     assert SECRET not in path.read_text()
-    # the key comes back from the environment when the backend is rebuilt
+    # the key comes back from the environment, for a server the caller names
+    n = len(server.times)
+    mid = first_message(trace)
+    res = fork(trace, [DropMessage.of(trace, mid)], backend_options={"base_url": server.url})
+    assert res.backend_calls > 0 and len(server.times) - n == res.backend_calls
+    assert all(h["Authorization"] == f"Bearer {SECRET}" for h in server.headers[n:])
+    n = len(server.times)
+    monkeypatch.setenv("ORCHESTRACE_OPENAI_BASE_URL", server.url)
+    fork(trace, [DropMessage.of(trace, mid)])
+    assert all(h["Authorization"] == f"Bearer {SECRET}" for h in server.headers[n:])
+
+
+def test_the_api_key_never_goes_to_a_server_read_from_the_trace(serve, tmp_path, monkeypatch):
+    server = serve(ok)
+    trace, _ = record(server, tmp_path)  # a trace could name any server
+    monkeypatch.setenv("ORCHESTRACE_OPENAI_API_KEY", SECRET)
     n = len(server.times)
     res = fork(trace, [DropMessage.of(trace, first_message(trace))])
     assert res.backend_calls > 0 and len(server.times) - n == res.backend_calls
-    assert server.headers[-1]["Authorization"] == f"Bearer {SECRET}"
+    assert all("Authorization" not in h for h in server.headers[n:])
+
+
+def test_a_server_refusing_the_withheld_key_says_how_to_send_it(serve, tmp_path, monkeypatch):
+    recording = 10**9
+
+    def key_after_recording(h, n):
+        if n < recording or h.headers.get("Authorization") == f"Bearer {SECRET}":
+            ok(h, n)
+        else:
+            send_json(h, 401, {"error": "no key"})
+
+    server = serve(key_after_recording)
+    trace, _ = record(server, tmp_path)
+    recording = len(server.times)
+    monkeypatch.setenv("ORCHESTRACE_OPENAI_API_KEY", SECRET)
+    mid = first_message(trace)
+    with pytest.raises(ConfigError, match=r"answered 401.*never to one read from a trace"):
+        fork(trace, [DropMessage.of(trace, mid)])
+    res = fork(trace, [DropMessage.of(trace, mid)], backend_options={"base_url": server.url})
+    assert res.backend_calls > 0 and not any(e.error for e in changed_calls(res.trace))
 
 
 def test_sim_spec_rebuilds_every_option():

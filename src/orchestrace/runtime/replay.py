@@ -547,6 +547,8 @@ def backend_for(
                 f"cannot rebuild backend {_describe(spec)} of trace {_shown(trace)!r}: {err}; "
                 f"pass {_FLAGS} (backend= in Python)"
             ) from None
+        if "base_url" not in given and _trusted_url(built) is False:
+            built.api_key = None  # type: ignore[attr-defined]  # never sent to a traced URL
     else:
         assert backend is not None
         kw = dict(given)
@@ -562,6 +564,36 @@ def backend_for(
     if check:
         _check_can_answer(built, _how(trace, built))
     return built
+
+
+#: Where a server may be named that the API key can be sent to.
+_URL_ENV = ("ORCHESTRACE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+_KEY_ENV = ("ORCHESTRACE_OPENAI_API_KEY", "OPENAI_API_KEY")
+
+
+def _trusted_url(backend: Any) -> bool | None:
+    """Whether an ``openai`` backend's server is the one the environment names.
+
+    ``None`` for other backends. A base URL read from a trace is not trusted with the API
+    key: a trace could name any server. The key goes only to a server named by the caller
+    (``--base-url``, ``base_url=``) or by ``ORCHESTRACE_OPENAI_BASE_URL``/``OPENAI_BASE_URL``.
+    """
+    if getattr(backend, "name", "") != "openai":
+        return None
+    import os
+
+    url = str(getattr(backend, "base_url", "")).rstrip("/")
+    return any((os.environ.get(n) or "").rstrip("/") == url for n in _URL_ENV if os.environ.get(n))
+
+
+def _key_withheld(backend: Any) -> bool:
+    import os
+
+    return (
+        getattr(backend, "name", "") == "openai"
+        and getattr(backend, "api_key", None) is None
+        and any(os.environ.get(n) for n in _KEY_ENV)
+    )
 
 
 def _how(trace: Trace, backend: Any) -> str:
@@ -736,9 +768,16 @@ def _check_answered(original: Trace, new: Trace, backend: Any) -> None:
     """Refuse a fork whose real backend answered none of the calls that reached it."""
     changed = [e for e in new.events if e.type == "llm_call" and "answered_by" in (e.attrs or {})]
     if changed and all(e.error is not None for e in changed):
+        key = (
+            "; the API key is sent only to a server named by --base-url (base_url=) or "
+            "ORCHESTRACE_OPENAI_BASE_URL, never to one read from a trace: pass --base-url URL "
+            "if this server needs it"
+            if _key_withheld(backend)
+            else ""
+        )
         raise ConfigError(
             f"backend {_describe(backend_spec(backend))} answered none of the {len(changed)} "
-            f"changed call(s) of the fork of {_shown(original)!r} ({changed[0].error}); check "
-            "the server, pass --base-url URL to use another, or --backend sim to fork on the "
-            "simulator (backend= in Python)"
+            f"changed call(s) of the fork of {_shown(original)!r} ({changed[0].error}){key}; "
+            "check the server, pass --base-url URL to use another, or --backend sim to fork on "
+            "the simulator (backend= in Python)"
         )
