@@ -387,3 +387,10 @@ def test_a_fork_that_changes_no_call_needs_no_server(recorded):
     res = fork(trace, [ForceStop(10**6)])  # never reached: every call comes from the trace
     assert res.backend_calls == 0 and not changed_calls(res.trace)
     assert res.cache_hits == sum(e.type == "llm_call" for e in trace.events)
+
+
+def test_a_backend_that_is_not_one_is_refused(sim_trace):
+    with pytest.raises(ConfigError, match=r"backend must be None .* \(got 42\)"):
+        fork(sim_trace, [ForceStop(1)], backend=42)
+    with pytest.raises(ConfigError, match=r"unknown backend 'gpt'"):
+        fork(sim_trace, [ForceStop(1)], backend="gpt")

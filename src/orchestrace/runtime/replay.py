@@ -512,6 +512,11 @@ def backend_for(
     from orchestrace.runtime.backends import backend_from_spec, make_backend
 
     if backend is not None and not isinstance(backend, str):
+        if not callable(getattr(backend, "complete", None)) or not hasattr(backend, "virtual"):
+            raise ConfigError(
+                f"backend must be None (the recorded backend), a name ('sim', 'openai', 'hf') or "
+                f"a backend object with complete() and virtual (got {display(repr(backend), 60)})"
+            )
         if seed_offset and isinstance(backend, SimBackend):
             import dataclasses
 
