@@ -152,8 +152,14 @@ def test_run_api_rejects_bad_options_before_running(tmp_path):
         (["run", "swarm", "--max-wall", "inf"], "max_wall_s must be a finite number of seconds"),
         (["run", "swarm", "--max-wall", "nan"], "leave it out (no --max-wall) for no time limit"),
         (["run", "swarm", "--max-wall", "-1"], "max_wall_s must be a finite number of seconds"),
-        (["run", "swarm", "--max-steps", str(10**27)], "max_steps must be at most 2**63-1"),
-        (["run", "swarm", "--max-tokens", str(2**63)], "max_tokens must be at most 2**63-1"),
+        (
+            ["run", "swarm", "--max-steps", str(10**27)],
+            "--max-steps is out of range (got a 28-digit number); use a value below 2**63",
+        ),
+        (
+            ["run", "swarm", "--max-tokens", str(2**63)],
+            "--max-tokens is out of range (got a 19-digit number); use a value below 2**63",
+        ),
         (["run", "swarm", "--tool-failure-rate", "nan"], "tool_failure_rate must be a finite"),
     ],
 )

@@ -26,7 +26,16 @@ from orchestrace.learn.env import make_env
 #: Most held-out episodes per policy one evaluation may ask for (about a day of CPU).
 MAX_EPISODES = 100_000_000
 
-__all__ = ["HELD_OUT", "MAX_EPISODES", "EvalResult", "compare", "evaluate", "format_table", "mean_ci", "t95"]
+__all__ = [
+    "HELD_OUT",
+    "MAX_EPISODES",
+    "EvalResult",
+    "compare",
+    "evaluate",
+    "format_table",
+    "mean_ci",
+    "t95",
+]
 
 #: First seed of held-out evaluation instances.
 HELD_OUT = 10**9
