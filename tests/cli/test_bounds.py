@@ -45,6 +45,27 @@ def test_hostile_counts_are_refused(argv, message, tmp_path, monkeypatch, capsys
     assert not (tmp_path / "OUT.json").exists()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["credit", "T.json", "--top", "-1"],
+        ["analyze", "T.json", "--max-path", "-1"],
+        ["convert", "T.json", "-o", "OUT.json", "--indent", "-5"],
+        ["reward", "T.json", "--step", "-1"],
+        ["run", "swarm", "--agents", "-3", "-o", "OUT.json"],
+        ["bench", "--jobs", "-2", "-o", "OUT.json"],
+    ],
+)
+def test_negative_counts_are_refused_before_anything_runs(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    flag = next(a for a in argv if a.startswith("--"))
+    value = argv[argv.index(flag) + 1]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {flag} must not be negative (got {value}); e.g. {flag} 0"
+    assert not (tmp_path / "OUT.json").exists()
+
+
 def test_generate_api_bounds():
     with pytest.raises(ConfigError, match="agents must be at most 10,000,000"):
         generate_trace(agents=10**7 + 1, steps=10)

@@ -98,13 +98,19 @@ def _check_seeds(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value is not None:
             check_seed(value, "--" + name.replace("_", "-"))
-    # every other integer option: no count, size or budget beyond what a 64-bit field holds
+    # every other integer option is a count, size, budget, index or year: none is negative,
+    # and none goes beyond what a 64-bit field holds
     for name, value in vars(args).items():
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if abs(value) > MAX_INT:
             raise ConfigError(
-                f"--{name.replace('_', '-')} is out of range (got a {len(str(abs(value)))}-digit "
-                "number); use a value below 2**63"
+                f"{flag} is out of range (got a {len(str(abs(value)))}-digit number); "
+                "use a value below 2**63"
             )
+        if value < 0:
+            raise ConfigError(f"{flag} must not be negative (got {value}); e.g. {flag} 0")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
