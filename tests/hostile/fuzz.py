@@ -2,16 +2,19 @@
 
 Each mutant is derived, deterministically from ``(seed, index)``, from one of a few seed inputs
 (two generated traces, two recorded runs as native JSON, a survey-schema trace, a recorded JSONL
-record stream and a JSONL file of one trace per line)
+record stream, a JSONL file of one trace per line, and a Parquet dataset)
 by one to three mutations:
 
 * JSON mutations: set, delete or add a field anywhere; extreme numbers (``2**63``, ``1e308``,
   ``NaN``, negative, ...); values of the wrong type; duplicate or swapped event ids; random and
   self edges; shuffled, dropped or duplicated events, edges and stream lines;
-* byte mutations: flip bits, insert, delete, duplicate or truncate spans.
+* byte mutations: flip bits, insert, delete, duplicate or truncate spans;
+* Parquet mutations: null or hostile cells, mutated JSON in ``attrs``/``meta`` cells, columns
+  of another type or missing, duplicated or dropped rows.
 
 The mutant is read as the command line reads it (``parse``/``loads`` for ``.json``,
-``iter_jsonl``/``load_all`` for ``.jsonl``) and, when accepted, analysed (``summarize``),
+``iter_jsonl``/``load_all`` for ``.jsonl``, ``read_graph``/``load_all`` for Parquet) and, when
+accepted, analysed (``summarize``),
 rewarded (every reward family), credited (uniform) and exported to the survey schema
 (``to_upstream``); an accepted trace must also survive being written and read back.
 Every exception must be one of the project's own (``OrchestraceError``); anything else, a run
@@ -27,8 +30,10 @@ import argparse
 import contextlib
 import copy
 import json
+import pickle
 import random
 import re
+import shutil
 import signal
 import sys
 import time
@@ -142,7 +147,7 @@ def seed_inputs() -> list[SeedInput]:
     import tempfile
 
     from orchestrace import dumps, generate_trace
-    from orchestrace.io import to_upstream
+    from orchestrace.io import to_upstream, write_parquet
     from orchestrace.runtime import run
 
     out = [
@@ -160,6 +165,11 @@ def seed_inputs() -> list[SeedInput]:
     out.append(SeedInput("upstream", "json", json.dumps(up).encode()))
     lines = [dumps(generate_trace(2, 8, 1, seed=s)) for s in (5, 6)]
     out.append(SeedInput("trace-lines", "jsonl", b"\n".join(lines) + b"\n"))
+    with tempfile.TemporaryDirectory() as tmp:
+        ds = Path(tmp) / "run.parquet"
+        write_parquet([res.trace], ds)
+        files = {p.name: p.read_bytes() for p in sorted(ds.iterdir())}
+    out.append(SeedInput("parquet-centralized", "parquet", pickle.dumps(files)))
     return out
 
 
@@ -367,12 +377,112 @@ class Mutant:
     ops: tuple[str, ...]
 
 
+_STRINGS = (
+    "",
+    "x",
+    "e1",
+    "teleport",
+    "{",
+    "[1]",
+    "null",
+    "NaN",
+    "\x1b[2J\r\n",
+    "A" * 10_000,
+    '{"part":{"lo":"x"}}',
+    '{"task":{"name":"arith-mapreduce-v0","size":100000000}}',
+)
+
+
+def _cell(rng: random.Random, typ: Any) -> Any:
+    """A hostile value that fits an Arrow column of type ``typ``."""
+    import pyarrow as pa
+
+    if pa.types.is_string(typ):
+        return rng.choice(_STRINGS)
+    if pa.types.is_integer(typ):
+        return rng.choice((-1, 0, 2**31, 2**63 - 1, -(2**63)))
+    if pa.types.is_floating(typ):
+        return rng.choice((float("nan"), float("inf"), float("-inf"), -1.0, 1e308, 0.0))
+    if pa.types.is_boolean(typ):
+        return rng.choice((True, False))
+    if pa.types.is_map(typ):
+        return rng.choice(([("team", float("nan"))], [], [("x", 1e308)], [("team", -1.0)]))
+    return None
+
+
+def mutate_table(t: Any, rng: random.Random) -> tuple[Any, str]:
+    """One mutation of an Arrow table: a cell (null, hostile value, mutated JSON), a column's
+    type, a dropped column, or duplicated or dropped rows."""
+    import pyarrow as pa
+
+    if t.num_rows == 0 or t.num_columns == 0:
+        return t, "none"
+    col = rng.choice(t.column_names)
+    i = t.schema.get_field_index(col)
+    typ = t.schema.field(i).type
+    op = rng.choice(("null", "value", "value", "json", "json", "retype", "drop-col", "rows"))
+    if op == "drop-col":
+        return t.remove_column(i), f"drop {col}"
+    if op == "rows":
+        k = rng.randrange(t.num_rows)
+        parts = [t, t.slice(k, 1)] if rng.random() < 0.5 else [t.slice(0, k)]
+        return pa.concat_tables(parts), f"rows {col}"
+    vals = t.column(col).to_pylist()
+    r = rng.randrange(len(vals))
+    if op == "retype":
+        arr = pa.array([None if v is None else str(v) for v in vals], pa.string())
+        return t.set_column(i, pa.field(col, pa.string()), arr), f"retype {col}"
+    if op == "json" and pa.types.is_string(typ) and isinstance(vals[r], str):
+        try:
+            obj = json.loads(vals[r])
+        except ValueError:
+            obj = None
+        if isinstance(obj, (dict, list)):
+            obj, what = mutate_json(obj if isinstance(obj, dict) else {"x": obj}, rng)
+            vals[r] = _encode(obj).decode("utf-8", "surrogatepass")
+            op = f"json {col}: {what}"
+    if not op.startswith("json "):
+        vals[r] = None if op == "null" else _cell(rng, typ)
+        op = f"{op} {col}"
+    try:
+        arr = pa.array(vals, typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return t, "none"
+    return t.set_column(i, t.schema.field(i), arr), op
+
+
+def _parquet_mutant(files: dict[str, bytes], rng: random.Random) -> tuple[bytes, list[str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    other = {n: b for n, b in files.items() if not n.endswith(".parquet")}  # e.g. a marker
+    tables = {
+        n: pq.read_table(pa.BufferReader(b)) for n, b in files.items() if n.endswith(".parquet")
+    }
+    ops = []
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        name = rng.choice(sorted(tables))
+        tables[name], what = mutate_table(tables[name], rng)
+        ops.append(f"{name.split('.')[0]}: {what}")
+    out = dict(other)
+    for n, t in tables.items():
+        sink = pa.BufferOutputStream()
+        pq.write_table(t, sink)
+        out[n] = sink.getvalue().to_pybytes()
+    return pickle.dumps(out), ops
+
+
 def make_mutant(seeds: list[SeedInput], index: int, seed: int = 0) -> Mutant:
     """The ``index``-th mutant of the run with ``seed`` (the same every time)."""
     rng = random.Random(f"{seed}:{index}")
     base = rng.choice(seeds)
+    if base.kind == "parquet" and rng.random() < 0.65:  # Parquet mutants cost 10x: fewer
+        base = rng.choice([s for s in seeds if s.kind != "parquet"])
     ops: list[str] = []
     data = base.data
+    if base.kind == "parquet":
+        data, ops = _parquet_mutant(pickle.loads(data), rng)
+        return Mutant(index, base.name, base.kind, data, tuple(ops))
     if rng.random() < 0.6:  # structure-aware
         if base.kind == "json":
             obj = json.loads(data)
@@ -440,8 +550,22 @@ def _limit(seconds: float) -> Iterator[None]:
 
 def _readers(m: Mutant, path: Path) -> Iterator[tuple[str, Callable[[], list[Any]]]]:
     """(step name, call returning the traces it accepted) as each CLI command reads."""
-    from orchestrace.io import iter_jsonl, load_all, parse
+    from orchestrace.io import iter_jsonl, load_all, parse, read_graph
 
+    if m.kind == "parquet":
+
+        def analyze_columns() -> list[Any]:
+            from orchestrace.trace.analyze import summarize
+            from orchestrace.trace.check import check_graph
+
+            graph, _header = read_graph(path)
+            if not any(p.severity == "error" for p in check_graph(graph)):
+                summarize(graph)  # as analyze does: only a graph the checks accept
+            return []
+
+        yield "read_graph", analyze_columns
+        yield "load_all", lambda: load_all(path, check=True)
+        return
     if m.kind == "json":
 
         def validate_json() -> list[Any]:
@@ -473,25 +597,24 @@ def _use(trace: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
     from orchestrace.rewards import Composite
     from orchestrace.trace.analyze import summarize
 
-    spec = {
-        name: {"weight": 1.0}
-        for name in (
-            "team", "agent", "role", "process", "tool", "verifier", "orchestration", "hybrid",
-            "parl",
-        )
-    }  # fmt: skip
+    families = (
+        "team", "agent", "role", "process", "tool", "verifier", "orchestration", "hybrid", "parl",
+    )  # fmt: skip
 
-    def reward() -> Any:
-        combo = Composite.from_spec(spec)
-        parts = combo.components([trace])
-        return combo.total(parts)
+    def reward(name: str) -> Callable[[], Any]:
+        def score() -> Any:  # one family at a time: one refusing must not hide another's bug
+            combo = Composite.from_spec({name: {"weight": 1.0}})
+            return combo.total(combo.components([trace]))
+
+        return score
 
     def credit() -> Any:
         table = make_assigner("uniform").assign(trace, "agent")
         return check_credit(table, trace)
 
     yield "summarize", lambda: summarize(trace)
-    yield "reward", reward
+    for name in families:
+        yield f"reward {name}", reward(name)
     yield "credit", credit
     yield "to_upstream", lambda: json.dumps(to_upstream(trace), allow_nan=True)
     yield "write+read", lambda: loads(dumps(trace), check=False)
@@ -545,7 +668,14 @@ def check_mutant(m: Mutant, workdir: Path, report: FuzzReport) -> None:
     from orchestrace.errors import OrchestraceError
 
     path = workdir / f"m.{m.kind}"
-    path.write_bytes(m.data)
+    if m.kind == "parquet":
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir()
+        for name, blob in pickle.loads(m.data).items():
+            (path / name).write_bytes(blob)
+    else:
+        path.write_bytes(m.data)
     accepted: list[Any] = []
     steps: list[tuple[str, Callable[[], Any]]] = list(_readers(m, path))
     try:
