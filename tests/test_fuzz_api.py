@@ -42,11 +42,11 @@ def test_mutants_raise_only_project_errors(seeds, tmp_path: Path) -> None:
 
 
 def test_mutants_are_reproducible(seeds) -> None:
-    a = [make_mutant(seeds, i, seed=5) for i in range(50)]
-    b = [make_mutant(seeds, i, seed=5) for i in range(50)]
+    a = [make_mutant(seeds, i, seed=5) for i in range(80)]
+    b = [make_mutant(seeds, i, seed=5) for i in range(80)]
     assert a == b
-    assert len({m.data for m in a}) > 45
-    assert {m.kind for m in a} == {"json", "jsonl"}
+    assert len({m.data for m in a}) > 70
+    assert {m.kind for m in a} == {"json", "jsonl", "parquet"}
 
 
 def test_a_foreign_exception_is_reported(seeds, tmp_path: Path, monkeypatch) -> None:
