@@ -1824,3 +1824,41 @@ _case(
     commands=("validate",),
     note="inputs over 64 MiB restart the interpreter: it must not import from the cwd",
 )
+
+
+# -- recorded run metadata that replay, credit and rewards rebuild things from
+def _meta(path: tuple[str, ...], value: Any) -> Callable[[Json], None]:
+    def f(o: Json) -> None:
+        cur = o["meta"]
+        for k in path[:-1]:
+            if not isinstance(cur.get(k), dict):
+                cur[k] = {}
+            cur = cur[k]
+        cur[path[-1]] = value
+
+    return f
+
+
+for _nm, (_path, _val) in {
+    "backend-string": (("backend",), "sim"),
+    "backend-list": (("backend",), [1]),
+    "backend-unknown": (("backend", "name"), "nope"),
+    "backend-name-int": (("backend", "name"), 5),
+    "backend-options-string": (("backend", "options"), "x"),
+    "backend-sim-skills-bad": (("backend", "options", "skills"), {"worker": "x"}),
+    "backend-sim-fail-rate-nan": (("backend", "options", "fail_rate"), Raw("NaN")),
+    "backend-sim-tokens-per-s-zero": (("backend", "options", "tokens_per_s"), 0),
+    "backend-openai-closed-port": (("backend",), {"name": "openai", "options": {"base_url": "http://127.0.0.1:9/v1"}}),
+    "backend-hf-missing-model": (("backend",), {"name": "hf", "options": {"model": "/nonexistent"}}),
+    "runner-string": (("runner",), "x"),
+    "runner-unknown-topology": (("runner", "topology"), "nope"),
+    "config-list": (("config",), [1]),
+    "config-max-steps-negative": (("config", "max_steps"), -1),
+    "config-agents-string": (("config", "agents"), "x"),
+    "config-options-rounds-string": (("config", "options"), {"rounds": "x"}),
+    "config-options-list": (("config", "options"), [1]),
+    "config-seed-huge": (("config", "seed"), 2**80),
+    "result-verdict-string": (("result", "verdict"), "x"),
+    "result-verdict-passed-string": (("result", "verdict", "passed"), "yes"),
+}.items():  # fmt: skip
+    _json_case(f"json/run-meta-{_nm}", "any", _meta(_path, _val), base="run")
