@@ -156,3 +156,31 @@ def test_bad_oracle_option():
         ConfigError, match=r"bad option oracle_verifiers=1 \(expected true or false\)"
     ):
         backend_from_spec(spec)
+
+
+@pytest.mark.parametrize("topology", ["centralized", "debate", "critic_loop", "pipeline"])
+@pytest.mark.parametrize("task", ["wide-search-v1", "multihop-v1"])
+def test_evidence_runs_replay_exactly(topology, task):
+    from orchestrace import dumps
+    from orchestrace.runtime.replay import replay
+
+    original = run(topology, task, agents=4, seed=3, task_size=20 if "wide" in task else 4,
+                   tool_failure_rate=0.3).trace  # fmt: skip
+    res = replay(original)
+    assert res.backend_calls == 0 and dumps(res.trace) == dumps(original)
+
+
+def test_suites_pin_their_simulator():
+    from orchestrace.bench.suite import SUITES, Suite, run_suite
+
+    assert SUITES["sim-v1"].sim_options == {"oracle_verifiers": True}
+    assert {"wide-search-v0", "multihop-v0"} <= set(SUITES["sim-v1"].tasks)
+    assert SUITES["sim-v2"].sim_options == {}
+    assert {"wide-search-v1", "multihop-v1"} <= set(SUITES["sim-v2"].tasks)
+    tiny = Suite("tiny-v1", topologies=("debate",), tasks=("arith-mapreduce-v0",), seeds=1,
+                 faults=(), sim_options={"oracle_verifiers": True})  # fmt: skip
+    rep = run_suite(tiny, jobs=1, progress=False, envelope=False)
+    assert rep["runs"][0]["backend_options"] == {"oracle_verifiers": True}
+    rep = run_suite(tiny, jobs=1, progress=False, envelope=False,
+                    backend_options={"oracle_verifiers": False})  # fmt: skip
+    assert rep["runs"][0]["backend_options"] == {"oracle_verifiers": False}

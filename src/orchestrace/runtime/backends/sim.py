@@ -258,6 +258,8 @@ class SimBackend:
             return own
         if kind == "plan":
             return int(p.get("suggest", 4))
+        if not self.oracle_verifiers:  # any other request: the model's own noisy solving
+            return None if truth is None else self._solve(truth, p, skill, rng)
         if kind == "aggregate":
             parts = p.get("parts") or []
             return truth if rng.random() < skill else (parts[0] if parts else None)
