@@ -631,3 +631,14 @@ def test_stream_problems_name_the_line_of_their_record(tmp_path, small_trace):
         "event a unique id"
     )
     assert expected in [str(x) for x in item.problems]
+
+
+@pytest.mark.parametrize("marker", [{"a": 1}, [1], 5])
+def test_survey_type_marker_of_any_json_type_is_kept_not_crashed(small_trace, marker):
+    from orchestrace.io import to_upstream
+
+    doc = to_upstream(small_trace)
+    doc["events"][0].setdefault("attrs", {})["x_orchestrace_type"] = marker
+    trace, problems = parse(json.dumps(doc).encode(), source="u.json")
+    assert [p for p in problems if p.severity == "error"] == []
+    assert trace is not None and trace.events[0].attrs["x_orchestrace_type"] == marker

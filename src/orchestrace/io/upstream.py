@@ -141,7 +141,9 @@ def restore_markers(trace: Trace) -> Trace:
             extra = trace_extra
         elif trace_extra is not None:
             rest[TRACE_KEY] = trace_extra
-        if new_type is not None and new_type not in _NATIVE_TYPES:
+        if new_type is not None and (
+            not isinstance(new_type, str) or new_type not in _NATIVE_TYPES
+        ):
             rest[TYPE_KEY] = new_type  # not ours: keep it
             new_type = None
         changes[i] = msgspec.structs.replace(e, type=new_type or e.type, attrs=rest or None)
