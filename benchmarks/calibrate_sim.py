@@ -4,7 +4,7 @@ Runs debates (round-0 answers, revisers and judge) and critic loops on the sim b
 seeds, with verifiers that solve for themselves (default) and with ``oracle_verifiers=True``,
 and prints the figures quoted in docs/runtime.md ("Calibration of the simulator").
 
-    python benchmarks/calibrate_sim.py [--seeds 100]
+    python benchmarks/calibrate_sim.py [--seeds 100] [--error-correlation 0.5]
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ from orchestrace.runtime import run
 
 #: (task, size): small enough that a whole-task solver is right more often than not.
 TASKS = (("arith-mapreduce-v0", 8), ("wide-search-v1", 40), ("multihop-v1", 4), ("math-v0", None))
+
+
+#: Further sim options (``--error-correlation``).
+EXTRA: dict[str, Any] = {}
 
 
 def _key(x: Any) -> str:
@@ -47,7 +51,7 @@ def debate_figures(task: str, size: int | None, seeds: int, oracle: bool) -> dic
     conf_wrong: list[float] = []
     for seed in range(seeds):
         kw = {"task_size": size} if size else {}
-        res = run("debate", task, agents=5, seed=seed, backend_options={"oracle_verifiers": oracle},
+        res = run("debate", task, agents=5, seed=seed, backend_options={"oracle_verifiers": oracle, **EXTRA},
                   **kw)  # fmt: skip
         c["runs"] += 1
         c["solved"] += bool(res.success)
@@ -108,7 +112,7 @@ def critic_figures(task: str, size: int | None, seeds: int, oracle: bool) -> dic
     for seed in range(seeds):
         kw = {"task_size": size} if size else {}
         res = run("critic_loop", task, agents=1, seed=seed,
-                  backend_options={"oracle_verifiers": oracle}, **kw)  # fmt: skip
+                  backend_options={"oracle_verifiers": oracle, **EXTRA}, **kw)  # fmt: skip
         for e in res.trace.events:
             if e.type == "llm_call" and e.attrs.get("kind") == "critique":
                 right = _key(e.attrs.get("candidate")) == _key(e.attrs.get("truth"))
@@ -126,7 +130,9 @@ def critic_figures(task: str, size: int | None, seeds: int, oracle: bool) -> dic
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--error-correlation", type=float, default=0.0)
     args = ap.parse_args()
+    EXTRA["error_correlation"] = args.error_correlation
     t0 = time.perf_counter()
     for task, size in TASKS:
         for oracle in (False, True):
@@ -134,6 +140,7 @@ def main() -> None:
                 "task": task,
                 "size": size,
                 "oracle_verifiers": oracle,
+                "error_correlation": args.error_correlation,
                 **debate_figures(task, size, args.seeds, oracle),
                 **critic_figures(task, size, args.seeds, oracle),
             }

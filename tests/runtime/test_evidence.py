@@ -184,3 +184,24 @@ def test_suites_pin_their_simulator():
     rep = run_suite(tiny, jobs=1, progress=False, envelope=False,
                     backend_options={"oracle_verifiers": False})  # fmt: skip
     assert rep["runs"][0]["backend_options"] == {"oracle_verifiers": False}
+
+
+def test_error_correlation_makes_agents_wrong_together():
+    def round0(rho):
+        out = []
+        for seed in range(20):
+            tr = run("debate", "arith", agents=4, seed=seed, task_size=16,
+                     backend_options={"error_correlation": rho}).trace  # fmt: skip
+            solves = [e for e in tr.events if (e.attrs or {}).get("kind") == "solve"]
+            out.append({e.attrs["answer"] for e in solves if e.attrs["answer"] != e.attrs["truth"]})
+        return out
+
+    shared, independent = round0(1.0), round0(0.0)
+    assert all(len(wrong) <= 1 for wrong in shared)  # one shared draw: one wrong answer
+    assert sum(len(wrong) == 1 for wrong in shared) >= 5  # runs with wrong answers
+    assert sum(len(wrong) > 1 for wrong in independent) >= 5, independent
+    assert SimBackend(seed=1).spec()["options"]["error_correlation"] == 0.0
+    from orchestrace.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"error_correlation must be a number in \[0, 1\]"):
+        SimBackend(error_correlation=1.5)

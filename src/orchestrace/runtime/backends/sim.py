@@ -23,6 +23,9 @@ and a counterfactual fork that changes one call leaves every other call's answer
   and of the ``sim-v1`` suite): ``critique`` is right with probability ``skill``; ``judge``
   picks the correct candidate with probability ``skill`` even when it is a minority answer;
   ``revise`` moves to the truth whenever a peer holds it. Verifiers then read the ground truth.
+* **Correlated errors** (``error_correlation``, default 0): independent by default; with
+  probability ``error_correlation`` a solve uses draws shared by every agent solving the same
+  part, so errors (and wrong answers) coincide, as real models' shared mistakes do.
 * **Confidence**: ``solve`` and ``revise`` answers come with a confidence in [0, 1], higher for
   right answers (mean 0.75 against 0.62, sd 0.12: an AUROC near 0.78, like log-prob or
   verbalised confidence of current models) and lower on harder parts.
@@ -84,6 +87,9 @@ class SimBackend:
         price_out: Cost per completion token.
         fail_rate: Probability that a call fails (an injected backend fault).
         role_tokens: Completion-length multiplier per role (e.g. experts write more).
+        error_correlation: Probability that a solve shares its error draw (and its wrong
+            answer) with every other agent solving the same thing; 0 (default): errors are
+            independent.
         oracle_verifiers: Let ``judge``, ``critique`` and ``revise`` read the ground truth
             (the behaviour of the ``sim-v1`` suite); off by default: verifiers decide from what
             they are shown plus their own noisy solving.
@@ -99,6 +105,7 @@ class SimBackend:
     price_out: float = 2.0e-6
     fail_rate: float = 0.0
     role_tokens: dict[str, float] = field(default_factory=dict)
+    error_correlation: float = 0.0
     oracle_verifiers: bool = False
     name: str = "sim"
     virtual: bool = True
@@ -112,6 +119,9 @@ class SimBackend:
             raise ConfigError("latency_scale and ttft_s must be >= 0 and tokens_per_s > 0")
         if not 0.0 <= self.fail_rate <= 1.0:
             raise ConfigError(f"fail_rate must be in [0, 1], got {self.fail_rate}")
+        rho = self.error_correlation
+        if isinstance(rho, bool) or not isinstance(rho, int | float) or not 0.0 <= rho <= 1.0:
+            raise ConfigError(f"error_correlation must be a number in [0, 1], got {rho!r}")
         if not isinstance(self.oracle_verifiers, bool):
             raise ConfigError(
                 f"oracle_verifiers must be true or false, got {self.oracle_verifiers!r}"
@@ -135,6 +145,7 @@ class SimBackend:
             "price_out": self.price_out,
             "fail_rate": self.fail_rate,
             "role_tokens": dict(self.role_tokens),
+            "error_correlation": self.error_correlation,
             "oracle_verifiers": self.oracle_verifiers,
         }
         return {"name": "sim", "virtual": True, "options": options}
@@ -202,8 +213,16 @@ class SimBackend:
         return truth + delta
 
     def _solve(self, target: Any, p: dict[str, Any], skill: float, rng: random.Random) -> Any:
-        """``target`` unless an error strikes (rate ``(1 - skill) * hardness``)."""
+        """``target`` unless an error strikes (rate ``(1 - skill) * hardness``).
+
+        With ``error_correlation`` > 0, a solve takes, with that probability, the draws shared
+        by every agent solving the same thing (same part and answer): those agents are then
+        right together, or wrong together with the same wrong answer.
+        """
         error = min(0.98, (1.0 - skill) * float(p.get("hardness", 1.0)))
+        if self.error_correlation and rng.random() < self.error_correlation:
+            what = [p.get("task"), p.get("index"), p.get("size"), target]
+            rng = random.Random(f"{self.seed}:shared:{json.dumps(what, default=str)}")
         return target if rng.random() >= error else self._wrong(target, p, rng)
 
     @staticmethod
