@@ -398,14 +398,25 @@ def _runtime(
         topo = get_topology(meta["runner"]["topology"])
         spec = meta["task"]
         name, seed, size = spec["name"], spec["seed"], spec["size"]
+        if not isinstance(meta["config"], dict):
+            raise ConfigError(
+                f"meta.config is {type(meta['config']).__name__}, not an object of run settings"
+            )
         config = RunConfig.from_dict(dict(meta["config"]))
-    except (KeyError, TypeError) as err:
+    except ConfigError as err:
         raise TraceError(
-            f"trace {trace.trace_id} does not say how to re-run it (missing meta {err}); only "
+            f"trace {_shown(trace)} holds an unusable run config: {err}; record the run again"
+        ) from None
+    except KeyError as err:
+        raise TraceError(
+            f"trace {_shown(trace)} does not say how to re-run it (missing meta {err}); only "
             "traces recorded by `orchestrace run` can be replayed"
         ) from None
-    except ConfigError as err:
-        raise TraceError(f"trace {trace.trace_id} holds an unusable run config: {err}") from None
+    except (TypeError, ValueError, AttributeError) as err:
+        raise TraceError(
+            f"trace {_shown(trace)} holds an unusable run config ({type(err).__name__}: "
+            f"{str(err)[:200]}); record the run again"
+        ) from None
     # a bad seed or size: the message names the trace and the meta.task field
     task = make_task(name, seed=seed, size=size, source=f"trace {_shown(trace)}: meta.task")
     extra: dict[str, Any] = {"runner": meta["runner"]}
