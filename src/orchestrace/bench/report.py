@@ -7,6 +7,7 @@ it; the JSON holds every run.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,19 @@ def _f(x: Any, nd: int = 2) -> str:
     if isinstance(x, float):
         return f"{x:,.{nd}f}"
     return str(x)
+
+
+def _e1(cell: dict[str, Any]) -> str:
+    """E1 with its interval: ``0.85 [0.77, 0.91]``."""
+    if "E1_success_low" not in cell:  # a report written before intervals were Wilson
+        return f"{cell['E1_success']:.2f} ± {_f(cell.get('E1_success_ci'))}"
+    return f"{cell['E1_success']:.2f} [{cell['E1_success_low']:.2f}, {cell['E1_success_high']:.2f}]"
+
+
+def _e2(cell: dict[str, Any]) -> str:
+    """E2 efficiency with its t half-width where the report has one."""
+    ci = cell.get("E2_efficiency_ci")
+    return f"{cell['E2_efficiency']:.2f}" + ("" if ci is None else f" ± {_f(ci)}")
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -40,17 +54,21 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## E1-E3 per topology and task",
         "",
-        "| topology | task | E1 success (95% CI) | E2 speedup / ideal (efficiency) | "
+        "E1 is the share of seeds solved with its 95% Wilson score interval [low, high]; "
+        "E2 efficiency with its 95% t half-width over seeds; E3 per solved is n/a where no "
+        "seed was solved.",
+        "",
+        "| topology | task | E1 success [95% Wilson] | E2 speedup / ideal (efficiency) | "
         "E3 messages / solved | E3 tokens / solved | E3 coordination share | width | "
         "depth | length | credit unit (units) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in report["cells"]:
         out.append(
-            f"| {c['topology']} | {c['task']} | {c['E1_success']:.2f} ± "
-            f"{_f(c['E1_success_ci'])} | {c['E2_speedup']:.2f} / {c['E2_ideal']:.0f} "
-            f"({c['E2_efficiency']:.2f}) | {c['E3_messages_per_solved']:.1f} | "
-            f"{c['E3_tokens_per_solved']:,.0f} | {c['E3_coordination_share']:.2f} | "
+            f"| {c['topology']} | {c['task']} | {_e1(c)} | {c['E2_speedup']:.2f} / "
+            f"{c['E2_ideal']:.0f} ({_e2(c)}) | "
+            f"{_f(c['E3_messages_per_solved'], 1)} | {_f(c['E3_tokens_per_solved'], 0)} | "
+            f"{c['E3_coordination_share']:.2f} | "
             f"{c['shape']['width']:.1f} | {c['shape']['depth']:.1f} | "
             f"{c['shape']['length']:.0f} | {c['credit_unit']} ({c['credit_units']:.1f}) |"
         )
@@ -60,7 +78,8 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             "## E4 error amplification",
             "",
-            "Final error rate with faults injected; amplification = error rate / injected "
+            "Final error rate with faults injected (its 95% Wilson interval in the JSON as "
+            "error_low / error_high); amplification = error rate / injected "
             "rate (above 1 amplifies, below 1 absorbs); excess = (error with faults - "
             "clean error) / injected rate.",
             "",
@@ -156,10 +175,28 @@ def _plots(report: dict[str, Any], out: Path) -> None:
         labels = [f"{c['topology']}\n{c['task'].split('-')[0]}" for c in cells]
         x = range(len(cells))
         fig, axes = plt.subplots(2, 1, figsize=(max(8, len(cells) * 0.45), 6), sharex=True)
-        axes[0].bar(x, [c["E1_success"] for c in cells], color="tab:green")
+        e1 = [c["E1_success"] for c in cells]
+        err = None
+        if all("E1_success_low" in c for c in cells):
+            err = [
+                [max(0.0, v - c["E1_success_low"]) for v, c in zip(e1, cells, strict=True)],
+                [max(0.0, c["E1_success_high"] - v) for v, c in zip(e1, cells, strict=True)],
+            ]
+        axes[0].bar(x, e1, color="tab:green", yerr=err, capsize=2, ecolor="k")
         axes[0].set_ylabel("E1 success")
-        axes[1].bar(x, [c["E2_efficiency"] for c in cells], color="tab:blue")
-        axes[1].set_ylabel("E2 efficiency")
+        axes[0].set_ylim(0, 1.05)
+        if err is not None:
+            axes[0].set_title("E1 success with 95% Wilson intervals", fontsize=9)
+        e2_err = [c.get("E2_efficiency_ci") for c in cells]
+        axes[1].bar(
+            x,
+            [c["E2_efficiency"] for c in cells],
+            color="tab:blue",
+            yerr=None if None in e2_err else [0.0 if math.isnan(v) else v for v in e2_err],
+            capsize=2,
+            ecolor="k",
+        )
+        axes[1].set_ylabel("E2 efficiency (95% t)")
         axes[1].set_xticks(list(x), labels, rotation=90, fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "e1_e2.png", dpi=100)

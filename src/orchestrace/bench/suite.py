@@ -8,11 +8,13 @@ the earlier behaviour (``-v0`` tasks, ``oracle_verifiers=True``) so its report r
 benchmark dimensions: trace shape (width, depth, length), the credit unit exercised, its point
 in the scale envelope, and the failure taxonomy.
 
-* **E1** task success (mean over seeds, 95% interval).
+* **E1** task success: the share of seeds solved, with a 95% Wilson score interval (it has
+  width even when every run, or none, succeeded).
 * **E2** parallel efficiency: speedup = work / critical path, and its ratio to the ideal for the
-  team size (number of sub-agents).
-* **E3** protocol overhead: messages, tokens and cost per solved task; the share of LLM tokens
-  spent on coordination (plan, critique, judge, revise, aggregate calls) instead of solving.
+  team size (number of sub-agents), with a 95% t-interval over seeds.
+* **E3** protocol overhead: messages, tokens and cost per solved task (``None`` when no run
+  solved it); the share of LLM tokens spent on coordination (plan, critique, judge, revise,
+  aggregate calls) instead of solving.
 * **E4** error amplification: with faults injected at a rate (a sub-agent answering wrongly, a
   message dropped, a tool failing), the final error rate, its ratio to the injected rate
   (above 1: the system amplifies faults; below 1: it absorbs them), and the excess over the
@@ -38,9 +40,19 @@ import numpy as np
 from orchestrace._safe import redact
 from orchestrace.bench.envelope import envelope_point
 from orchestrace.errors import ConfigError
-from orchestrace.learn.evaluate import mean_ci
+from orchestrace.stats import mean_ci, wilson_interval
 
 __all__ = ["SUITES", "Suite", "run_one", "run_suite"]
+
+#: How E1's interval is computed (recorded in every cell and in the report).
+E1_INTERVAL = "wilson-95"
+
+#: What each interval in a report is.
+INTERVALS = {
+    "E1_success_low/high": "95% Wilson score interval of the share of seeds solved",
+    "E2_efficiency_ci": "95% Student-t half-width over seeds",
+    "E4 error_low/high": "95% Wilson score interval of the error rate with faults",
+}
 
 #: The credit unit each topology's cell exercises.
 CREDIT_UNITS = {
@@ -186,6 +198,12 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- aggregation
+def _per_solved(runs: list[dict[str, Any]], key: str) -> float | None:
+    """Total ``key`` over the runs per solved run; ``None`` when none was solved."""
+    solved = sum(r["success"] for r in runs)
+    return sum(r[key] for r in runs) / solved if solved > 0 else None
+
+
 def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
     """One row per (topology, task) with E1-E4 and the four dimensions."""
     groups: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
@@ -198,19 +216,25 @@ def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
             if not clean:
                 continue
             solved = sum(r["success"] for r in clean)
-            sr, sr_ci = mean_ci(r["success"] for r in clean)
+            sr = solved / len(clean)
+            low, high = wilson_interval(solved, len(clean))
+            eff, eff_ci = mean_ci(r["efficiency"] for r in clean)
             row: dict[str, Any] = {
                 "topology": topo,
                 "task": task,
                 "runs": len(clean),
                 "E1_success": sr,
-                "E1_success_ci": sr_ci,
+                "E1_interval": E1_INTERVAL,
+                "E1_success_low": low,
+                "E1_success_high": high,
                 "E2_speedup": float(np.mean([r["speedup"] for r in clean])),
                 "E2_ideal": float(np.mean([r["ideal_speedup"] for r in clean])),
-                "E2_efficiency": float(np.mean([r["efficiency"] for r in clean])),
-                "E3_messages_per_solved": sum(r["messages"] for r in clean) / max(solved, 1),
-                "E3_tokens_per_solved": sum(r["tokens"] for r in clean) / max(solved, 1),
-                "E3_cost_per_solved": sum(r["cost"] for r in clean) / max(solved, 1),
+                "E2_efficiency": eff,
+                "E2_efficiency_ci": eff_ci,
+                "E3_solved": solved,
+                "E3_messages_per_solved": _per_solved(clean, "messages"),
+                "E3_tokens_per_solved": _per_solved(clean, "tokens"),
+                "E3_cost_per_solved": _per_solved(clean, "cost"),
                 "E3_coordination_share": float(np.mean([r["coordination_share"] for r in clean])),
                 "shape": {
                     k: float(np.mean([r["shape"][k] for r in clean]))
@@ -236,12 +260,16 @@ def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
                 units = sum(r.get("fault_units", 0) for r in fr)
                 injected = sum(r.get("faults_injected", 0) for r in fr)
                 rate = injected / units if units else 0.0
-                err = 1.0 - float(np.mean([r["success"] for r in fr]))
+                ok = sum(r["success"] for r in fr)
+                err = 1.0 - ok / len(fr)
+                err_low, err_high = wilson_interval(len(fr) - ok, len(fr))
                 row["E4"][fault] = {
                     "nominal_rate": suite.fault_rate,
                     "injected_rate": rate,
                     "units": units,
                     "error_rate": err,
+                    "error_low": err_low,
+                    "error_high": err_high,
                     "amplification": err / rate if rate else None,
                     "excess_per_injected": (err - err_clean) / rate if rate else None,
                 }
@@ -305,7 +333,7 @@ def run_suite(
         seeds: Override the suite's seed count.
         envelope: Also sweep the scale envelope (sim backend only).
     """
-    from orchestrace import __version__
+    from orchestrace._version import __version__
 
     suite = name if isinstance(name, Suite) else get_suite(name)
     if seeds is not None:
@@ -371,6 +399,7 @@ def run_suite(
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
+        "intervals": INTERVALS,
         "notes": notes,
         "wall_s": wall,
         "cells": aggregate(runs, suite),

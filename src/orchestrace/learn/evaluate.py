@@ -2,7 +2,8 @@
 
 Each of ``seeds`` evaluation seeds runs ``episodes`` episodes on task instances no training run
 uses (seeds from ``10**9`` up; trainers draw theirs below). A policy's score on a seed is the
-mean over its episodes; the table reports the mean over seeds with a 95% t-interval.
+mean over its episodes; the table reports the mean over seeds with a 95% t-interval
+(:func:`orchestrace.stats.mean_ci`, re-exported here with :func:`~orchestrace.stats.t95`).
 
 Example:
     >>> from orchestrace.learn.policies import FixedN, KAgree
@@ -14,14 +15,14 @@ Example:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from orchestrace.learn.env import make_env
+from orchestrace.stats import mean_ci, t95
 
 #: Most held-out episodes per policy one evaluation may ask for (about a day of CPU).
 MAX_EPISODES = 100_000_000
@@ -39,46 +40,6 @@ __all__ = [
 
 #: First seed of held-out evaluation instances.
 HELD_OUT = 10**9
-_T95 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    15: 2.131,
-    20: 2.086,
-    30: 2.042,
-}
-
-
-def t95(dof: int) -> float:
-    """Two-sided 95% Student-t quantile."""
-    if dof < 1:
-        return float("nan")
-    keys = sorted(_T95)
-    return _T95[max(k for k in keys if k <= dof)] if dof < 30 else 1.96 + 2.4 / dof
-
-
-def mean_ci(values: Iterable[float]) -> tuple[float, float]:
-    """Mean and 95% t-interval half-width (``nan`` where too few values).
-
-    Example:
-        >>> mean, half = mean_ci([1.0, 2.0, 3.0])
-        >>> mean, round(half, 3)
-        (2.0, 2.484)
-    """
-    arr = np.asarray(list(values), dtype=np.float64)
-    if len(arr) == 0:
-        return float("nan"), float("nan")
-    mean = float(arr.mean())
-    if len(arr) < 2:
-        return mean, float("nan")
-    return mean, t95(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
 
 
 @dataclass
