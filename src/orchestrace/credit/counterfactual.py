@@ -3,12 +3,32 @@
 * :class:`LeaveOneOutCredit` (difference rewards): ``credit(i) = R(run) - R(run without i)`` for
   agents (silenced) or messages (dropped). Not efficient.
 * :class:`CounterfactualMessageCredit`: for each message ``m``,
-  ``credit(m) = R(run) - E[R(run with m removed or replaced)]``. Each counterfactual is a fork of
-  the recorded run in which only the calls downstream of ``m`` reach the backend; a message that
-  nothing consumed therefore earns exactly 0. The expectation averages ``samples`` forks whose
-  changed calls are drawn with different backend seeds (the simulator's seed plus ``k``). ``stats`` reports the backend calls
-  made, the naive cost (a full re-run per message and sample) and the lower bound (the LLM calls
-  downstream of each message, which any exact method must redo).
+  ``credit(m) = E[R | m kept] - E[R | m intervened]``, both sides estimated from ``samples``
+  forks of the recorded run, with a standard error and a 95% interval per message.
+
+How a message's credit is estimated. Sample ``k`` (``k = 1..K``) makes two forks on the same
+backend draw (paired draws, common random numbers): the *kept* arm keeps ``m`` and draws again
+every LLM call that read it and every call after those (:class:`RedrawDownstream`); the
+*intervened* arm draws the same calls and applies the intervention: ``drop`` (the message is
+never sent), ``replace`` (its text and the data consumers read, see
+:meth:`~orchestrace.runtime.replay.ReplaceMessage.parsed`) or ``resample`` (the sender's LLM
+call that produced it is drawn again in the same context, C3-style, recommended for messages
+written by a real LLM, for which a deleted message is an input off the policy's distribution).
+Calls that did not depend on the message keep their recorded answers in both arms. On the
+simulator sample ``k`` uses the recorded seed plus ``k`` in both arms, so calls with the same
+inputs get the same answer and the difference measures the message alone; the estimate is a
+deterministic function of the recorded seed. The credit is the mean of the ``K`` paired
+differences; ``se`` their standard error, ``ci95`` the Student-t 95% interval.
+
+A backend that answers deterministically (a real backend at temperature 0, or a transformers
+model without sampling) is forked once per message and the kept arm is the recorded run: the
+table's ``stats`` say ``deterministic: true`` and every ``se`` is 0. With ``samples=1`` on a
+stochastic backend there is no error bar (``se`` and ``ci95`` are ``None``).
+
+``stats`` reports the backend calls made (each row too), the naive cost (``samples`` full
+re-runs per message plus ``samples`` for the kept side) and ``descendant_calls``, an upper
+bound on the calls the forks can need (every LLM call reachable from each message in the
+dependency graph, for each arm and sample).
 
 Changed calls reach the backend that recorded the trace (rebuilt from ``meta.backend``; see
 :func:`orchestrace.runtime.replay.backend_for`) unless ``backend=`` names another; a trace whose
@@ -17,22 +37,37 @@ backend cannot be rebuilt is refused with an error naming ``--backend``.
 Example:
     >>> from orchestrace.runtime import run
     >>> tr = run("debate", "arith", agents=3, seed=5, rounds=1, task_size=16).trace
-    >>> t = CounterfactualMessageCredit().assign(tr, "message")
+    >>> t = CounterfactualMessageCredit(samples=4).assign(tr, "message")
     >>> len(t.rows) == sum(e.type == "message" for e in tr.events), t.stats["backend_calls"] > 0
     (True, True)
+    >>> all(e["se"] >= 0 for e in t.estimates.values())
+    True
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError
+from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
-__all__ = ["CounterfactualMessageCredit", "LeaveOneOutCredit", "llm_descendants"]
+__all__ = [
+    "INTERVENTIONS",
+    "CounterfactualMessageCredit",
+    "CounterfactualTable",
+    "LeaveOneOutCredit",
+    "deterministic_backend",
+    "llm_descendants",
+]
+
+#: What the intervened arm does to a message.
+INTERVENTIONS = ("drop", "replace", "resample")
 
 
 def llm_descendants(trace: Trace) -> dict[str, int]:
@@ -151,13 +186,61 @@ class LeaveOneOutCredit:
         )
 
 
+@dataclass
+class CounterfactualTable(CreditTable):
+    """A credit table whose rows are estimates with an error bar.
+
+    Attributes:
+        estimates: Per message id: ``se`` (standard error of the mean paired difference;
+            ``None`` with one sample), ``ci95`` (``[low, high]``, Student-t; ``None`` with one
+            sample), ``samples``, ``backend_calls`` (both arms), and the two arms' mean
+            rewards ``kept`` and ``intervened``.
+    """
+
+    estimates: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """Rows as ``{unit, id, value, se, ci95, samples, backend_calls, kept, intervened}``."""
+        rows = super().to_rows()
+        for row in rows:
+            row.update(self.estimates.get(row["id"], {}))
+        return rows
+
+
+def deterministic_backend(backend: Any) -> bool:
+    """Whether ``backend`` answers the same request the same way every time.
+
+    The simulator is stochastic across samples (each sample reseeds it); an OpenAI-compatible
+    backend at temperature 0 (its default) and a transformers model without sampling are
+    deterministic. A backend this cannot tell is taken as stochastic.
+    """
+    from orchestrace.runtime.backends.base import backend_spec
+
+    name = getattr(backend, "name", "")
+    try:
+        spec = backend_spec(backend)
+    except Exception:  # a custom backend without a spec
+        return False
+    options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+    assert isinstance(options, dict)
+    if name == "openai":
+        return options.get("temperature") in (None, 0, 0.0)
+    if name == "hf":
+        return options.get("do_sample") is False
+    return False
+
+
 class CounterfactualMessageCredit:
-    """Explicit counterfactual credit of every message (see the module docstring).
+    """Counterfactual credit of every message, with an error bar (see the module docstring).
 
     Args:
-        samples: Forks per message (their changed calls use backend seeds ``seed + k``).
-        replace_with: ``None`` to remove the message; a string to replace its content (its
-            data is replaced by ``None``).
+        samples: Paired samples per message (``K``); sample ``k`` of both arms draws on the
+            simulator with the recorded seed plus ``k``.
+        intervention: ``drop`` (default), ``replace`` (needs ``replace_with``) or
+            ``resample`` (the sender's call drawn again; recommended for messages written by a
+            real LLM).
+        replace_with: The text of a ``replace`` intervention (its value replaces the data
+            consumers read); passing it alone selects ``replace``.
         reward_fn: The reward (default: team reward).
         backend_factory: ``f(trace, k) -> backend`` for the k-th sample (default: ``backend``,
             the simulator reseeded with its seed plus ``k``).
@@ -180,12 +263,26 @@ class CounterfactualMessageCredit:
         rerun_checks: bool = False,
         backend: Any = None,
         backend_options: Mapping[str, Any] | None = None,
+        intervention: str | None = None,
     ) -> None:
-        if samples < 1:
-            raise ConfigError(f"samples must be >= 1, got {samples}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ConfigError(f"samples must be an integer >= 1, got {samples!r}")
         if backend_factory is not None and (backend is not None or backend_options):
             raise ConfigError("pass either backend_factory or backend (with backend_options)")
+        if intervention is None:
+            intervention = "drop" if replace_with is None else "replace"
+        if intervention not in INTERVENTIONS:
+            raise ConfigError(
+                f"unknown intervention {intervention!r}; use one of: {', '.join(INTERVENTIONS)} "
+                "(--intervention)"
+            )
+        if (intervention == "replace") != (replace_with is not None):
+            raise ConfigError(
+                "the replace intervention needs the new text (--replace-with TEXT, replace_with= "
+                "in Python), and the new text applies only to it (--intervention replace)"
+            )
         self.samples = samples
+        self.intervention = intervention
         self.replace_with = replace_with
         self.reward_fn = reward_fn
         self.backend = backend
@@ -198,11 +295,35 @@ class CounterfactualMessageCredit:
             trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=forked
         )
 
+    def _arms(self, trace: Trace, mid: str) -> tuple[list[Any], list[Any]] | None:
+        """The kept and intervened arms' interventions; ``None`` when nothing can change."""
+        from orchestrace.runtime.replay import (
+            DropMessage,
+            RedrawDownstream,
+            ReplaceMessage,
+            ResampleMessage,
+            message_readers,
+        )
+
+        if not message_readers(trace, mid):
+            return None  # nobody read it: neither arm can differ from the recorded run
+        if self.intervention == "resample":
+            iv: Any = ResampleMessage.of(trace, mid)
+            kept = RedrawDownstream(mid, tuple(sorted(iv.downstream())))
+            return [kept], [iv]
+        kept = RedrawDownstream.of(trace, mid)
+        if self.intervention == "drop":
+            iv = DropMessage.of(trace, mid)
+        else:
+            assert self.replace_with is not None
+            iv = ReplaceMessage.parsed(trace, mid, self.replace_with)
+        return [kept], [kept, iv]
+
     def assign(
         self, trace: Trace, unit: str = "message", reward: float | None = None
     ) -> CreditTable:
         """Credit table at ``message`` (the only unit this method defines)."""
-        from orchestrace.runtime.replay import DropMessage, ReplaceMessage, fork
+        from orchestrace.runtime.replay import fork
 
         if check_unit(unit) != "message":
             raise ConfigError(
@@ -212,34 +333,93 @@ class CounterfactualMessageCredit:
         base = self._reward(trace, forked=False) if reward is None else finite_reward(reward)
         llm_calls = sum(e.type == "llm_call" for e in trace.events)
         descendants = llm_descendants(trace)
-        values = {}
-        calls = 0
         factory = self.backend_factory or _Backends(self.backend, self.backend_options)
+        deterministic = self.backend_factory is None and deterministic_backend(factory(trace, 0))
+        k_used = 1 if deterministic else self.samples
+        values: dict[str, float] = {}
+        estimates: dict[str, dict[str, Any]] = {}
+        # kept arms by (calls drawn again, sample): messages read by the same calls share them
+        shared: dict[tuple[frozenset[str], int], float] = {}
+        resampled: dict[tuple[frozenset[str], int], float] = {}
+        calls = 0
         for mid in descendants:
-            iv: Any
-            if self.replace_with is None:
-                iv = DropMessage.of(trace, mid)
-            else:
-                iv = ReplaceMessage.of(trace, mid, self.replace_with, None, replace_data=True)
-            outcomes = []
-            for k in range(self.samples):
-                res = fork(
-                    trace,
-                    [iv],
-                    backend=factory(trace, k),
-                    rerun_checks=self.rerun_checks,
+            arms = self._arms(trace, mid)
+            diffs: list[float] = []
+            kept_rs: list[float] = []
+            used = 0
+            for k in range(1, k_used + 1):
+                if arms is None:
+                    diffs.append(0.0)
+                    kept_rs.append(base)
+                    continue
+                kept, changed = arms
+                backend = factory(trace, 0 if deterministic else k)
+                redrawn = frozenset(kept[0].redraws())
+                if deterministic or not redrawn:
+                    kept_r = base  # nothing to draw again: the kept arm is the recorded run
+                elif (redrawn, k) in shared:
+                    kept_r = shared[(redrawn, k)]
+                else:
+                    res = fork(trace, kept, backend=backend, rerun_checks=self.rerun_checks)
+                    used += res.backend_calls
+                    kept_r = shared[(redrawn, k)] = self._reward(res.trace)
+                # a resample is of the sender's call: messages of one call share its forks
+                same = (
+                    (frozenset(changed[-1].redraws()), k)
+                    if self.intervention == "resample"
+                    else None
                 )
-                calls += res.backend_calls
-                outcomes.append(self._reward(res.trace))
-            values[mid] = base - sum(outcomes) / len(outcomes)
-        naive = llm_calls * len(descendants) * self.samples
-        lower = sum(descendants.values()) * self.samples
-        stats = {
+                if same is not None and same in resampled:
+                    changed_r = resampled[same]
+                else:
+                    res = fork(trace, changed, backend=backend, rerun_checks=self.rerun_checks)
+                    used += res.backend_calls
+                    changed_r = self._reward(res.trace)
+                    if same is not None:
+                        resampled[same] = changed_r
+                diffs.append(kept_r - changed_r)
+                kept_rs.append(kept_r)
+            calls += used
+            values[mid], estimates[mid] = _estimate(diffs, deterministic, used)
+            estimates[mid]["kept"] = sum(kept_rs) / len(kept_rs)
+            estimates[mid]["intervened"] = estimates[mid]["kept"] - values[mid]
+        arms_n = 1 if deterministic else 2
+        naive = llm_calls * (len(descendants) * k_used + (0 if deterministic else k_used))
+        upper = sum(descendants.values()) * k_used * arms_n
+        stats: dict[str, Any] = {
+            "intervention": self.intervention,
+            "samples": k_used,
+            "deterministic": deterministic,
+            "paired": not deterministic,
             "backend_calls": calls,
+            "calls_per_message": calls / len(descendants) if descendants else 0.0,
             "naive_calls": naive,
-            "descendant_calls": lower,
+            "descendant_calls": upper,
             "vs_naive": calls / naive if naive else 0.0,
-            "vs_descendants": calls / lower if lower else 0.0,
-            "samples": self.samples,
+            "vs_descendants": calls / upper if upper else 0.0,
         }
-        return table("message", values, reward=base, method=self.name, efficient=False, stats=stats)
+        if deterministic and self.samples > 1:
+            stats["note"] = (
+                f"the backend answers deterministically: 1 sample per message, not {self.samples}"
+            )
+        elif k_used == 1:
+            stats["note"] = "one sample per message: no error bar (pass --samples K >= 2)"
+        plain = table("message", values, reward=base, method=self.name, efficient=False)
+        return CounterfactualTable(plain.rows, base, self.name, False, stats, estimates=estimates)
+
+
+def _estimate(diffs: list[float], deterministic: bool, calls: int) -> tuple[float, dict[str, Any]]:
+    """Mean of paired differences, its standard error and 95% interval."""
+    n = len(diffs)
+    mean = sum(diffs) / n
+    if deterministic:
+        se: float | None = 0.0
+        ci: list[float] | None = [mean, mean]
+    elif n < 2:
+        se, ci = None, None
+    else:
+        var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+        se = math.sqrt(var / n)
+        half = t95(n - 1) * se
+        ci = [mean - half, mean + half]
+    return mean, {"se": se, "ci95": ci, "samples": n, "backend_calls": calls}

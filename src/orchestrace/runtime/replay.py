@@ -71,7 +71,9 @@ __all__ = [
     "ForceStop",
     "ForkResult",
     "Intervention",
+    "RedrawDownstream",
     "ReplaceMessage",
+    "ResampleMessage",
     "Silence",
     "backend_for",
     "cache_from_trace",
@@ -101,6 +103,13 @@ class Intervention:
     def returned(self, agent: str, value: Any) -> Any:
         """The value ``agent`` returns (default: unchanged)."""
         return value
+
+    def redraws(self) -> frozenset[str]:
+        """Keys of recorded LLM calls whose answers are discarded and drawn again (default: none).
+
+        A fork answers these calls from the backend even when their inputs are unchanged.
+        """
+        return frozenset()
 
     def describe(self) -> dict[str, Any]:
         """JSON description (recorded in the forked trace's meta)."""
@@ -183,6 +192,186 @@ class ReplaceMessage(Intervention):
         if (sender, step, index) == (self.sender, self.step, self.index):
             return self.content, (self.data if self.replace_data else data)
         return content, data
+
+    @classmethod
+    def parsed(cls, trace: Trace, event_id: str, text: str) -> ReplaceMessage:
+        """Replace message ``event_id`` with ``text``, and its data with what ``text`` says.
+
+        Consumers read a message's data, so the new text must reach it. The value of ``text``
+        is the one after ``ANSWER:`` when there is one, else the whole text (an integer when
+        it is one). The recorded data decides where the value goes:
+
+        * an object with ``answer`` (debate, critic and pipeline answers) or ``value`` (a
+          swarm worker's result): that field takes the value, the others are kept;
+        * a string (a verdict such as ``accept``, a command such as ``finish``): the value;
+        * none: none (the consumer reads only the text);
+        * anything else: kept, and only the text changes.
+
+        Example:
+            >>> from orchestrace.runtime import run
+            >>> tr = run("debate", "arith", agents=3, seed=5, rounds=1, task_size=16).trace
+            >>> m = next(e for e in tr.events if e.type == "message")
+            >>> ReplaceMessage.parsed(tr, m.id, "ANSWER: 7").data
+            {'round': 0, 'answer': 7}
+        """
+        address = _message_address(trace, event_id)
+        attrs = trace.event(event_id).attrs or {}
+        old = attrs.get("data")
+        value = _text_value(text)
+        data: Any
+        if isinstance(old, dict) and ("answer" in old or "value" in old):
+            data = {**old, ("answer" if "answer" in old else "value"): value}
+        elif isinstance(old, str):
+            data = value if isinstance(value, str) else str(value)
+        else:
+            data = old
+        return cls(*address, text, data, True)
+
+
+def _text_value(text: str) -> Any:
+    """The value a message text states: after ``ANSWER:``, else the text (an int if it is one)."""
+    from orchestrace.runtime.prompts import parse
+
+    found = parse(text)
+    if found is not None:
+        return found
+    stripped = text.strip()
+    try:
+        return int(stripped)
+    except ValueError:
+        return stripped
+
+
+def _llm_keys(trace: Trace, starts: Sequence[int], include_starts: bool) -> tuple[str, ...]:
+    """Replay keys of the LLM calls reachable from event indices ``starts`` along any edge."""
+    index = {e.id: i for i, e in enumerate(trace.events)}
+    succ: dict[int, list[int]] = {}
+    for edge in trace.edges:
+        u, v = index.get(edge.src), index.get(edge.dst)
+        if u is not None and v is not None:
+            succ.setdefault(u, []).append(v)
+    seen = set(starts) if include_starts else set()
+    stack = list(starts)
+    while stack:
+        for v in succ.get(stack.pop(), ()):
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    keys = []
+    for i in sorted(seen):
+        e = trace.events[i]
+        key = (e.attrs or {}).get("key")
+        if e.type == "llm_call" and isinstance(key, str):
+            keys.append(key)
+    return tuple(keys)
+
+
+def message_readers(trace: Trace, event_id: str) -> list[int]:
+    """Indices of the events that read message ``event_id`` (its message, return or spawn edges).
+
+    The sender's own later events are not readers: they follow the message, they do not read it.
+    """
+    _message_address(trace, event_id)
+    index = {e.id: i for i, e in enumerate(trace.events)}
+    return sorted(
+        index[edge.dst]
+        for edge in trace.edges
+        if edge.src == event_id and edge.type != "causal" and edge.dst in index
+    )
+
+
+def sender_call(trace: Trace, event_id: str) -> str:
+    """Id of the LLM call of the sender that produced message ``event_id``.
+
+    That is the sender's last LLM call before the message.
+
+    Raises:
+        TraceError: The sender made no LLM call before the message.
+    """
+    sender, _, _ = _message_address(trace, event_id)
+    position = next(i for i, e in enumerate(trace.events) if e.id == event_id)
+    for e in reversed(trace.events[:position]):
+        if e.agent == sender and e.type == "llm_call" and (e.attrs or {}).get("key"):
+            return e.id
+    raise TraceError(
+        f"message {display(event_id, 80)!r} of trace {_shown(trace)} was not produced by an LLM "
+        f"call of its sender {display(sender, 60)!r}, so it cannot be resampled; use the drop "
+        "or replace intervention (--intervention drop|replace)"
+    )
+
+
+@dataclass
+class RedrawDownstream(Intervention):
+    """Keep message ``event`` but draw again every LLM call that read it, and all after them.
+
+    The kept arm of a counterfactual estimate: the run resampled from the point the message
+    was read, with the message as it was. Calls that did not depend on the message keep their
+    recorded answers.
+
+    Attributes:
+        event: The message's event id.
+        keys: Replay keys of the calls drawn again.
+    """
+
+    event: str
+    keys: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, trace: Trace, event_id: str) -> RedrawDownstream:
+        """The redraw downstream of message ``event_id`` of ``trace``."""
+        return cls(event_id, _llm_keys(trace, message_readers(trace, event_id), True))
+
+    def redraws(self) -> frozenset[str]:
+        """The calls downstream of the message."""
+        return frozenset(self.keys)
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, message and how many calls are drawn again."""
+        return {"kind": type(self).__name__, "event": self.event, "calls": len(self.keys)}
+
+
+@dataclass
+class ResampleMessage(Intervention):
+    """Draw again the sender's LLM call that produced message ``event``, in the same context.
+
+    The call's inputs are unchanged; only its answer is drawn again (on the simulator: with the
+    fork's seed), and every LLM call downstream of it is drawn again too. A call that produced
+    several messages (a broadcast) redraws all of them, and the sender's own later steps see
+    the new answer: the intervention is on the call, as a sampled policy would make it.
+
+    Attributes:
+        event: The message's event id.
+        call: The event id of the sender's LLM call.
+        keys: Replay keys of the calls drawn again (the sender's call first).
+    """
+
+    event: str
+    call: str = ""
+    keys: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, trace: Trace, event_id: str) -> ResampleMessage:
+        """Resample message ``event_id`` of ``trace`` from its sender."""
+        call = sender_call(trace, event_id)
+        position = next(i for i, e in enumerate(trace.events) if e.id == call)
+        return cls(event_id, call, _llm_keys(trace, [position], True))
+
+    def redraws(self) -> frozenset[str]:
+        """The sender's call and the calls downstream of it."""
+        return frozenset(self.keys)
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, message, the sender's call and how many calls are drawn again."""
+        return {
+            "kind": type(self).__name__,
+            "event": self.event,
+            "call": self.call,
+            "calls": len(self.keys),
+        }
+
+    def downstream(self) -> frozenset[str]:
+        """The calls downstream of the sender's call (what the kept arm draws again)."""
+        return frozenset(self.keys[1:])
 
 
 @dataclass
@@ -692,6 +881,9 @@ def fork(
     """
     answering = backend_for(trace, backend, **dict(backend_options or {}))
     cache = cache_from_trace(trace)
+    for iv in interventions:
+        for key in iv.redraws():
+            cache.pop(key, None)
     described = [iv.describe() for iv in interventions]
     recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
     fork_of = {
