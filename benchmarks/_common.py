@@ -80,8 +80,13 @@ def report(
     ok: bool | None = None,
     note: str = "",
 ) -> None:
-    """Print one figure (and its ratio against a baseline measured in the same run)."""
+    """Print one figure (and its ratio against a baseline measured in the same run).
+
+    ``target`` is for performance figures that could come out either way. A property that holds
+    by construction is not a target: state it with :func:`check`.
+    """
     row = {
+        "kind": "figure",
         "name": name,
         "value": value,
         "unit": unit,
@@ -99,6 +104,18 @@ def report(
         line += f"   {baseline}: {baseline_value:.4g} {unit} -> {row['ratio']:.1f}x"
     if target:
         line += f"   [target {target}: {'met' if ok else 'NOT met'}]"
+    if note:
+        line += f"   ({note})"
+    print(line, flush=True)
+
+
+def check(name: str, passed: bool, note: str = "") -> None:
+    """Record a correctness check (an invariant that must hold), printed as pass or FAIL.
+
+    Checks are not performance figures: a failure means a bug, and ``run.py`` exits 1.
+    """
+    RESULTS.append({"kind": "check", "name": name, "passed": bool(passed), "note": note})
+    line = f"  check: {name:<51} {'pass' if passed else 'FAIL'}"
     if note:
         line += f"   ({note})"
     print(line, flush=True)

@@ -1,5 +1,6 @@
-"""Runtime figures: recording overhead per event, the 300-agent swarm on virtual time, framework
-overhead against LangGraph, and the cost of a counterfactual fork.
+"""Runtime figures: recording overhead per event, the 300-agent swarm on virtual time (CPU time,
+and the makespan = critical path invariant as a check), framework overhead against LangGraph,
+and the cost of a counterfactual fork on a debate (representative) and a swarm (best case).
 
     python benchmarks/bench_runtime.py [--quick]
 """
@@ -19,7 +20,7 @@ from orchestrace.runtime.prompts import render
 from orchestrace.runtime.topologies import get_topology
 from orchestrace.trace.analyze import summarize
 
-from _common import best_of, report
+from _common import best_of, check, report
 
 
 # ---------------------------------------------------------------------- overhead per event
@@ -99,17 +100,22 @@ def bench_overhead(n: int) -> None:
 def bench_swarm_scale() -> None:
     res = run("swarm", "wide-search", agents=300, seed=1, task_size=1200, chunks=4, gossip=0.5)
     s = summarize(res.trace)
+    # On virtual time every wait is a recorded dependency, so the makespan equals the critical
+    # path by construction: a correctness check of the recorded edges, not a performance figure.
     gap = abs(s["makespan_s"] - s["critical_path_s"]) / s["critical_path_s"]
-    report(
-        f"swarm 300 agents / {s['events']:,} events: virtual makespan vs critical path",
-        gap * 100,
-        "%",
-        target="<=5%",
-        ok=gap <= 0.05,
-        note=f"makespan {s['makespan_s']:.2f} s = critical path {s['critical_path_s']:.2f} s "
-        f"(virtual); CPU {res.cpu_s:.2f} s; speedup {s['speedup']:.0f}x",
+    check(
+        f"swarm 300 agents / {s['events']:,} events: virtual makespan = critical path",
+        gap <= 1e-9,
+        note=f"makespan {s['makespan_s']:.2f} s, critical path {s['critical_path_s']:.2f} s "
+        f"(virtual time); speedup work / critical path {s['speedup']:.0f}x",
     )
-    report("swarm 300 agents: CPU time", res.cpu_s, "s", target="seconds", ok=res.cpu_s < 10)
+    report(
+        f"swarm 300 agents / {s['events']:,} events: CPU time of the run",
+        res.cpu_s,
+        "s",
+        target="<10 s",
+        ok=res.cpu_s < 10,
+    )
 
 
 # ---------------------------------------------------------------------- LangGraph
@@ -196,9 +202,31 @@ def bench_langgraph(n: int, latency: float = 0.05, repeat: int = 5) -> None:
 
 
 # ---------------------------------------------------------------------- counterfactual fork
-def bench_fork() -> None:
+def _fork_calls(t: Any, messages: list[Any]) -> list[int]:
     from orchestrace.runtime.replay import DropMessage, fork
 
+    return [fork(t, [DropMessage.of(t, m.id)]).backend_calls for m in messages]
+
+
+def bench_fork_debate() -> None:
+    """Representative: in a debate every message is read by an LLM call of the next round."""
+    t = run("debate", "arith", agents=8, seed=2, rounds=3, task_size=32).trace
+    consumed = {e.src for e in t.edges if e.type == "message"}
+    msgs = [e for e in t.events if e.type == "message" and e.id in consumed]
+    full = sum(e.type == "llm_call" for e in t.events)
+    calls = _fork_calls(t, msgs)
+    report(
+        f"fork dropping one message, 8-agent 3-round debate ({len(msgs)} messages)",
+        statistics.mean(calls) / full * 100,
+        "% of full re-run calls (mean)",
+        note=f"mean {statistics.mean(calls):.1f} / worst {max(calls)} backend calls vs {full} "
+        "for a full re-run; the fork re-executes the whole run and only changed calls reach "
+        "the backend",
+    )
+
+
+def bench_fork() -> None:
+    """Best case: most swarm gossip is read by no LLM call, so a fork changes almost nothing."""
     res = run("swarm", "wide-search", agents=300, seed=1, task_size=1200, chunks=4, gossip=0.5)
     t = res.trace
     consumed = {e.src for e in t.edges if e.type == "message"}
@@ -210,19 +238,14 @@ def bench_fork() -> None:
         and "value" not in (e.attrs or {}).get("data", {})
     ]
     full = sum(e.type == "llm_call" for e in t.events)
-    calls = []
-    for m in gossip:
-        f = fork(t, [DropMessage.of(t, m.id)])
-        calls.append(f.backend_calls)
-    worst = max(calls) / full
+    calls = _fork_calls(t, gossip)
     report(
-        f"fork dropping one message, 300-agent swarm ({len(gossip)} consumed messages)",
-        worst * 100,
-        "% of full re-run calls",
-        target="<=5%",
-        ok=worst <= 0.05,
-        note=f"worst {max(calls)} / mean {statistics.mean(calls):.1f} backend calls vs "
-        f"{full} for a full re-run",
+        f"fork dropping one message, 300-agent swarm, best case ({len(gossip)} gossip messages)",
+        statistics.mean(calls) / full * 100,
+        "% of full re-run calls (mean)",
+        note=f"mean {statistics.mean(calls):.1f} / worst {max(calls)} backend calls vs {full} "
+        "for a full re-run; gossip rarely reaches an LLM call, so this is a property of the "
+        "workload",
     )
 
 
@@ -231,6 +254,7 @@ def main(quick: bool = False) -> None:
     bench_overhead(100 if quick else 300)
     bench_swarm_scale()
     bench_langgraph(100, repeat=3 if quick else 7)
+    bench_fork_debate()
     bench_fork()
 
 

@@ -1,7 +1,9 @@
 """Run every benchmark: `python benchmarks/run.py [--quick] [--only NAME ...]`.
 
-Each benchmark prints its figures with ratios against baselines measured in the same run and
-whether the target is met; a JSON summary is written to benchmarks/.data/results.json.
+Each benchmark prints its figures with ratios against baselines measured in the same run (same
+repetitions, same process environment) and whether the target is met, and its checks
+(invariants that hold by construction) as pass or FAIL; a failed check exits 1. A JSON summary
+is written to benchmarks/.data/results.json.
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ def main() -> int:
         importlib.import_module(name).main(quick=args.quick)
     out = _common.data_path("results.json")
     out.write_text(json.dumps(_common.RESULTS, indent=2))
-    missed = [r["name"] for r in _common.RESULTS if r["ok"] is False]
+    figures = [r for r in _common.RESULTS if r["kind"] == "figure"]
+    checks = [r for r in _common.RESULTS if r["kind"] == "check"]
+    missed = [r["name"] for r in figures if r["ok"] is False]
+    failed = [r["name"] for r in checks if not r["passed"]]
     print(
-        f"\n{len(_common.RESULTS)} figures in {time.perf_counter() - t0:.0f} s; "
-        f"targets not met: {missed or 'none'}; summary in {out}"
+        f"\n{len(figures)} figures and {len(checks)} checks in "
+        f"{time.perf_counter() - t0:.0f} s; targets not met: {missed or 'none'}; "
+        f"checks failed: {failed or 'none'}; summary in {out}"
     )
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
