@@ -38,6 +38,10 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+#: Problems printed per file; the rest are counted.
+MAX_SHOWN = 100
+
+
 def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], str]:
     fmt = detect_format(path)
     if fmt == "jsonl":
@@ -79,8 +83,13 @@ def run(args: argparse.Namespace) -> int:
             bad += 1
             continue
         errors = [p for p in problems if p.severity == "error"]
-        for p in problems:
+        for p in problems[:MAX_SHOWN]:
             print(bounded(str(p) if p.source else f"{display(path, 300)}: {p}"))
+        if len(problems) > MAX_SHOWN:
+            print(
+                f"{display(path, 300)}: ... and {len(problems) - MAX_SHOWN:,} more problem(s) "
+                f"(the first {MAX_SHOWN} are shown); fix these and validate again"
+            )
         if errors:
             bad += 1
         elif not args.quiet:

@@ -319,6 +319,11 @@ def load_spec(path: str | Path) -> Composite:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{where}: not valid TOML: {err}; fix the syntax there") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: arrays or tables nested too deeply to read; a reward spec needs at most "
+            "two levels ([reward.<name>] tables of numbers and strings)"
+        ) from None
     table: str | None
     if "reward" in data:
         spec, table = data["reward"], "reward"

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from orchestrace.errors import TraceError
 from orchestrace.trace.model import Decision, EdgeType, EventType
 
 if TYPE_CHECKING:
@@ -111,8 +112,12 @@ _COLUMNS: dict[str, tuple[Any, Any]] = {
 }
 
 
-class CycleError(ValueError):
-    """The dependency edges contain a cycle; ``cycle`` lists the event indices on it."""
+class CycleError(TraceError, ValueError):
+    """The dependency edges contain a cycle; ``cycle`` lists the event indices on it.
+
+    A :class:`~orchestrace.errors.TraceError` (so one ``except OrchestraceError`` catches it)
+    and, as before, a ``ValueError``.
+    """
 
     def __init__(self, cycle: list[int], ids: Sequence[str]) -> None:
         self.cycle = cycle
