@@ -31,6 +31,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--samples", type=int, help="shapley: permutations; counterfactual: forks per message"
     )
+    p.add_argument(
+        "--intervention",
+        choices=("drop", "replace", "resample"),
+        help="counterfactual: what happens to each message in the intervened arm: drop "
+        "(default), replace (with --replace-with TEXT) or resample (the sender's LLM call drawn "
+        "again in the same context; recommended for traces of a real LLM)",
+    )
+    p.add_argument(
+        "--replace-with",
+        metavar="TEXT",
+        help="counterfactual --intervention replace: the new text (its ANSWER: value, or the "
+        "text itself, becomes the data consumers read)",
+    )
     p.add_argument("--gamma", type=float, default=0.95, help="discounted: discount per hop")
     p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
@@ -59,6 +72,14 @@ def run_cmd(args: argparse.Namespace) -> int:
         kw["gamma"] = args.gamma
     if args.samples is not None and args.method in ("shapley", "counterfactual"):
         kw["samples"] = args.samples
+    if args.method == "counterfactual":
+        kw["intervention"] = args.intervention
+        kw["replace_with"] = args.replace_with
+    elif args.intervention is not None or args.replace_with is not None:
+        flag = "--intervention" if args.intervention is not None else "--replace-with"
+        raise ConfigError(
+            f"{flag} applies to --method counterfactual, not to {args.method}; leave it out"
+        )
     kw["rerun_checks"] = args.rerun_checks
     if args.method in _FORKING:
         kw.update(backend_args(args))
@@ -83,8 +104,22 @@ def run_cmd(args: argparse.Namespace) -> int:
     for k, v in table.stats.items():
         key = display(k, 40)
         print(f"  {key}: {v:.4g}" if isinstance(v, float) else f"  {key}: {display(v)}")
+    errors = getattr(table, "estimates", {})
     for r in rows[: args.top]:
-        print(f"  {display(r.id, 60):<32} {r.value:+.4f}")
+        print(f"  {display(r.id, 60):<32} {r.value:+.4f}{_error_bar(errors.get(r.id))}")
     if len(rows) > args.top:
         print(f"  ... {len(rows) - args.top} more (--top N or --json)")
     return 0
+
+
+def _error_bar(estimate: Any) -> str:
+    """`` ± SE  [low, high]`` of a row that is an estimate (empty otherwise)."""
+    if not isinstance(estimate, dict) or "se" not in estimate:
+        return ""
+    se, ci = estimate["se"], estimate.get("ci95")
+    if se is None:
+        return "  (one sample: no error bar)"
+    out = f" ± {se:.4f}"
+    if isinstance(ci, list) and len(ci) == 2:
+        out += f"  95% CI [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+    return out + f"  ({estimate.get('backend_calls', 0)} backend calls)"

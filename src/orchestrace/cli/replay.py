@@ -16,6 +16,8 @@ from orchestrace.runtime.replay import (
     ForceStop,
     Intervention,
     ReplaceMessage,
+    ResampleMessage,
+    backend_for,
     fork,
     replay,
     spawn_one_more,
@@ -37,7 +39,14 @@ def add_parser(sub: Any) -> None:
         "--replace-message",
         nargs=2,
         metavar=("EVENT_ID", "TEXT"),
-        help="the message is sent with TEXT instead",
+        help="the message is sent with TEXT instead; consumers read TEXT's value (after "
+        "ANSWER:, else TEXT itself) where the message carried an answer or value",
+    )
+    p.add_argument(
+        "--resample-message",
+        metavar="EVENT_ID",
+        help="the sender's LLM call that produced the message is drawn again in the same "
+        "context (on the simulator: with the recorded seed plus 1), and every call after it",
     )
     p.add_argument(
         "--stop-at",
@@ -95,7 +104,9 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.drop_message:
         ivs.append(DropMessage.of(trace, args.drop_message))
     if args.replace_message:
-        ivs.append(ReplaceMessage.of(trace, args.replace_message[0], args.replace_message[1]))
+        ivs.append(ReplaceMessage.parsed(trace, args.replace_message[0], args.replace_message[1]))
+    if args.resample_message:
+        ivs.append(ResampleMessage.of(trace, args.resample_message))
     if args.stop_at is not None:
         if args.stop_at < 0:
             raise ConfigError("--stop-at takes a step >= 0")
@@ -106,7 +117,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--backend, --model and --base-url choose who answers a fork's changed calls, and "
             "an exact replay calls no backend; add an intervention (--drop-message ID, "
-            "--replace-message ID TEXT, --stop-at STEP, --spawn-one-more) or leave them out"
+            "--replace-message ID TEXT, --resample-message ID, --stop-at STEP, "
+            "--spawn-one-more) or leave them out"
         )
     if not ivs:
         res = replay(trace, rerun_checks=args.rerun_checks)
@@ -117,7 +129,14 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         code = 0 if same else 1
     else:
-        res = fork(trace, ivs, rerun_checks=args.rerun_checks, **backend_args(args))
+        chosen = backend_args(args)
+        if args.resample_message:  # a new draw: the recorded seed would redraw the same answer
+            chosen = {
+                "backend": backend_for(
+                    trace, chosen["backend"], seed_offset=1, **chosen["backend_options"]
+                )
+            }
+        res = fork(trace, ivs, rerun_checks=args.rerun_checks, **chosen)
         total = sum(1 for e in trace.events if e.type == "llm_call")
         before = _success(trace)
         print(

@@ -26,9 +26,10 @@ table's ``stats`` say ``deterministic: true`` and every ``se`` is 0. With ``samp
 stochastic backend there is no error bar (``se`` and ``ci95`` are ``None``).
 
 ``stats`` reports the backend calls made (each row too), the naive cost (``samples`` full
-re-runs per message plus ``samples`` for the kept side) and ``descendant_calls``, an upper
-bound on the calls the forks can need (every LLM call reachable from each message in the
-dependency graph, for each arm and sample).
+re-runs per message plus ``samples`` for the kept side) and ``descendant_calls``: the LLM calls
+reachable in the recorded dependency graph from each message (``resample``: from the sender's
+call), for each arm and sample. That bounds from above what forks of an unchanged structure
+draw again; a fork whose structure changes (more rounds, another agent) can make more.
 
 Changed calls reach the backend that recorded the trace (rebuilt from ``meta.backend``; see
 :func:`orchestrace.runtime.replay.backend_for`) unless ``backend=`` names another; a trace whose
@@ -342,8 +343,13 @@ class CounterfactualMessageCredit:
         shared: dict[tuple[frozenset[str], int], float] = {}
         resampled: dict[tuple[frozenset[str], int], float] = {}
         calls = 0
+        reach = 0  # LLM calls reachable from what each intervention changes
         for mid in descendants:
             arms = self._arms(trace, mid)
+            if arms is not None and self.intervention == "resample":
+                reach += len(arms[1][-1].redraws())
+            else:
+                reach += descendants[mid]
             diffs: list[float] = []
             kept_rs: list[float] = []
             used = 0
@@ -385,7 +391,7 @@ class CounterfactualMessageCredit:
             estimates[mid]["intervened"] = estimates[mid]["kept"] - values[mid]
         arms_n = 1 if deterministic else 2
         naive = llm_calls * (len(descendants) * k_used + (0 if deterministic else k_used))
-        upper = sum(descendants.values()) * k_used * arms_n
+        upper = reach * k_used * arms_n
         stats: dict[str, Any] = {
             "intervention": self.intervention,
             "samples": k_used,

@@ -337,7 +337,10 @@ class ResampleMessage(Intervention):
     The call's inputs are unchanged; only its answer is drawn again (on the simulator: with the
     fork's seed), and every LLM call downstream of it is drawn again too. A call that produced
     several messages (a broadcast) redraws all of them, and the sender's own later steps see
-    the new answer: the intervention is on the call, as a sampled policy would make it.
+    the new answer: the intervention is on the call, as a sampled policy would make it. The
+    simulator answers a request the same way for the same seed, so a new draw needs a backend
+    with another seed (``backend_for(trace, seed_offset=k)``; ``replay --resample-message``
+    uses the recorded seed plus 1).
 
     Attributes:
         event: The message's event id.
