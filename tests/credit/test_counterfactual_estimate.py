@@ -103,12 +103,13 @@ class _Greedy:
 
     name = "openai"
     virtual = True
+    temperature = 0.0
 
     def __init__(self):
         self.sim = SimBackend(seed=0)
 
     def spec(self):
-        return {"name": "openai", "options": {"model": "m", "temperature": 0.0}}
+        return {"name": "openai", "options": {"model": "m", "temperature": self.temperature}}
 
     async def complete(self, request):
         return await self.sim.complete(request)
@@ -125,6 +126,11 @@ def test_deterministic_backend_is_said_not_given_an_error_bar(swarm):
     assert t.stats["deterministic"] is True and t.stats["samples"] == 1
     assert "1 sample per message, not 8" in t.stats["note"]
     assert all(r["se"] == 0.0 and r["samples"] == 1 for r in t.to_rows())
+    sampling = _Greedy()
+    sampling.temperature = 0.7
+    t = CounterfactualMessageCredit(samples=3, backend=sampling).assign(swarm, "message")
+    assert t.stats["deterministic"] is False and t.stats["paired"] is False
+    assert t.stats["samples"] == 3 and all(r["samples"] == 3 for r in t.to_rows())
 
 
 def test_replace_changes_what_consumers_read(swarm, tmp_path, capsys):

@@ -23,7 +23,9 @@ differences; ``se`` their standard error, ``ci95`` the Student-t 95% interval.
 A backend that answers deterministically (a real backend at temperature 0, or a transformers
 model without sampling) is forked once per message and the kept arm is the recorded run: the
 table's ``stats`` say ``deterministic: true`` and every ``se`` is 0. With ``samples=1`` on a
-stochastic backend there is no error bar (``se`` and ``ci95`` are ``None``).
+stochastic backend there is no error bar (``se`` and ``ci95`` are ``None``). A real backend
+that samples (temperature above 0) draws each arm on its own: the estimate stays unbiased but
+unpaired (``stats["paired"]`` is false), so its error bar is wider.
 
 ``stats`` reports the backend calls made (each row too), the naive cost (``samples`` full
 re-runs per message plus ``samples`` for the kept side) and ``descendant_calls``: the LLM calls
@@ -267,7 +269,7 @@ class CounterfactualMessageCredit:
         intervention: str | None = None,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ConfigError(f"samples must be an integer >= 1, got {samples!r}")
+            raise ConfigError(f"samples must be an integer >= 1 (--samples K), got {samples!r}")
         if backend_factory is not None and (backend is not None or backend_options):
             raise ConfigError("pass either backend_factory or backend (with backend_options)")
         if intervention is None:
@@ -396,7 +398,9 @@ class CounterfactualMessageCredit:
             "intervention": self.intervention,
             "samples": k_used,
             "deterministic": deterministic,
-            "paired": not deterministic,
+            # draws are paired where sample k reseeds the backend (the simulator); a real
+            # stochastic backend draws each arm on its own
+            "paired": not deterministic and getattr(factory(trace, 1), "name", "") == "sim",
             "backend_calls": calls,
             "calls_per_message": calls / len(descendants) if descendants else 0.0,
             "naive_calls": naive,
