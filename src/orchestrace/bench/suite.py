@@ -230,7 +230,7 @@ def aggregate(runs: list[dict[str, Any]], suite: Suite) -> list[dict[str, Any]]:
                 "E2_speedup": float(np.mean([r["speedup"] for r in clean])),
                 "E2_ideal": float(np.mean([r["ideal_speedup"] for r in clean])),
                 "E2_efficiency": eff,
-                "E2_efficiency_ci": eff_ci,
+                "E2_efficiency_ci": None if np.isnan(eff_ci) else eff_ci,  # one seed: none
                 "E3_solved": solved,
                 "E3_messages_per_solved": _per_solved(clean, "messages"),
                 "E3_tokens_per_solved": _per_solved(clean, "tokens"),
