@@ -325,8 +325,12 @@ class OrchestrationEnv:
             loop = self._loop
             if self._run is not None and not self._run.done():
                 self._run.cancel()
-            for _ in range(3):  # the run, then the agents it cancels, then their callbacks
-                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            # the run, then the agents it cancels, then their callbacks; the run's own tasks are
+            # named too, since at interpreter exit asyncio's registry of tasks may be gone already
+            runtime = getattr(self, "runtime", None)
+            known = [self._run, *getattr(runtime, "_tasks", ())] if self._run is not None else []
+            for _ in range(5):
+                pending = [t for t in {*known, *asyncio.all_tasks(loop)} if not t.done()]
                 if not pending:
                     break
                 for t in pending:

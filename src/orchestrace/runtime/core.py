@@ -940,13 +940,16 @@ class Runtime:
                 self._force_stop_event(root_agent, reason)
             trace = self._finish(header)
         except BaseException:
-            # cancelled (or failed) from outside: take the agents down with the run
-            pending = [t for t in self._tasks if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                with contextlib.suppress(BaseException):
-                    await asyncio.gather(*pending, return_exceptions=True)
+            # cancelled (or failed) from outside: take the agents down with the run; when the
+            # coroutine is only being discarded after its loop closed, there is nothing left to
+            # cancel (and no loop to do it on)
+            if not loop.is_closed():
+                pending = [t for t in self._tasks if not t.done()]
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    with contextlib.suppress(BaseException):
+                        await asyncio.gather(*pending, return_exceptions=True)
             self.recorder.shutdown()
             raise
         self.recorder.end(trace)
