@@ -195,6 +195,39 @@ def forget_secret(secret: str | None) -> None:
         _SECRETS.discard(secret or "")
 
 
+def scrub_known(value: Any) -> Any:
+    """``value`` with every secret given to :func:`remember_secret` replaced by ``***``.
+
+    Only those literal values are replaced (no patterns), in strings and, recursively, in the
+    keys and values of dicts, lists and tuples; everything else is returned as it is. With no
+    secret remembered this returns ``value`` itself at once, so recording pays nothing.
+
+    Example:
+        >>> remember_secret("sk-example-0001")
+        >>> scrub_known({"content": "key sk-example-0001", "n": 3})
+        {'content': 'key ***', 'n': 3}
+        >>> forget_secret("sk-example-0001")
+    """
+    if not _SECRETS:
+        return value
+    with _LOCK:
+        known = sorted(_SECRETS, key=len, reverse=True)
+    return _scrub(value, known)
+
+
+def _scrub(value: Any, known: list[str]) -> Any:
+    if isinstance(value, str):
+        for s in known:
+            if s in value:
+                value = value.replace(s, MASK)
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k, known): _scrub(v, known) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrub(v, known) for v in value)
+    return value
+
+
 def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
     """``text`` with every secret replaced by ``***``.
 

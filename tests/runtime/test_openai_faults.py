@@ -323,6 +323,26 @@ def test_echoed_authorization_never_reaches_trace_or_output(serve, tmp_path, cap
     assert b"***" in raw
 
 
+def test_key_echoed_in_a_successful_answer_never_reaches_the_trace(
+    serve, tmp_path, capsys, monkeypatch
+):
+    def echo_in_answer(h, n):
+        send_json(h, 200, completion("ANSWER: 42 your key is " + h.headers["Authorization"]))
+
+    s = serve(echo_in_answer)
+    monkeypatch.setenv("ORCHESTRACE_OPENAI_API_KEY", SECRET)
+    out = tmp_path / "run.jsonl"
+    argv = ["run", "centralized", "--agents", "2", "--backend", "openai", "--model", "m"]
+    argv += ["--base-url", s.url, "--timeout", "5", "--retries", "0", "-o", str(out)]
+    rc, stdout, stderr = run_cli([*argv, "--no-progress"], capsys)
+    assert rc == 0
+    assert s.headers and s.headers[0]["Authorization"] == f"Bearer {SECRET}"
+    raw = out.read_bytes().decode()
+    assert "your key is Bearer ***" in raw  # the answer was recorded, the key masked
+    for text in (raw, stdout, stderr):
+        assert SECRET not in text
+
+
 def test_credentials_in_base_url_never_reach_trace_or_output(serve, tmp_path, capsys):
     def echo_500(h, n):
         send_json(h, 500, {"error": "oops", "you_sent": dict(h.headers), "path": h.path})

@@ -41,6 +41,7 @@ from typing import Any
 
 import msgspec
 
+from orchestrace._safe import scrub_known
 from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
 from orchestrace.runtime.backends.base import (
     Backend,
@@ -535,6 +536,7 @@ class Runtime:
         dur = max(0.0, round(self.now() - t, 9))
         if a.last is None and a.parent is None and "role" not in fields:
             fields["role"] = a.role  # the root has no spawn event to carry its role
+        fields = scrub_known(fields)  # a secret echoed by a server never reaches the trace
         ev = Event(id=eid, t=t, type=type_, agent=a.name, dur=dur, step=max(a.step, 0), **fields)
         edges = []
         if a.last is not None:
@@ -555,6 +557,7 @@ class Runtime:
 
     def _record_tool_result(self, tool: str, call_id: str, t: float, **fields: Any) -> str:
         eid = f"e{len(self.events) + 1}"
+        fields = scrub_known(fields)
         ev = Event(id=eid, t=t, type="tool_result", agent=tool, tool=tool, **fields)
         edge = Edge(call_id, eid, "tool_dependency")
         self.events.append(ev)
@@ -1000,13 +1003,15 @@ class Runtime:
         if success is not None:  # unknown outcomes have no task_success
             metrics = {"task_success": float(success), **metrics}
         meta = dict(header["meta"])
-        meta["result"] = {
-            "answer": self.answer,
-            "stop_reason": self.stop_reason or "done",
-            "truth": self.task.answer,
-            "success": success,
-            "verdict": dict(verdict),
-        }
+        meta["result"] = scrub_known(
+            {
+                "answer": self.answer,
+                "stop_reason": self.stop_reason or "done",
+                "truth": self.task.answer,
+                "success": success,
+                "verdict": dict(verdict),
+            }
+        )
         return Trace(
             trace_id=header["trace_id"],
             task_id=header["task_id"],
