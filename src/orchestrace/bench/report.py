@@ -152,14 +152,32 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_report(report: dict[str, Any], out: str | Path) -> Path:
-    """Write ``report.json``, ``report.md`` and the plots into ``out``; return it."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-    (out / "report.md").write_text(markdown(report))
-    _plots(report, out)
-    return out
+def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False) -> Path:
+    """Write ``report.json``, ``report.md`` and the plots into ``out``; return it.
+
+    ``out`` is checked as ``orchestrace bench -o`` checks it: new, empty, or written by an
+    earlier bench report (then only with ``force``). Each file is written atomically; when a
+    write fails the files this call created are removed.
+
+    Raises:
+        orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
+    """
+    from orchestrace.io._output import report_dir, report_file
+
+    with report_dir(out, force=force, report="bench") as target:
+        with report_file(target / "report.json", "w") as fh:
+            fh.write(json.dumps(report, indent=1, default=str))
+        with report_file(target / "report.md", "w") as fh:
+            fh.write(markdown(report))
+        _plots(report, target)
+    return Path(out)
+
+
+def _savefig(fig: Any, path: Path) -> None:
+    from orchestrace.io._output import report_file
+
+    with report_file(path) as fh:
+        fig.savefig(fh, format="png", dpi=100)
 
 
 def _plots(report: dict[str, Any], out: Path) -> None:
@@ -199,7 +217,7 @@ def _plots(report: dict[str, Any], out: Path) -> None:
         axes[1].set_ylabel("E2 efficiency (95% t)")
         axes[1].set_xticks(list(x), labels, rotation=90, fontsize=7)
         fig.tight_layout()
-        fig.savefig(out / "e1_e2.png", dpi=100)
+        _savefig(fig, out / "e1_e2.png")
         plt.close(fig)
         faults = sorted({f for c in cells for f in c["E4"]})
         if faults:
@@ -222,7 +240,7 @@ def _plots(report: dict[str, Any], out: Path) -> None:
             ax.set_xticks(list(x), labels, rotation=90, fontsize=7)
             ax.legend(fontsize=8)
             fig.tight_layout()
-            fig.savefig(out / "e4.png", dpi=100)
+            _savefig(fig, out / "e4.png")
             plt.close(fig)
     env = report["envelope"]
     if env:
@@ -252,5 +270,5 @@ def _plots(report: dict[str, Any], out: Path) -> None:
         axes[0].text(110, axes[0].get_ylim()[1] * 0.5, "production", fontsize=8)
         axes[0].legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(out / "envelope.png", dpi=100)
+        _savefig(fig, out / "envelope.png")
         plt.close(fig)

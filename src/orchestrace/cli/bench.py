@@ -58,7 +58,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             seeds=args.seeds,
             envelope=not args.no_envelope,
         )
-        out = write_report(report, args.output)
+        out = write_report(report, args.output, force=args.force)
     if args.json:
         for c in report["cells"]:
             print(json.dumps(c))

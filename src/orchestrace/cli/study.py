@@ -51,6 +51,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             out=args.output,
             jobs=args.jobs,
             progress=lambda t: print(f"done: {t}", flush=True),
+            force=args.force,
         )
     print(summary_table(study))
     print(f"report: {Path(args.output) / 'results.md'}")

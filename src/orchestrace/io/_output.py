@@ -28,6 +28,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -53,6 +54,7 @@ __all__ = [
     "mark_report_dir",
     "replace_dir",
     "report_dir",
+    "report_file",
     "write_error",
 ]
 
@@ -66,6 +68,12 @@ MARKER = "_orchestrace.json"
 #: How messages name the replace switch; the command line sets ``"--force"``.
 FORCE_HINT: contextvars.ContextVar[str] = contextvars.ContextVar(
     "orchestrace_force_hint", default="overwrite=True"
+)
+#: Name of a temporary sibling left by an interrupted write (see :func:`_mkstemp`).
+_LEFTOVER = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp\Z", re.DOTALL)
+#: The report directory being written (absolute path, kind), while :func:`report_dir` runs.
+_ACTIVE: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "orchestrace_report_dir", default=None
 )
 
 
@@ -190,15 +198,29 @@ def is_our_dataset(path: PathLike) -> bool:
     return all(_regular(p / n) for n in DATASET_FILES)
 
 
+def _leftover(name: str) -> bool:
+    return _LEFTOVER.match(name) is not None
+
+
 def _our_report_dir(p: Path, kind: str) -> bool:
-    marker = _read_marker(p)
-    if marker is None or marker.get("kind") != kind:
+    """Whether ``p`` holds only files of an earlier ``kind`` report and leftovers of ours.
+
+    Leftovers are the temporary siblings of an interrupted write. A directory holding nothing
+    but such leftovers is ours too.
+    """
+    names = _entries(p)
+    if not all(_regular(p / n) for n in names):
         return False
+    rest = {n for n in names if n != MARKER and not _leftover(n)}
+    marker = _read_marker(p)
+    if MARKER in names and (marker is None or marker.get("kind") != kind):
+        return False
+    if marker is None:
+        return not rest
     listed = marker.get("files")
     if not isinstance(listed, list):
         return False
-    allowed = {str(x) for x in listed} | {MARKER}
-    return set(_entries(p)) <= allowed and all(_regular(p / n) for n in _entries(p))
+    return rest <= {str(x) for x in listed}
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -479,9 +501,19 @@ def atomic_write(
 
 # ---------------------------------------------------------------------- directories
 def _write_marker(d: Path, kind: str, files: Iterable[str] = ()) -> None:
-    data = {"writer": "orchestrace", "kind": kind, "files": sorted(files)}
-    with open(d / MARKER, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data) + "\n")
+    """Write the marker atomically: a complete temporary sibling renamed into place."""
+    data = {"writer": "orchestrace", "kind": kind, "files": sorted(set(files))}
+    fd, tmp = _mkstemp(d / MARKER)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, d / MARKER)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @contextmanager
@@ -551,46 +583,142 @@ def _inside(name: Any, directory: Path) -> bool:
         return False
 
 
+def _report_files(p: Path) -> list[str]:
+    return [n for n in _entries(p) if n != MARKER and not _leftover(n) and _regular(p / n)]
+
+
 def mark_report_dir(path: PathLike, report: str) -> None:
     """Record in ``path`` that orchestrace wrote it (``report``: which command), listing its files.
 
-    A later run of the same command may then replace them with ``--force``.
+    A later run of the same command may then replace them with ``--force``. Temporary
+    siblings left by interrupted writes of the listed files are removed.
+
+    Raises:
+        OutputError: The marker cannot be written (the previous one, if any, stays whole).
     """
     p = Path(path)
-    names = [n for n in _entries(p) if n != MARKER and _regular(p / n)]
+    names = _report_files(p)
     try:
         _write_marker(p, report, names)
     except OSError as err:
         raise write_error(p / MARKER, err) from None
+    ours = {*names, MARKER}
+    for n in _entries(p):
+        if _leftover(n) and any(n.startswith(f".{x}.") for x in ours) and _regular(p / n):
+            with suppress(OSError):
+                os.unlink(p / n)
+
+
+def _register(d: Path, kind: str, name: str) -> None:
+    """Add ``name`` to the marker of report directory ``d`` before it is written."""
+    marker = _read_marker(d)
+    listed = marker.get("files") if marker is not None else None
+    files = {str(x) for x in listed} if isinstance(listed, list) else set()
+    if name in files:
+        return
+    try:
+        _write_marker(d, kind, {*files, *_report_files(d), name})
+    except OSError as err:
+        raise write_error(d / MARKER, err) from None
+
+
+def _missing_dirs(p: Path) -> list[Path]:
+    """The directories of ``p`` and its parents that do not exist yet, outermost first."""
+    missing: list[Path] = []
+    probe = p
+    while not (probe.exists() or probe.is_symlink()) and probe.parent != probe:
+        missing.append(probe)
+        probe = probe.parent
+    return missing[::-1]
+
+
+def _discard_new(p: Path, before: set[str], created: list[Path]) -> None:
+    """Remove the files a failed run created in ``p``, and the directories it created."""
+    for n in _entries(p):
+        if n not in before and _regular(p / n):
+            with suppress(OSError):
+                os.unlink(p / n)
+    if not before:
+        with suppress(OSError):
+            os.unlink(p / MARKER)
+    for d in reversed(created):
+        with suppress(OSError):
+            d.rmdir()  # only when empty
+
+
+@contextmanager
+def report_file(path: PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write one file of a report directory atomically (see :func:`atomic_write`).
+
+    The directory is created when missing. Inside :func:`report_dir`, the file is listed in
+    the directory's marker before it is written, so that a run killed meanwhile leaves a
+    directory a later run recognises as its own. An existing file is replaced: the directory
+    was checked before the work (see :func:`report_dir`).
+
+    Args:
+        path: The file, inside the report directory.
+        mode: ``"wb"`` or ``"w"``.
+
+    Raises:
+        OutputError: Writing failed (disk full, permission denied); the message names the file.
+    """
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_error(target.parent, err) from None
+    active = _ACTIVE.get()
+    if active is not None and os.path.abspath(target.parent) == active[0]:
+        _register(target.parent, active[1], target.name)
+    with atomic_write(target, mode, force=True) as fh:
+        yield fh
 
 
 @contextmanager
 def report_dir(path: PathLike, *, force: bool = False, report: str = "report") -> Iterator[Path]:
     """Check a directory of reports before the work, and mark it as ours after.
 
-    The directory may be new (it is created with its parents by the writer), empty, or one
-    that the same command wrote before (with ``force``); see :func:`check_output`. Whatever
-    happens to the work, the files that are in it afterwards were written by it, so the
-    marker is written even when the work fails or is interrupted: a later run may then
-    replace them with ``--force``.
+    The directory may be new (it is created with its parents by the writer), empty, one that
+    the same command wrote before (with ``force``), or one holding only leftovers of an
+    interrupted write of ours; see :func:`check_output`. Files are written with
+    :func:`report_file`. When the work succeeds the marker lists the directory's files, so a
+    later run may replace them with ``--force``. When it fails, the files this run created
+    are removed (with the directory, if this run created it); the files of an earlier report
+    stay, and the marker lists what is left. When it is interrupted (Ctrl-C), the files
+    written so far (each complete) stay and are listed, so the work done is not lost.
+
+    A call for the directory an enclosing call is already writing does nothing more.
 
     Raises:
         OutputError: The directory may not be written, or writing a file in it failed.
     """
+    active = _ACTIVE.get()
+    if active is not None and active[0] == os.path.abspath(os.fspath(path)):
+        yield Path(path)  # checked and guarded by the enclosing call
+        return
     p = check_output(path, force=force, kind="dir", report=report)
+    before = set(_entries(p)) if p.is_dir() else set()
+    created = _missing_dirs(p)
+    token = _ACTIVE.set((os.path.abspath(p), report))
     failed = False
     try:
         yield p
     except OSError as err:
         failed = True
+        _discard_new(p, before, created)
         if _inside(err.filename, p):  # writing the reports failed (disk full, permissions)
             raise write_error(err.filename, err) from None
         raise
-    except BaseException:
+    except Exception:
+        failed = True
+        _discard_new(p, before, created)
+        raise
+    except BaseException:  # interrupted: the files written so far are complete; keep them
         failed = True
         raise
     finally:
-        if p.is_dir() and _entries(p):
+        _ACTIVE.reset(token)
+        if p.is_dir() and _report_files(p):
             try:
                 mark_report_dir(p, report)
             except OutputError:

@@ -127,11 +127,16 @@ def run_study(
     out: str | Path | None = None,
     jobs: int = 2,
     progress: Callable[[str], None] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Run :func:`study_task` for each task (``jobs`` in parallel) and write the report.
 
+    ``out`` is checked before any work, as ``orchestrace study -o`` checks it: new, empty,
+    or written by an earlier study (then only with ``force``).
+
     Raises:
         ConfigError: No tasks, or fewer than one seed, episode or job.
+        orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
     """
     from orchestrace.errors import ConfigError
 
@@ -140,6 +145,27 @@ def run_study(
     for name, value in (("seeds", seeds), ("episodes", episodes), ("jobs", jobs)):
         if value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
+    if out is not None:
+        from orchestrace.io._output import report_dir
+
+        with report_dir(out, force=force, report="study"):
+            return _run_study(
+                tasks, algo, seeds, episodes, train_episodes, train_seed, out, jobs, progress
+            )
+    return _run_study(tasks, algo, seeds, episodes, train_episodes, train_seed, out, jobs, progress)
+
+
+def _run_study(
+    tasks: Sequence[str],
+    algo: str,
+    seeds: int,
+    episodes: int,
+    train_episodes: int | None,
+    train_seed: int,
+    out: str | Path | None,
+    jobs: int,
+    progress: Callable[[str], None] | None,
+) -> dict[str, Any]:
     kws = [
         dict(
             task=t,
@@ -177,7 +203,7 @@ def run_study(
         "tasks": results,
     }
     if out is not None:
-        write_report(study, Path(out))
+        write_report(study, Path(out), force=True)  # checked by run_study
     return study
 
 
@@ -206,24 +232,35 @@ def summary_table(study: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_report(study: dict[str, Any], out: Path) -> None:
-    """``results.json``, ``results.md`` and ``tradeoff.png`` into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(study, indent=1, default=str))
-    parts = [
-        "# Learned stopping: results",
-        "",
-        f"Held-out evaluation: {study['seeds']} seeds x {study['episodes']} episodes per "
-        "policy; mean over seeds with 95% t-intervals. Reward = success - 0.1 x "
-        "tokens/1000.",
-        "",
-        summary_table(study),
-        "",
-    ]
-    for name, res in study["tasks"].items():
-        parts += [format_table(_rows(res), f"{name}"), ""]
-    (out / "results.md").write_text("\n".join(parts))
-    _plot(study, out / "tradeoff.png")
+def write_report(study: dict[str, Any], out: Path, *, force: bool = False) -> None:
+    """``results.json``, ``results.md`` and ``tradeoff.png`` into ``out``.
+
+    ``out`` is checked as ``orchestrace study -o`` checks it (an earlier study's directory is
+    replaced only with ``force``); each file is written atomically.
+
+    Raises:
+        orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
+    """
+    from orchestrace.io._output import report_dir, report_file
+
+    with report_dir(out, force=force, report="study") as target:
+        with report_file(target / "results.json", "w") as fh:
+            fh.write(json.dumps(study, indent=1, default=str))
+        parts = [
+            "# Learned stopping: results",
+            "",
+            f"Held-out evaluation: {study['seeds']} seeds x {study['episodes']} episodes per "
+            "policy; mean over seeds with 95% t-intervals. Reward = success - 0.1 x "
+            "tokens/1000.",
+            "",
+            summary_table(study),
+            "",
+        ]
+        for name, res in study["tasks"].items():
+            parts += [format_table(_rows(res), f"{name}"), ""]
+        with report_file(target / "results.md", "w") as fh:
+            fh.write("\n".join(parts))
+        _plot(study, target / "tradeoff.png")
 
 
 def _plot(study: dict[str, Any], path: Path) -> None:
@@ -261,5 +298,10 @@ def _plot(study: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from orchestrace.io._output import report_file
+
+    try:
+        with report_file(path) as fh:
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from orchestrace.errors import Problem
-from orchestrace.io._output import atomic_write, check_output, mark_report_dir
+from orchestrace.io._output import mark_report_dir, report_dir, report_file
 from orchestrace.papers.check import PaperPoolError, Pool, arxiv_month
 from orchestrace.papers.taxonomy import NA, PAPER_COLUMNS
 
@@ -113,8 +113,8 @@ def load_envelope(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
     return pts
 
 
-def _savefig(fig: Any, path: Path, force: bool) -> None:
-    with atomic_write(path, "wb", force=force) as fh:
+def _savefig(fig: Any, path: Path) -> None:
+    with report_file(path) as fh:
         fig.savefig(fh, format="png", dpi=110)
 
 
@@ -159,7 +159,20 @@ def plot_pool(
             "scale.png left out: the pool has no team_size and trace_length columns "
             "(add them, or pass --bench REPORT for the toolkit's envelope)"
         )
-    target = check_output(out, force=force, kind="dir", report=_KIND)
+    with report_dir(out, force=force, report=_KIND) as target:
+        return _draw(target, rows, envelope, scale, names, notes, since)
+
+
+def _draw(
+    target: Path,
+    rows: Any,
+    envelope: Any,
+    scale: Any,
+    names: list[str],
+    notes: list[str],
+    since: int | None,
+) -> tuple[list[Path], list[str]]:
+    """Draw the figures into ``target`` (checked, and cleaned up on failure, by the caller)."""
     try:
         import matplotlib
 
@@ -207,7 +220,7 @@ def plot_pool(
     ax.set_title(title + ")", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    _savefig(fig, target / "timeline.png", force)
+    _savefig(fig, target / "timeline.png")
     plt.close(fig)
     written.append(target / "timeline.png")
 
@@ -236,7 +249,7 @@ def plot_pool(
     ax.set_title(f"Reward type x credit granularity ({len(rows)} entries)", fontsize=10)
     fig.colorbar(im, ax=ax, shrink=0.7, label="entries")
     fig.tight_layout()
-    _savefig(fig, target / "reward_credit.png", force)
+    _savefig(fig, target / "reward_credit.png")
     plt.close(fig)
     written.append(target / "reward_credit.png")
 
@@ -272,7 +285,7 @@ def plot_pool(
         if not scale:
             notes.append("scale.png shows the envelope only: the pool gives no team sizes")
         fig.tight_layout()
-        _savefig(fig, target / "scale.png", force)
+        _savefig(fig, target / "scale.png")
         plt.close(fig)
         written.append(target / "scale.png")
     mark_report_dir(target, _KIND)

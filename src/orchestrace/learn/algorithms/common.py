@@ -153,7 +153,13 @@ class Trainer:
             if progress is not None:
                 progress(len(eps))
         minutes = (time.perf_counter() - t0) / 60
-        out = self.write() if cfg.out else None
+        out = None
+        if cfg.out:
+            from orchestrace.io._output import report_dir
+
+            # an explicit output replaces an earlier training report, never anything else
+            with report_dir(cfg.out, force=True, report="train"):
+                out = self.write()
         return TrainResult(self.policy, self.log, out, self.episodes / max(minutes, 1e-9))
 
     def write(self, out: str | Path | None = None, suffix: str = "") -> Path:
@@ -162,9 +168,10 @@ class Trainer:
         ``out`` defaults to the config's; ``suffix`` goes before each extension
         (``train-arith.csv``...), so several runs can share a directory.
         """
+        from orchestrace.io._output import report_file
+
         out = Path(out or self.cfg.out or ".")
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / f"train{suffix}.csv", "w", newline="") as fh:
+        with report_file(out / f"train{suffix}.csv", "w") as fh:
             w = csv.DictWriter(fh, fieldnames=list(self.log[0]))
             w.writeheader()
             w.writerows(self.log)
@@ -172,9 +179,8 @@ class Trainer:
         # what is written is redacted
         config = json.loads(redact(json.dumps(asdict(self.cfg), default=str)))
         self.policy.save(out / f"policy{suffix}.pt", extra={"algo": self.algo, "config": config})
-        (out / f"config{suffix}.json").write_text(
-            json.dumps({"algo": self.algo, **config}, indent=2)
-        )
+        with report_file(out / f"config{suffix}.json", "w") as fh:
+            fh.write(json.dumps({"algo": self.algo, **config}, indent=2))
         plot_curve(
             self.log, out / f"curve{suffix}.png", f"{self.algo} on {self.cfg.env} ({self.cfg.task})"
         )
@@ -199,8 +205,13 @@ def plot_curve(log: list[dict[str, float]], path: Path, title: str) -> None:
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from orchestrace.io._output import report_file
+
+    try:
+        with report_file(path) as fh:
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def flatten(episodes: list[Episode], advantages: list[list[float]] | None = None) -> dict[str, Any]:

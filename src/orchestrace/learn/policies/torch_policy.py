@@ -127,7 +127,19 @@ class MLPPolicy:
         """Policies here are memoryless."""
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
-        """Checkpoint weights and shape (and anything in ``extra``)."""
+        """Checkpoint weights and shape (and anything in ``extra``).
+
+        The checkpoint is serialised in memory and written atomically (a temporary sibling
+        renamed into place), so a failed write never leaves a truncated ``path``.
+
+        Raises:
+            orchestrace.io._output.OutputError: Writing failed (disk full, permission denied).
+        """
+        import io
+
+        from orchestrace.io._output import report_file
+
+        buf = io.BytesIO()
         self.torch.save(
             {
                 "state_dict": self.net.state_dict(),
@@ -137,8 +149,10 @@ class MLPPolicy:
                 "layers": self.layers,
                 "extra": extra or {},
             },
-            str(path),
+            buf,
         )
+        with report_file(path) as fh:  # not torch's own writer: its errors carry no errno
+            fh.write(buf.getbuffer())
 
 
 def load_policy(path: str | Path) -> MLPPolicy:
