@@ -135,11 +135,16 @@ def orchestrators(trace: Trace) -> list[str]:
     ``spawn`` event created, tool pseudo-agents excluded). When several roots act and some of
     them hold the role ``orchestrator`` (their own events say so, or their name is
     ``orchestrator``), only those. An agent spawned by another is never an orchestrator,
-    whatever role it was given.
+    whatever role it was given. A run recorded by the runtime (``meta.runner`` present) has
+    exactly one orchestrator, the root agent it starts (named ``orchestrator``): any other
+    agent that no spawn created was added to the trace afterwards.
     """
     from orchestrace.credit.base import root_agents
+    from orchestrace.runtime.core import ROOT
 
     roots = root_agents(trace)
+    if isinstance(trace.meta, dict) and isinstance(trace.meta.get("runner"), dict):
+        return [ROOT] if ROOT in roots else []
     if len(roots) <= 1:
         return roots
     rooted = set(roots)
