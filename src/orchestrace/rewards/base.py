@@ -213,10 +213,15 @@ def outcome_known(trace: Trace, *, rerun_checks: bool = False) -> bool:
     False only for a task whose check runs code, when the trace records no verdict (or an
     unknown one) and ``rerun_checks`` is off.
     """
+    from orchestrace.runtime.tasks.base import answer_digest
+
     if rerun_checks or not executes_code(trace):
         return True
     v = recorded_verdict(trace)
-    return v is not None and v["passed"] is not None
+    if v is None or v["passed"] is None:
+        return False
+    digest = v.get("answer_sha256")
+    return not isinstance(digest, str) or digest == answer_digest(answer_of(trace))
 
 
 def outcome(
@@ -252,6 +257,7 @@ def outcome(
     if checker is not None:
         return bool(checker(trace, answer))
     from orchestrace.runtime.tasks import make_task, task_class
+    from orchestrace.runtime.tasks.base import answer_digest
 
     recorded = recorded_verdict(trace)
     spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
@@ -280,6 +286,14 @@ def outcome(
                 f"trace {tid}: outcome unknown: {cls.name} checks an answer by running it as "
                 "code and the trace records no verdict; record the run again, or pass "
                 "--rerun-checks (rerun_checks=True) to check the recorded answer in the sandbox"
+            )
+            return None
+        digest = recorded.get("answer_sha256")
+        if isinstance(digest, str) and digest != answer_digest(answer):
+            _warn(
+                f"trace {tid}: outcome unknown: the recorded verdict judged a different answer "
+                "than the one the trace now holds (it was changed after the run); pass "
+                "--rerun-checks (rerun_checks=True) to check the answer in the sandbox"
             )
             return None
         if recorded["passed"] is None:

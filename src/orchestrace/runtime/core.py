@@ -55,7 +55,13 @@ from orchestrace.runtime.backends.base import (
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.prompts import render
 from orchestrace.runtime.recorder import Recorder
-from orchestrace.runtime.tasks.base import Subtask, Task, Verdict, unknown_verdict
+from orchestrace.runtime.tasks.base import (
+    Subtask,
+    Task,
+    Verdict,
+    answer_digest,
+    unknown_verdict,
+)
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import SCHEMA_VERSION, Decision, Edge, Event, Trace
 
@@ -1012,6 +1018,8 @@ class Runtime:
                 "verdict": dict(verdict),
             }
         )
+        # the verdict names the answer it judged, so an answer edited later is not scored with it
+        meta["result"]["verdict"]["answer_sha256"] = answer_digest(meta["result"]["answer"])
         return Trace(
             trace_id=header["trace_id"],
             task_id=header["task_id"],

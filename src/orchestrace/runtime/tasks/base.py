@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ __all__ = [
     "Subtask",
     "Task",
     "Verdict",
+    "answer_digest",
     "check_spec",
     "parse_answer",
     "unknown_verdict",
@@ -55,6 +57,17 @@ DEFAULT_MAX_SIZE = 100_000
 #:
 #: A checker may add keys of its own (time taken, calls made...); they are recorded as given.
 Verdict = dict[str, Any]
+
+
+def answer_digest(answer: Any) -> str:
+    """SHA-256 of ``answer`` in canonical JSON: ties a recorded verdict to the answer it judged.
+
+    Example:
+        >>> answer_digest(42) == answer_digest(42), answer_digest(42) == answer_digest("42")
+        (True, False)
+    """
+    text = json.dumps(answer, sort_keys=True, default=repr, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def unknown_verdict(checker: str, reason: str) -> Verdict:
