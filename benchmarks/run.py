@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-BENCHMARKS = ["bench_trace", "bench_runtime", "bench_credit", "bench_learn"]
+BENCHMARKS = ["bench_trace", "bench_runtime", "bench_credit", "bench_counterfactual", "bench_learn"]
 
 
 def main() -> int:
