@@ -457,3 +457,15 @@ def test_a_replaced_file_keeps_its_mode(tmp_path, small_trace, medium_trace):
             assert stat.S_IMODE(os.stat(p).st_mode) == 0o640, name
     finally:
         os.umask(old)
+
+
+def test_a_failed_report_keeps_files_it_did_not_write(tmp_path):
+    from orchestrace.io._output import report_dir, report_file
+
+    out = tmp_path / "rep"
+    with pytest.raises(RuntimeError, match="work failed"), report_dir(out, report="bench") as d:
+        with report_file(d / "report.json", "w") as fh:
+            fh.write("{}")
+        (d / "notes.txt").write_text("the user's")  # appears while the run goes on
+        raise RuntimeError("work failed")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]

@@ -633,9 +633,21 @@ def _missing_dirs(p: Path) -> list[Path]:
 
 
 def _discard_new(p: Path, before: set[str], created: list[Path]) -> None:
-    """Remove the files a failed run created in ``p``, and the directories it created."""
+    """Remove the files a failed run created in ``p``, and the directories it created.
+
+    Only files this run wrote go: those its writers registered in the marker (see
+    :func:`report_file`) and their temporary siblings. A file someone else put there while
+    the run went on stays.
+    """
+    marker = _read_marker(p) if p.is_dir() else None
+    listed = marker.get("files") if marker is not None else None
+    ours = {str(x) for x in listed} if isinstance(listed, list) else set()
+    ours.add(MARKER)
     for n in _entries(p):
-        if n not in before and _regular(p / n):
+        if n in before or n == MARKER or not _regular(p / n):
+            continue
+        temp = _leftover(n) and any(n.startswith(f".{x}.") for x in ours)
+        if n in ours or temp:
             with suppress(OSError):
                 os.unlink(p / n)
     if not before:
@@ -700,17 +712,17 @@ def report_dir(path: PathLike, *, force: bool = False, report: str = "report") -
     before = set(_entries(p)) if p.is_dir() else set()
     created = _missing_dirs(p)
     token = _ACTIVE.set((os.path.abspath(p), report))
-    failed = False
+    failed = discarded = False
     try:
         yield p
     except OSError as err:
-        failed = True
+        failed = discarded = True
         _discard_new(p, before, created)
         if _inside(err.filename, p):  # writing the reports failed (disk full, permissions)
             raise write_error(err.filename, err) from None
         raise
     except Exception:
-        failed = True
+        failed = discarded = True
         _discard_new(p, before, created)
         raise
     except BaseException:  # interrupted: the files written so far are complete; keep them
@@ -718,7 +730,9 @@ def report_dir(path: PathLike, *, force: bool = False, report: str = "report") -
         raise
     finally:
         _ACTIVE.reset(token)
-        if p.is_dir() and _report_files(p):
+        # after a failure in a new directory nothing of ours is left to mark (a file that
+        # appeared meanwhile is not ours)
+        if p.is_dir() and _report_files(p) and not (discarded and not before):
             try:
                 mark_report_dir(p, report)
             except OutputError:
