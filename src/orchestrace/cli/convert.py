@@ -8,10 +8,22 @@ from typing import Any
 
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import Problem, TraceError
-from orchestrace.io import FORMATS, check_dump_target, detect_format, dump, iter_jsonl, load_all
+from orchestrace.io import (
+    EXPORT_FORMATS,
+    FORMATS,
+    IMPORT_FORMATS,
+    check_dump_target,
+    detect_format,
+    dump,
+    import_path,
+    iter_jsonl,
+    load_all,
+)
 from orchestrace.trace.model import Trace
 
 _CHOICES = ["native", *FORMATS]
+_FROM = [*_CHOICES, *IMPORT_FORMATS]
+_TO = [*_CHOICES, *EXPORT_FORMATS]
 #: At most this many skipped records are listed in a trace's ``meta.skipped``.
 _SKIPPED_LISTED = 100
 
@@ -27,8 +39,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("input", metavar="IN")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
     p.add_argument("--force", action="store_true", help="replace an existing output")
-    p.add_argument("--from", dest="src", choices=_CHOICES, help="input format (default: by name)")
-    p.add_argument("--to", dest="dst", choices=_CHOICES, help="output format (default: by name)")
+    p.add_argument(
+        "--from", dest="src", choices=_FROM, help="input format (default: by name and structure)"
+    )
+    p.add_argument("--to", dest="dst", choices=_TO, help="output format (default: by name)")
     p.add_argument("--indent", type=int, default=None, help="indent JSON output")
     p.add_argument(
         "--keep-going",
@@ -60,6 +74,12 @@ def _read(args: argparse.Namespace) -> list[Trace]:
     """Read the input; with --keep-going, mark what was skipped and say how much."""
     fmt = _fmt(args.src) or detect_format(args.input)
     traces: list[Trace]
+    if fmt in IMPORT_FORMATS:
+        result = import_path(args.input, format=fmt)
+        for p in result.problems[:20]:
+            print(f"warning: {p}", file=sys.stderr)
+        print(result.summary(args.input), file=sys.stderr)
+        return result.traces
     if not args.keep_going or fmt != "jsonl":
         traces = load_all(args.input, format=fmt, check=True, partial=True)
         warn_truncated(args.input, traces, partial=args.partial)

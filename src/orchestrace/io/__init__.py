@@ -30,6 +30,13 @@ import msgspec
 from orchestrace.errors import TraceFormatError, TraceValidationError
 from orchestrace.io._common import BOM, PathLike, atomic_write, open_input, peek_stream
 from orchestrace.io._output import OutputError, check_output, is_our_dataset
+from orchestrace.io.importers import (
+    EXPORT_FORMATS,
+    IMPORT_FORMATS,
+    ImportResult,
+    export_bytes,
+    import_path,
+)
 from orchestrace.io.json import dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
 from orchestrace.io.parquet import parse_parquet, read_graph, read_parquet, write_parquet
@@ -37,7 +44,10 @@ from orchestrace.io.upstream import from_upstream, to_upstream
 from orchestrace.trace.model import Trace
 
 __all__ = [
+    "EXPORT_FORMATS",
     "FORMATS",
+    "IMPORT_FORMATS",
+    "ImportResult",
     "JsonlItem",
     "OutputError",
     "StreamWriter",
@@ -45,7 +55,9 @@ __all__ = [
     "detect_format",
     "dump",
     "dumps",
+    "export_bytes",
     "from_upstream",
+    "import_path",
     "iter_jsonl",
     "iter_traces",
     "load",
@@ -112,10 +124,10 @@ def _is_dir(p: Path) -> bool:
         return False  # reading it names the problem
 
 
-def _check_format(fmt: str) -> str:
-    if fmt not in FORMATS:
+def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
+    if fmt not in allowed:
         raise TraceFormatError(
-            "format", "argument", f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}"
+            "format", "argument", f"unknown format {fmt!r}", f"use one of {', '.join(allowed)}"
         )
     return fmt
 
@@ -145,7 +157,9 @@ def load_all(
         TraceFormatError: The file cannot be parsed.
         TraceValidationError: A trace is invalid (lists every problem).
     """
-    fmt = _check_format(format or detect_format(path))
+    fmt = _check_format(format or detect_format(path), FORMATS + IMPORT_FORMATS)
+    if fmt in IMPORT_FORMATS:
+        return import_path(path, format=fmt).traces
     if fmt == "jsonl":
         return read_jsonl(
             path, keep_going=keep_going, check=check, partial=True if partial is None else partial
@@ -223,7 +237,7 @@ def output_format(path: PathLike, format: str | None = None) -> str:
         TraceFormatError: An unknown format, or a suffix that names none.
     """
     if format is not None:
-        return _check_format(format)
+        return _check_format(format, FORMATS + EXPORT_FORMATS)
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
@@ -290,6 +304,11 @@ def dump(
     """
     items = [traces] if isinstance(traces, Trace) else list(traces)
     fmt = check_dump_target(path, format=format, overwrite=overwrite)
+    if fmt in EXPORT_FORMATS:
+        data = export_bytes(items, format=fmt)
+        with atomic_write(path, force=overwrite) as fh:
+            fh.write(data)
+        return
     if fmt == "jsonl":
         write_jsonl(items, path, overwrite=overwrite)
         return

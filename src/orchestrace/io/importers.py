@@ -1,0 +1,191 @@
+"""Formats of other tools: importers and exporters.
+
+Importers read OTel, OpenInference, OpenAI Agents SDK and LangGraph output; exporters write OTLP
+and Perfetto.
+
+Every importer lives in its own module under :mod:`orchestrace.io` and is loaded only when used.
+An importer module provides two functions:
+
+- ``sniff(value: object) -> bool``: whether the first JSON value of a file (the whole document of a
+  ``.json`` file, the first line of a JSONL file) has this format's *structure*. Cheap; never
+  raises.
+- ``import_values(values: Iterable[object], *, source: str) -> ImportResult``: the traces in the
+  file's JSON values (one value for a JSON document, one per line for JSONL), with every problem
+  named (event id and fix) and what could not be mapped counted (it is kept verbatim in ``attrs``).
+
+An exporter module provides ``export_bytes(traces: Sequence[Trace]) -> bytes``.
+
+Example:
+    >>> IMPORT_FORMATS
+    ('otel', 'openinference', 'openai-agents', 'langgraph')
+    >>> EXPORT_FORMATS
+    ('otlp', 'perfetto')
+    >>> print(ImportResult(traces=[], unmapped={"span kind X": 2}).summary("in.json"))
+    in.json: imported 0 trace(s), 0 events; 0 problem(s); kept unmapped in attrs: 2 x span kind X
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from orchestrace.errors import Problem, TraceFormatError
+from orchestrace.io._common import BOM, PathLike, format_error, read_bytes
+from orchestrace.trace.model import Trace
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "IMPORT_FORMATS",
+    "ImportResult",
+    "export_bytes",
+    "import_path",
+    "import_values",
+    "sniff_value",
+]
+
+#: Formats that can be read (``--from``) but not written.
+IMPORT_FORMATS: tuple[str, ...] = ("otel", "openinference", "openai-agents", "langgraph")
+#: Formats that can be written (``--to``) but are not orchestrace's own.
+EXPORT_FORMATS: tuple[str, ...] = ("otlp", "perfetto")
+
+# format -> (module, function). Several formats may share a module.
+_IMPORTERS: dict[str, tuple[str, str]] = {
+    "otel": ("orchestrace.io.otel", "import_values"),
+    "openinference": ("orchestrace.io.otel", "import_values"),
+    "openai-agents": ("orchestrace.io.openai_agents", "import_values"),
+    "langgraph": ("orchestrace.io.langgraph", "import_values"),
+}
+_SNIFFERS: dict[str, tuple[str, str]] = {
+    "otel": ("orchestrace.io.otel", "sniff"),
+    "openinference": ("orchestrace.io.otel", "sniff_openinference"),
+    "openai-agents": ("orchestrace.io.openai_agents", "sniff"),
+    "langgraph": ("orchestrace.io.langgraph", "sniff"),
+}
+# Order of auto-detection: the most specific structure first (OpenInference spans are OTel spans).
+_SNIFF_ORDER = ("openinference", "otel", "openai-agents", "langgraph")
+_EXPORTERS: dict[str, tuple[str, str]] = {
+    "otlp": ("orchestrace.io.otlp", "export_bytes"),
+    "perfetto": ("orchestrace.io.perfetto", "export_bytes"),
+}
+
+
+@dataclass
+class ImportResult:
+    """What an importer made of a file.
+
+    Attributes:
+        traces: The imported traces (each keeps the source's identifiers in ``meta.source``).
+        problems: What was wrong in the input and how it was handled (``warning``: imported with the
+            problem named; ``error``: the thing could not be imported).
+        unmapped: Things with no orchestrace meaning, kept verbatim in ``attrs``, by kind and count.
+    """
+
+    traces: list[Trace]
+    problems: list[Problem] = field(default_factory=list)
+    unmapped: dict[str, int] = field(default_factory=dict)
+
+    def summary(self, source: str) -> str:
+        """One line: what was imported, how many problems, what was kept unmapped."""
+        n = sum(t.n_events for t in self.traces)
+        line = (
+            f"{source}: imported {len(self.traces)} trace(s), {n} events; "
+            f"{len(self.problems)} problem(s)"
+        )
+        if self.unmapped:
+            kept = ", ".join(f"{c} x {k}" for k, c in sorted(self.unmapped.items()))
+            line += f"; kept unmapped in attrs: {kept}"
+        return line
+
+
+def _load(table: dict[str, tuple[str, str]], fmt: str, what: str) -> Callable[..., Any]:
+    try:
+        module, name = table[fmt]
+    except KeyError:
+        raise TraceFormatError(
+            "format", "argument", f"unknown {what} format {fmt!r}", f"use one of {', '.join(table)}"
+        ) from None
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def sniff_value(value: object) -> str | None:
+    """The foreign format whose structure ``value`` (a file's first JSON value) has, if any."""
+    for fmt in _SNIFF_ORDER:
+        try:
+            if _load(_SNIFFERS, fmt, "import")(value):
+                return fmt
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def import_values(values: Iterable[object], *, format: str, source: str) -> ImportResult:
+    """Import already parsed JSON values in ``format`` (one of :data:`IMPORT_FORMATS`)."""
+    result: ImportResult = _load(_IMPORTERS, format, "import")(values, source=source)
+    return result
+
+
+def _json_values(path: PathLike) -> tuple[list[object], bool]:
+    """The JSON values of ``path``: one document, or one per line (JSONL / span-per-line)."""
+    src = str(path)
+    data = read_bytes(path)
+    raw = bytes(data)
+    if raw.startswith(BOM):
+        raw = raw[len(BOM) :]
+    try:
+        return [msgspec.json.decode(raw)], False
+    except msgspec.DecodeError as doc_err:
+        lines = raw.splitlines()
+        values: list[object] = []
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                values.append(msgspec.json.decode(line))
+            except msgspec.DecodeError as err:
+                if len(values) == 0:
+                    raise format_error(src, raw, doc_err) from None
+                raise format_error(src, line, err, base_line=i) from None
+        if not values:
+            raise format_error(src, raw, doc_err) from None
+        return values, True
+
+
+def import_path(path: PathLike, *, format: str | None = None) -> ImportResult:
+    """Import a file written by another tool.
+
+    Args:
+        path: An OTLP JSON file, a span-per-line dump, an OpenAI Agents SDK export or a LangGraph
+            run/checkpoint export.
+        format: One of :data:`IMPORT_FORMATS`; default: told from the file's structure.
+
+    Raises:
+        TraceFormatError: The file cannot be read or parsed, or its format cannot be told (the
+            message says which ``--from`` to pass).
+    """
+    values, _ = _json_values(path)
+    fmt = format or sniff_value(values[0])
+    if fmt is None:
+        raise TraceFormatError(
+            str(path),
+            "file",
+            "not an orchestrace trace, a survey-schema trace, or a trace format orchestrace "
+            "can import",
+            f"pass --from (one of {', '.join(IMPORT_FORMATS)}) if it is one of those",
+        )
+    return import_values(values, format=fmt, source=str(path))
+
+
+def export_bytes(traces: Sequence[Trace], *, format: str) -> bytes:
+    """Encode ``traces`` in ``format`` (one of :data:`EXPORT_FORMATS`)."""
+    data: bytes = _load(_EXPORTERS, format, "export")(traces)
+    return data
+
+
+def iter_import_formats() -> Iterator[str]:
+    """The import formats, in auto-detection order."""
+    yield from _SNIFF_ORDER
