@@ -22,14 +22,20 @@ def add_parser(sub: Any) -> None:
         "credit",
         help="assign a trace's reward to units (team ... token)",
         description="Assign credit. Methods: uniform, discounted (along causal paths), shapley "
-        "(exact, or Monte-Carlo with --samples), loo (leave-one-out), counterfactual (messages, "
+        "(exact, or Monte-Carlo with --permutations), loo (leave-one-out), counterfactual (messages, "
         "by replaying without each one).",
     )
     p.add_argument("trace", metavar="TRACE")
     p.add_argument("--unit", default="agent", choices=UNITS)
     p.add_argument("--method", default="uniform", choices=sorted(ASSIGNERS))
     p.add_argument(
-        "--samples", type=int, help="shapley: permutations; counterfactual: forks per message"
+        "--samples",
+        type=int,
+        help="counterfactual, loo, shapley: paired draws per message, unit or coalition "
+        "(each row then gets a standard error and a 95%% interval)",
+    )
+    p.add_argument(
+        "--permutations", type=int, help="shapley: Monte-Carlo with M permutations per draw"
     )
     p.add_argument(
         "--intervention",
@@ -70,8 +76,14 @@ def run_cmd(args: argparse.Namespace) -> int:
     kw: dict[str, Any] = {}
     if args.method == "discounted":
         kw["gamma"] = args.gamma
-    if args.samples is not None and args.method in ("shapley", "counterfactual"):
+    if args.samples is not None and args.method in _FORKING:
         kw["samples"] = args.samples
+    if args.permutations is not None:
+        if args.method != "shapley":
+            raise ConfigError(
+                f"--permutations applies to --method shapley, not to {args.method}; leave it out"
+            )
+        kw["permutations"] = args.permutations
     if args.method == "counterfactual":
         kw["intervention"] = args.intervention
         kw["replace_with"] = args.replace_with

@@ -1,7 +1,8 @@
 """Counterfactual credit by replay: what the outcome loses without a unit.
 
-* :class:`LeaveOneOutCredit` (difference rewards): ``credit(i) = R(run) - R(run without i)`` for
-  agents (silenced) or messages (dropped). Not efficient.
+* :class:`LeaveOneOutCredit` (difference rewards, :mod:`orchestrace.credit.loo`):
+  ``credit(i) = E[R | i plays] - E[R | i removed]`` for agents (silenced) or messages (dropped),
+  from paired draws. Not efficient.
 * :class:`CounterfactualMessageCredit`: for each message ``m``,
   ``credit(m) = E[R | m kept] - E[R | m intervened]``, both sides estimated from ``samples``
   forks of the recorded run, with a standard error and a 95% interval per message.
@@ -54,7 +55,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
+from orchestrace.credit.base import CreditTable, check_unit, table
+from orchestrace.credit.loo import LeaveOneOutCredit
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError
 from orchestrace.stats import t95
@@ -123,70 +125,6 @@ class _Backends:
                 trace, self.backend, seed_offset=k, check=False, **self.options
             )
         return self._built[key]
-
-
-class LeaveOneOutCredit:
-    """Difference rewards: the outcome minus the outcome without the unit (agent or message).
-
-    Args:
-        reward_fn: The reward (default: team reward).
-        backend: Answers changed calls: ``None`` (the backend the trace records), a backend
-            name (``sim``, ``openai``, ``hf``) or a backend object.
-        backend_options: Options of a backend given by name, or replacing recorded ones.
-        rerun_checks: Check answers the recorded verdict does not cover even where that runs
-            them as code (sandboxed); without it such a fork raises ConfigError.
-    """
-
-    name = "loo"
-    efficient = False
-
-    def __init__(
-        self,
-        reward_fn: RewardLike | None = None,
-        backend: Any = None,
-        rerun_checks: bool = False,
-        backend_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.reward_fn = reward_fn
-        self.backend = backend
-        self.backend_options = dict(backend_options or {})
-        self.rerun_checks = rerun_checks
-
-    def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
-        """Credit table at ``agent`` or ``message``."""
-        from orchestrace.runtime.replay import DropMessage, Silence, fork
-
-        unit = check_unit(unit)
-        if unit not in ("agent", "message"):
-            raise ConfigError(
-                "leave-one-out credit removes agents or messages; for other units "
-                "use uniform or discounted credit"
-            )
-        base = self._reward(trace, forked=False) if reward is None else finite_reward(reward)
-        roots = set(root_agents(trace))
-        values = {}
-        calls = 0
-        backends = _Backends(self.backend, self.backend_options)
-        for key in unit_members(trace, unit):
-            if key in roots:
-                continue
-            iv = Silence(key) if unit == "agent" else DropMessage.of(trace, key)
-            res = fork(trace, [iv], backend=backends(trace), rerun_checks=self.rerun_checks)
-            calls += res.backend_calls
-            values[key] = base - self._reward(res.trace)
-        return table(
-            unit,
-            values,
-            reward=base,
-            method=self.name,
-            efficient=False,
-            stats={"backend_calls": calls},
-        )
-
-    def _reward(self, trace: Trace, forked: bool = True) -> float:
-        return counterfactual_reward(
-            trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=forked
-        )
 
 
 @dataclass

@@ -5,11 +5,21 @@ Generic over a value function ``v(coalition) -> float`` (a frozenset of players)
 the coalition are silenced (their messages dropped, their returns lost), messages outside it are
 dropped. Coalition values are cached, and forks only call the backend for changed calls.
 
+On a stochastic backend a coalition's value is an expectation, estimated from ``samples`` (K)
+draws. Draw 0 is the recorded run: calls whose inputs a coalition leaves unchanged keep their
+recorded answers. Draw ``k >= 1`` draws again every LLM call the players can influence (their
+own calls and every call downstream of them) in every coalition, on the simulator with the
+recorded seed plus ``k``: the same draw ``k`` serves all coalitions (paired draws, common random
+numbers), so a call with the same inputs gets the same answer in all of them. Shapley values are
+linear in ``v``, so the estimate is the mean of the K per-draw Shapley values, which gives each
+player a standard error and a Student-t 95% interval, and the credits of every draw, hence their
+mean, sum exactly to ``v(N) - v(empty)`` of the estimated values.
+
 Exact Shapley needs ``2^n`` coalition values (use ``n <= 12``). Permutation sampling with ``m``
 permutations gives unbiased estimates whose credits still sum exactly to ``v(N) - v(empty)``;
-with values in ``[a, b]`` each estimate is within ``(b - a) * sqrt(ln(2 / delta) / (2m))`` of the
-true value with probability ``1 - delta`` (Hoeffding), and the report also gives each estimate's
-standard error.
+with values in ``[a, b]`` a marginal contribution lies in ``[a - b, b - a]``, so each estimate
+is within ``2 (b - a) sqrt(ln(2 / delta) / (2m))`` of the true value with probability
+``1 - delta`` (Hoeffding), and the report also gives each estimate's standard error.
 
 Example:
     >>> glove = glove_game(left={"a"}, right={"b", "c"})
@@ -20,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from itertools import combinations
@@ -28,12 +39,20 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
+from orchestrace.credit.base import (
+    CreditTable,
+    check_unit,
+    root_agents,
+    table,
+    unit_members,
+)
 from orchestrace.credit.reward import RewardLike, counterfactual_reward
 from orchestrace.errors import ConfigError
+from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
 __all__ = [
+    "MAX_SAMPLES",
     "ShapleyCredit",
     "TraceGame",
     "glove_game",
@@ -45,6 +64,167 @@ __all__ = [
 
 Player = Hashable
 ValueFn = Callable[[frozenset[Any]], float]
+
+#: Most draws per coalition or arm (``--samples``) a re-executing credit method accepts.
+MAX_SAMPLES = 1_000_000
+
+
+def check_samples(samples: object, what: str = "samples") -> int:
+    """``samples`` as a count of draws, or a ConfigError naming ``--samples``."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise ConfigError(
+            f"{what} must be an integer from 1 to {MAX_SAMPLES:,} (--samples K), got "
+            f"{str(samples)[:40]}"
+        )
+    return samples
+
+
+def estimate(values: Sequence[float], deterministic: bool = False) -> dict[str, Any]:
+    """Mean of per-draw values with its standard error and Student-t 95% interval.
+
+    ``se`` and ``ci95`` are ``None`` with one draw of a stochastic backend, 0 and the point on
+    a deterministic one.
+
+    Example:
+        >>> e = estimate([1.0, 0.0, 1.0, 1.0])
+        >>> e["value"], round(e["se"], 4), e["samples"]
+        (0.75, 0.25, 4)
+    """
+    n = len(values)
+    mean = float(sum(values) / n) if n else 0.0
+    se: float | None
+    ci: list[float] | None
+    if deterministic:
+        se, ci = 0.0, [mean, mean]
+    elif n < 2:
+        se, ci = None, None
+    else:
+        var = sum((v - mean) ** 2 for v in values) / (n - 1)
+        se = math.sqrt(var / n)
+        half = t95(n - 1) * se
+        ci = [mean - half, mean + half]
+    return {"value": mean, "se": se, "ci95": ci, "samples": n}
+
+
+def downstream_llm_keys(trace: Trace, starts: Sequence[int]) -> tuple[str, ...]:
+    """Replay keys of the LLM calls at event indices ``starts`` or reachable from them."""
+    index = {e.id: i for i, e in enumerate(trace.events)}
+    succ: dict[int, list[int]] = {}
+    for edge in trace.edges:
+        u, v = index.get(edge.src), index.get(edge.dst)
+        if u is not None and v is not None:
+            succ.setdefault(u, []).append(v)
+    seen = set(starts)
+    stack = list(starts)
+    while stack:
+        for v in succ.get(stack.pop(), ()):
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    keys = []
+    for i in sorted(seen):
+        e = trace.events[i]
+        key = (e.attrs or {}).get("key")
+        if e.type == "llm_call" and isinstance(key, str):
+            keys.append(key)
+    return tuple(keys)
+
+
+def unit_starts(trace: Trace, unit: str, key: str) -> list[int]:
+    """Where a unit's influence on a run starts: an agent's events, a message's readers."""
+    if unit == "agent":
+        return [i for i, e in enumerate(trace.events) if e.agent == key]
+    from orchestrace.runtime.replay import message_readers
+
+    return message_readers(trace, key)
+
+
+@functools.cache
+def _redraw_class() -> type:
+    from dataclasses import dataclass
+
+    from orchestrace.runtime.replay import Intervention
+
+    @dataclass
+    class RedrawCalls(Intervention):
+        """Draw again the recorded LLM calls with these replay keys."""
+
+        keys: tuple[str, ...] = ()
+
+        def redraws(self) -> frozenset[str]:
+            """The calls drawn again."""
+            return frozenset(self.keys)
+
+        def describe(self) -> dict[str, Any]:
+            """Kind and how many calls are drawn again."""
+            return {"kind": "RedrawCalls", "calls": len(self.keys)}
+
+    return RedrawCalls
+
+
+def redraw(keys: Sequence[str]) -> Any:
+    """An intervention that draws the LLM calls with replay ``keys`` again (answers discarded)."""
+    return _redraw_class()(tuple(keys))
+
+
+class SampleBackends:
+    """The backend of each draw of a coalition or arm (the recorded one by default).
+
+    Draw 0 and every draw of a backend that is not the simulator use one backend (a real
+    backend that samples draws afresh at each call: draws are then not paired); draw ``k`` of
+    the simulator reseeds it with the recorded seed plus ``k``.
+
+    Args:
+        backend: ``None`` (the recorded backend), a backend name, or a backend object.
+        options: Options of a backend given by name, or replacing recorded ones.
+    """
+
+    def __init__(self, backend: Any, options: Mapping[str, Any] | None = None) -> None:
+        self.backend = backend
+        self.options = dict(options or {})
+        self._built: dict[int, Any] = {}
+
+    def __call__(self, trace: Trace, k: int = 0) -> Any:
+        """The backend of draw ``k``."""
+        from orchestrace.runtime.replay import backend_for
+
+        first = self._built.get(0)
+        if first is None:
+            first = self._built[0] = backend_for(trace, self.backend, **self.options)
+        if k == 0 or not self.paired(trace):
+            return first
+        if k not in self._built:
+            self._built[k] = backend_for(
+                trace, self.backend, seed_offset=k, check=False, **self.options
+            )
+        return self._built[k]
+
+    def paired(self, trace: Trace) -> bool:
+        """Whether draw ``k`` is the same in every coalition or arm (the simulator reseeded)."""
+        return getattr(self(trace, 0), "name", "") == "sim"
+
+    def deterministic(self, trace: Trace) -> bool:
+        """Whether the backend answers a request the same way every time (one draw suffices)."""
+        from orchestrace.credit.counterfactual import deterministic_backend
+
+        return deterministic_backend(self(trace, 0))
+
+
+def sample_stats(
+    samples: int, k_used: int, backends: SampleBackends, trace: Trace
+) -> dict[str, Any]:
+    """What a sampled method reports about its draws."""
+    deterministic = backends.deterministic(trace)
+    stats: dict[str, Any] = {
+        "samples": k_used,
+        "deterministic": deterministic,
+        "paired": k_used > 1 and backends.paired(trace),
+    }
+    if deterministic and samples > 1:
+        stats["note"] = f"the backend answers deterministically: 1 draw, not {samples}"
+    elif k_used == 1 and not deterministic:
+        stats["note"] = "one draw (the recorded run): no error bar from draws (--samples K >= 2)"
+    return stats
 
 
 def shapley_exact(players: Sequence[Player], v: ValueFn) -> dict[Player, float]:
@@ -137,6 +317,9 @@ def majority_game(
 class TraceGame:
     """Coalition values of a recorded run, by counterfactual forks.
 
+    Calling the game gives a coalition's estimated value, the mean of its ``samples`` draws
+    (:meth:`draws`; see the module docstring for how draws are paired).
+
     Args:
         trace: A trace recorded by the runtime.
         unit: ``agent`` (silence agents outside the coalition) or ``message`` (drop messages
@@ -147,6 +330,15 @@ class TraceGame:
         rerun_checks: Check answers the recorded verdict does not cover even where that runs
             them as code (sandboxed); without it such a coalition raises ConfigError.
         backend_options: Options of a backend given by name, or replacing recorded ones.
+        samples: Draws per coalition (K); one on a backend that answers deterministically.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("centralized", "arith", agents=2, seed=2, task_size=6).trace
+        >>> game = TraceGame(tr, "agent", samples=3)
+        >>> len(game.draws(frozenset())), game(frozenset(game.players)) == sum(
+        ...     game.draws(frozenset(game.players))) / 3
+        (3, True)
     """
 
     def __init__(
@@ -157,6 +349,7 @@ class TraceGame:
         backend: Any = None,
         rerun_checks: bool = False,
         backend_options: Mapping[str, Any] | None = None,
+        samples: int = 1,
     ) -> None:
         unit = check_unit(unit)
         if unit not in ("agent", "message"):
@@ -169,59 +362,100 @@ class TraceGame:
         self.reward_fn = reward_fn
         self.backend = backend
         self.backend_options = dict(backend_options or {})
-        self._answering: Any = None
+        self.requested = check_samples(samples)
         self.rerun_checks = rerun_checks
         roots = set(root_agents(trace))
         self.players = [k for k in unit_members(trace, unit) if k not in roots]
+        self.backends = SampleBackends(backend, self.backend_options)
         self.backend_calls = 0
         self.forks = 0
-        self._cache: dict[frozenset[Any], float] = {}
+        self._samples: int | None = None
+        self._keys: tuple[str, ...] | None = None
+        self._cache: dict[frozenset[Any], list[float]] = {}
 
-    def __call__(self, coalition: frozenset[Any]) -> float:
-        """The reward of the run in which only ``coalition`` (and the roots) take part."""
-        key = frozenset(coalition)
-        if key in self._cache:
-            return self._cache[key]
+    @property
+    def samples(self) -> int:
+        """Draws per coalition actually made (1 on a deterministic backend)."""
+        if self._samples is None:
+            det = self.requested > 1 and self.backends.deterministic(self.trace)
+            self._samples = 1 if det else self.requested
+        return self._samples
+
+    def _redrawn(self) -> tuple[str, ...]:
+        """The calls every draw ``k >= 1`` draws again: the players' and all downstream."""
+        if self._keys is None:
+            starts = sorted(
+                {i for p in self.players for i in unit_starts(self.trace, self.unit, p)}
+            )
+            self._keys = downstream_llm_keys(self.trace, starts)
+        return self._keys
+
+    def _value(self, coalition: frozenset[Any], k: int) -> float:
         from orchestrace.runtime.replay import DropMessage, Silence, fork
 
-        out = [p for p in self.players if p not in key]
-        if not out:
-            value = counterfactual_reward(
+        out = [p for p in self.players if p not in coalition]
+        ivs: list[Any] = (
+            [Silence(p) for p in out]
+            if self.unit == "agent"
+            else [DropMessage.of(self.trace, p) for p in out]
+        )
+        if k > 0 and self._redrawn():
+            ivs.insert(0, redraw(self._redrawn()))
+        if not ivs:  # draw 0 of the grand coalition: the recorded run
+            return counterfactual_reward(
                 self.trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=False
             )
-        else:
-            ivs: list[Any] = (
-                [Silence(p) for p in out]
-                if self.unit == "agent"
-                else [DropMessage.of(self.trace, p) for p in out]
-            )
-            if self._answering is None:
-                from orchestrace.runtime.replay import backend_for
+        res = fork(
+            self.trace, ivs, backend=self.backends(self.trace, k), rerun_checks=self.rerun_checks
+        )
+        self.backend_calls += res.backend_calls
+        self.forks += 1
+        return counterfactual_reward(res.trace, self.reward_fn, rerun_checks=self.rerun_checks)
 
-                self._answering = backend_for(self.trace, self.backend, **self.backend_options)
-            res = fork(self.trace, ivs, backend=self._answering, rerun_checks=self.rerun_checks)
-            self.backend_calls += res.backend_calls
-            self.forks += 1
-            value = counterfactual_reward(res.trace, self.reward_fn, rerun_checks=self.rerun_checks)
-        self._cache[key] = value
-        return value
+    def draws(self, coalition: frozenset[Any]) -> list[float]:
+        """The coalition's value in each draw ``0 .. samples - 1``."""
+        key = frozenset(coalition)
+        if key not in self._cache:
+            self._cache[key] = [self._value(key, k) for k in range(self.samples)]
+        return self._cache[key]
+
+    def draw(self, k: int) -> ValueFn:
+        """The game of draw ``k`` alone."""
+        return lambda s: self.draws(s)[k]
+
+    def __call__(self, coalition: frozenset[Any]) -> float:
+        """The estimated reward of the run in which only ``coalition`` (and the roots) take part."""
+        values = self.draws(coalition)
+        return sum(values) / len(values)
 
 
 class ShapleyCredit:
-    """Shapley credit of agents (or messages) on a recorded run.
+    """Shapley credit of agents (or messages) on a recorded run, with an error bar per unit.
 
     Args:
-        samples: ``None`` for exact (at most ``exact_limit`` players), else permutations.
-        exact_limit: Most players for exact computation when ``samples`` is ``None``.
+        samples: Draws per coalition (K, ``--samples``; see the module docstring). With
+            ``K >= 2`` each row gets a standard error and a 95% interval over the draws.
+        permutations: ``None`` for exact Shapley (at most ``exact_limit`` players), else
+            Monte-Carlo with this many permutations (per draw).
+        exact_limit: Most players for exact computation when ``permutations`` is ``None``.
         reward_fn: The reward (default: team reward).
-        seed: Permutation sampling seed.
-        delta: Confidence for the reported Hoeffding bound.
+        seed: Permutation sampling seed (draw ``k`` uses ``seed + k``).
+        delta: Confidence for the reported Hoeffding bound of permutation sampling.
         backend: Answers changed calls: ``None`` (the backend the trace records), a backend
             name (``sim``, ``openai``, ``hf``) or a backend object.
         rerun_checks: Check answers of coalitions the recorded verdict does not cover even
             where that runs them as code (sandboxed); without it such a coalition raises
             ConfigError.
         backend_options: Options of a backend given by name, or replacing recorded ones.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("centralized", "arith", agents=2, seed=2, task_size=6).trace
+        >>> t = ShapleyCredit(samples=4).assign(tr, "agent")
+        >>> abs(t.total("agent") - t.reward) < 1e-9, t.stats["samples"], t.stats["paired"]
+        (True, 4, True)
+        >>> sorted(t.estimates) == sorted(t.by_unit("agent")), t.estimates["worker1"]["se"] >= 0
+        (True, True)
     """
 
     name = "shapley"
@@ -229,7 +463,7 @@ class ShapleyCredit:
 
     def __init__(
         self,
-        samples: int | None = None,
+        samples: int | None = 1,
         exact_limit: int = 10,
         reward_fn: RewardLike | None = None,
         seed: int = 0,
@@ -237,8 +471,19 @@ class ShapleyCredit:
         backend: Any = None,
         rerun_checks: bool = False,
         backend_options: Mapping[str, Any] | None = None,
+        permutations: int | None = None,
     ) -> None:
-        self.samples = samples
+        self.samples = check_samples(1 if samples is None else samples)
+        if permutations is not None and (
+            isinstance(permutations, bool)
+            or not isinstance(permutations, int)
+            or not 1 <= permutations <= MAX_SAMPLES
+        ):
+            raise ConfigError(
+                f"permutations must be an integer from 1 to {MAX_SAMPLES:,} (--permutations M), "
+                f"got {str(permutations)[:40]}"
+            )
+        self.permutations = permutations
         self.backend_options = dict(backend_options or {})
         self.rerun_checks = rerun_checks
         self.exact_limit = exact_limit
@@ -249,42 +494,86 @@ class ShapleyCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``."""
+        from orchestrace.credit.counterfactual import CounterfactualTable
+
         game = TraceGame(
-            trace, unit, self.reward_fn, self.backend, self.rerun_checks, self.backend_options
+            trace,
+            unit,
+            self.reward_fn,
+            self.backend,
+            self.rerun_checks,
+            self.backend_options,
+            samples=self.samples,
         )
         players = game.players
         stats: dict[str, Any] = {"players": len(players)}
-        if self.samples is None and len(players) > self.exact_limit:
+        if self.permutations is None and len(players) > self.exact_limit:
             raise ConfigError(
                 f"{len(players)} players is too many for exact Shapley "
-                f"(limit {self.exact_limit}); pass samples= for Monte-Carlo"
+                f"(limit {self.exact_limit}); pass --permutations M (permutations= in Python) "
+                "for Monte-Carlo"
             )
-        if self.samples is None:
-            values = shapley_exact(players, game)
+        per_draw: list[dict[Any, float]] = []
+        mc_se: dict[Any, float] = {}
+        for k in range(game.samples):
+            if self.permutations is None:
+                per_draw.append(shapley_exact(players, game.draw(k)))
+            else:
+                values, mc_se = shapley_mc(players, game.draw(k), self.permutations, self.seed + k)
+                per_draw.append(values)
+        if self.permutations is None:
             stats["exact"] = True
         else:
-            values, se = shapley_mc(players, game, self.samples, self.seed)
             stats.update(
                 exact=False,
-                samples=self.samples,
-                max_stderr=max(se.values(), default=0.0),
-                hoeffding=hoeffding_bound(self.samples, 1.0, self.delta),
+                permutations=self.permutations,
+                hoeffding=hoeffding_bound(self.permutations, 2.0, self.delta),
             )
+        stats.update(sample_stats(self.samples, game.samples, game.backends, trace))
+        deterministic = bool(stats["deterministic"])
+        estimates: dict[str, dict[str, Any]] = {}
+        rows: dict[str, float] = {}
+        for p in players:
+            e = estimate([d[p] for d in per_draw], deterministic and game.samples == 1)
+            if game.samples == 1 and self.permutations is not None:
+                # one draw: the error left is that of permutation sampling
+                se = mc_se.get(p)
+                ok = se is not None and math.isfinite(se) and self.permutations > 1
+                e["se"] = se if ok else None
+                half = t95(self.permutations - 1) * se if ok and se is not None else None
+                e["ci95"] = [e["value"] - half, e["value"] + half] if half is not None else None
+            rows[str(p)] = e.pop("value")
+            estimates[str(p)] = e
         full = game(frozenset(players))
         base = game(frozenset())
-        stats.update(backend_calls=game.backend_calls, forks=game.forks, v_empty=base)
-        rows: dict[str, float] = {str(k): v for k, v in values.items()}
+        stats.update(
+            backend_calls=game.backend_calls,
+            forks=game.forks,
+            v_empty=base,
+            v_all=full,
+            max_stderr=max((e["se"] or 0.0 for e in estimates.values()), default=0.0),
+        )
         distributed = full - base  # what the players add to what the roots get alone
         if unit == "agent":  # the orchestrator alone earns v(empty)
             roots = root_agents(trace)
+            share = max(len(roots), 1)
             for root in roots:
-                rows[root] = base / max(len(roots), 1)
+                rows[root] = base / share
+                e = estimate(
+                    [v / share for v in game.draws(frozenset())],
+                    deterministic and game.samples == 1,
+                )
+                e.pop("value")
+                estimates[root] = e
             distributed = full
-        return table(
+        plain = table(
             unit,
             rows,
             reward=distributed if reward is None else reward,
             method=self.name,
             efficient=True,
             stats=stats,
+        )
+        return CounterfactualTable(
+            plain.rows, plain.reward, self.name, True, plain.stats, estimates=estimates
         )
