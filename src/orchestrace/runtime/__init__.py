@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrace.io._output import check_output
 from orchestrace.runtime.backends import Backend, make_backend
+from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_real, run_virtual
 from orchestrace.runtime.config import RunConfig, check_seed
 from orchestrace.runtime.core import (
@@ -97,7 +98,7 @@ def run(
     progress: bool = False,
     processors: Sequence[Processor] = (),
     interventions: Sequence[Any] = (),
-    cache: dict[str, Any] | None = None,
+    cache: ReplayCache | None = None,
     overwrite: bool = False,
     stop_on_signals: bool = False,
     **options: Any,
@@ -120,7 +121,7 @@ def run(
         progress: Show a progress bar.
         processors: Extra recording processors.
         interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.replay`).
-        cache: Replay cache to answer calls from.
+        cache: Replay cache to answer calls from (:meth:`ReplayCache.from_trace`).
         overwrite: Replace an existing ``output`` (otherwise an existing file is an error).
         stop_on_signals: SIGINT and SIGTERM stop the run cleanly (a recorded stop event, a
             footer; see ``RunResult.interrupted_by``) instead of raising mid-run; a second
@@ -175,7 +176,7 @@ def run(
         meta={"runner": {"topology": spec.name}},
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    recorder.on_fatal = rt._request_stop
+    recorder.on_fatal = rt.request_stop
     runner = run_virtual if be.virtual else run_real
     caught: list[str] = []
     try:
@@ -206,7 +207,7 @@ def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
         if caught:  # a second signal while stopping: give up on a clean stop
             raise KeyboardInterrupt
         caught.append(name)
-        rt._request_stop(f"interrupted by {name}")
+        rt.request_stop(f"interrupted by {name}")
 
     saved: list[tuple[int, Any]] = []
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,11 +1,10 @@
-"""The orchestration runtime: agents act through a :class:`Context`; every call is recorded.
+"""The orchestration runtime: runs agents and records every action as trace events.
 
-Each call becomes trace events with edges from what it consumed.
-
-An agent is a plain async callable ``async def agent(ctx, **inputs) -> value``. Its context
-offers ``generate`` (an LLM call through the harness), ``spawn``, ``delegate``, ``send``,
-``receive``, ``wait``, ``call_tool``, ``return_``, ``aggregate`` and ``stop``. The runtime
-assigns event ids in recording order, keeps each agent's step (LLM turn) count, chains each
+Agents act through a :class:`~orchestrace.runtime.context.Context` (``runtime/context.py``);
+each context method calls the :class:`Runtime` method of the same name, which records the
+events, with edges from what the action consumed. LLM answers and tool outputs come from the
+run's :class:`~orchestrace.runtime.cache.ReplayCache` when it holds them, else from the backend
+(or the tool), and are stored there. The runtime assigns event ids in recording order, keeps each agent's step (LLM turn) count, chains each
 action to the agent's previous one, and adds an edge from everything the action consumed:
 received messages, children's returns, tool results. Budgets end a run cleanly with a recorded
 stop event; agent exceptions and tool failures become recorded events.
@@ -33,16 +32,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from orchestrace._safe import scrub_known
 from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
+from orchestrace.runtime.aggregate import AGGREGATORS
+from orchestrace.runtime.aggregate import text_of as _text
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -50,20 +51,29 @@ from orchestrace.runtime.backends.base import (
     LLMResponse,
     backend_spec,
     redact,
-    request_key,
 )
+from orchestrace.runtime.cache import CallKey, ReplayCache, ToolOutcome
 from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.context import (
+    AgentFn,
+    AgentState,
+    BudgetExceeded,
+    Context,
+    Handle,
+    Message,
+    Result,
+    StopNow,
+    ToolResult,
+)
 from orchestrace.runtime.prompts import render
-from orchestrace.runtime.recorder import Recorder
+from orchestrace.runtime.recorder import Recorder, assemble_trace
 from orchestrace.runtime.tasks.base import (
     Subtask,
     Task,
     Verdict,
-    answer_digest,
     unknown_verdict,
 )
-from orchestrace.trace.build import default_costs
-from orchestrace.trace.model import SCHEMA_VERSION, Decision, Edge, Event, Trace
+from orchestrace.trace.model import Edge, Event, Trace
 
 __all__ = [
     "AgentFn",
@@ -77,352 +87,9 @@ __all__ = [
     "ToolResult",
 ]
 
-AgentFn = Callable[..., Awaitable[Any]]
 _ENC = msgspec.json.Encoder(order="deterministic")
+#: The name of the root agent (the orchestrator).
 ROOT = "orchestrator"
-
-
-class BudgetExceeded(RuntimeError_):
-    """A run limit was reached; the run ends with a recorded stop event."""
-
-    def __init__(self, budget: str, limit: Any) -> None:
-        self.budget = budget
-        self.limit = limit
-        super().__init__(f"budget exceeded: {budget} ({limit})")
-
-
-class StopNow(Exception):
-    """Raised inside an agent when a counterfactual intervention forces it to stop."""
-
-
-@dataclass(frozen=True)
-class Message:
-    """A message received by an agent."""
-
-    event_id: str
-    sender: str
-    content: str
-    data: Any = None
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a child agent returned (``ok=False`` when it failed)."""
-
-    agent: str
-    value: Any
-    ok: bool = True
-    error: str | None = None
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """The outcome of a tool call."""
-
-    tool: str
-    value: Any
-    ok: bool = True
-    error: str | None = None
-    event_id: str | None = None
-
-
-class Handle:
-    """A spawned agent. ``await handle`` gives its :class:`Result`; prefer ``ctx.wait``."""
-
-    __slots__ = ("_future", "name", "role")
-
-    def __init__(self, name: str, role: str, future: asyncio.Future[Result]) -> None:
-        self.name = name
-        self.role = role
-        self._future = future
-
-    def __await__(self) -> Any:
-        return self._future.__await__()
-
-    def done(self) -> bool:
-        """Whether the agent has returned (or failed)."""
-        return self._future.done()
-
-    def __repr__(self) -> str:
-        return f"Handle({self.name!r}, role={self.role!r})"
-
-
-@dataclass
-class _Agent:
-    name: str
-    role: str
-    parent: str | None
-    depth: int
-    spawn_event: str | None
-    handle_future: asyncio.Future[Result] | None
-    inbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
-    step: int = -1
-    turn_open: bool = False
-    last: str | None = None
-    pending: list[tuple[str, str]] = field(default_factory=list)
-    returned: bool = False
-    stopped: bool = False
-    children: dict[str, int] = field(default_factory=dict)
-    calls: dict[str, int] = field(default_factory=dict)
-    sent: dict[int, int] = field(default_factory=dict)
-    draws: int = 0
-    best: Any = None
-
-
-class Context:
-    """What an agent can do. Every method records events; see the module docstring."""
-
-    def __init__(self, runtime: Runtime, agent: _Agent) -> None:
-        self._rt = runtime
-        self._a = agent
-
-    # ------------------------------------------------------------------ identity
-    @property
-    def name(self) -> str:
-        """This agent's name."""
-        return self._a.name
-
-    @property
-    def role(self) -> str:
-        """This agent's role."""
-        return self._a.role
-
-    @property
-    def parent(self) -> str | None:
-        """The agent that spawned this one (``None`` for the root)."""
-        return self._a.parent
-
-    @property
-    def depth(self) -> int:
-        """Spawn depth (0 for the root)."""
-        return self._a.depth
-
-    @property
-    def step(self) -> int:
-        """Current step (LLM turn) of this agent."""
-        return self._a.step
-
-    @property
-    def task(self) -> Task:
-        """The task of the run."""
-        return self._rt.task
-
-    @property
-    def config(self) -> RunConfig:
-        """The run configuration."""
-        return self._rt.config
-
-    @property
-    def now(self) -> float:
-        """Seconds since the run started (virtual for simulated backends)."""
-        return self._rt.now()
-
-    def option(self, name: str, default: Any = None) -> Any:
-        """A topology option from the run configuration."""
-        return self._rt.config.options.get(name, default)
-
-    def payload(self, part: Subtask, **extra: Any) -> dict[str, Any]:
-        """The structured request of solving ``part`` (prompt plus the simulator's fields)."""
-        return {"prompt": part.prompt, **part.payload(self._rt.task), **extra}
-
-    def random(self) -> float:
-        """A uniform draw in [0, 1) that depends only on the run seed, agent and draw index."""
-        a = self._a
-        a.draws += 1
-        h = hashlib.blake2b(f"{self._rt.config.seed}:{a.name}:{a.draws}".encode(), digest_size=8)
-        return int.from_bytes(h.digest(), "little") / 2**64
-
-    def decide(self, name: str, default: Any) -> Any:
-        """A named orchestration decision (e.g. ``n_workers``) that interventions may force."""
-        return self._rt.decide(self._a, name, default)
-
-    def record_decision(
-        self, decision: str, content: str = "", attrs: Mapping[str, Any] | None = None
-    ) -> str:
-        """Record an orchestration decision taken outside the runtime (e.g. by a learner).
-
-        ``decision`` is one of ``spawn``, ``delegate``, ``communicate``, ``aggregate``, ``stop``;
-        ``attrs`` keeps what the decision saw and chose (exporters read ``prompt`` and
-        ``completion`` from it). Returns the event id.
-        """
-        if decision not in {d.value for d in Decision}:
-            raise ConfigError(
-                f"unknown decision {decision!r}; use one of: {', '.join(d.value for d in Decision)}"
-            )
-        rt, a = self._rt, self._a
-        rt.check_alive(a)
-        rt.open_step(a)
-        return rt.record(
-            a,
-            "orchestrator_decision",
-            rt.now(),
-            decision=decision,
-            content=content,
-            attrs=dict(attrs or {}),
-        )
-
-    def remember(self, value: Any) -> None:
-        """Keep ``value`` as this agent's best answer so far (used if it is forced to stop)."""
-        self._a.best = value
-
-    # ------------------------------------------------------------------ actions
-    async def generate(
-        self,
-        kind: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        messages: list[dict[str, str]] | None = None,
-        max_tokens: int = 512,
-    ) -> LLMResponse:
-        """One LLM call: render, call the backend (or the replay cache), record ``llm_call``.
-
-        A failed call returns a response with ``error`` set.
-        """
-        rt, a = self._rt, self._a
-        rt.check_alive(a)
-        rt.open_step(a, llm=True)
-        body = dict(payload or {})
-        req = LLMRequest(
-            a.name,
-            a.role,
-            kind,
-            messages or render(kind, body, a.role),
-            body,
-            max_tokens=max_tokens,
-        )
-        fp = hashlib.blake2b(req.fingerprint(), digest_size=8).hexdigest()
-        occurrence = a.calls.get(fp, 0)
-        a.calls[fp] = occurrence + 1
-        key = request_key(req, occurrence)
-        t0 = rt.now()
-        recorded = rt.cache.get(key) is not None
-        resp = await rt.call_llm(req, key)
-        attrs: dict[str, Any] = {"kind": kind, "key": key}
-        if rt.label_answers and not recorded:  # a fork: say who answered this changed call
-            attrs["answered_by"] = {
-                "name": str(rt.backend.name),
-                "model": str(resp.model or rt.backend.name),
-            }
-        if resp.answer is not None:
-            attrs["answer"] = resp.answer
-        if resp.confidence is not None:
-            attrs["confidence"] = resp.confidence
-        if "truth" in body:  # ground truth of what was asked, for rewards and credit
-            attrs["truth"] = body["truth"]
-            for k in ("candidate", "candidates"):
-                if k in body:
-                    attrs[k] = body[k]
-        rt.record(
-            a,
-            "llm_call",
-            t0,
-            tool=resp.model or rt.backend.name,
-            content=resp.text,
-            tokens_in=resp.tokens_in,
-            tokens_out=resp.tokens_out,
-            cost=resp.cost,
-            error=None if resp.error is None else redact(resp.error),
-            attrs=attrs,
-        )
-        rt.add_tokens(resp.tokens_in + resp.tokens_out)
-        return resp
-
-    async def spawn(
-        self,
-        role: str,
-        fn: AgentFn,
-        *,
-        name: str | None = None,
-        content: str | None = None,
-        **inputs: Any,
-    ) -> Handle:
-        """Start a child agent running ``fn(child_ctx, **inputs)`` (an O1 decision)."""
-        rt, a = self._rt, self._a
-        rt.check_alive(a)
-        return rt._spawn(a, role, fn, name, content, inputs)
-
-    async def send(self, to: str, content: Any, *, data: Any = None) -> str | None:
-        """Send a message (O3 when the root sends); return its event id.
-
-        Returns ``None`` when an intervention dropped the message.
-        """
-        return self._rt._send(self._a, to, content, data, decision=None)
-
-    async def broadcast(self, to: Iterable[str], content: Any, *, data: Any = None) -> list[str]:
-        """Send the same message to several agents (one event each)."""
-        out = []
-        for target in to:
-            eid = self._rt._send(self._a, target, content, data, decision=None)
-            if eid is not None:
-                out.append(eid)
-        return out
-
-    async def delegate(self, to: Handle | str, subtask: Any, *, data: Any = None) -> str | None:
-        """Hand ``subtask`` to an existing agent (an O2 decision); it arrives as a message."""
-        target = to.name if isinstance(to, Handle) else to
-        return self._rt._send(self._a, target, subtask, data, decision="delegate")
-
-    async def receive(self, timeout: float | None = None) -> Message | None:
-        """The next message (``None`` after ``timeout`` seconds without one)."""
-        a = self._a
-        self._rt.check_alive(a)
-        try:
-            if timeout is None:
-                msg = await a.inbox.get()
-            else:
-                msg = await asyncio.wait_for(a.inbox.get(), timeout)
-        except TimeoutError:
-            a.turn_open = False
-            return None
-        a.turn_open = False
-        a.pending.append((msg.event_id, "message"))
-        return msg
-
-    def poll(self) -> list[Message]:
-        """Every message already delivered, without waiting (they feed the next event)."""
-        a = self._a
-        out = []
-        while not a.inbox.empty():
-            msg = a.inbox.get_nowait()
-            a.pending.append((msg.event_id, "message"))
-            out.append(msg)
-        return out
-
-    async def wait(self, handles: Sequence[Handle]) -> list[Result]:
-        """Wait for children to return; their return events feed this agent's next event."""
-        a = self._a
-        self._rt.check_alive(a)
-        results = list(await asyncio.gather(*(h._future for h in handles)))
-        a.turn_open = False
-        for r in results:
-            if r.event_id is not None:
-                a.pending.append((r.event_id, "return"))
-        return results
-
-    async def call_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
-        """Call a registered tool: records ``tool_call`` and ``tool_result`` events."""
-        rt, a = self._rt, self._a
-        rt.check_alive(a)
-        return await rt._call_tool(a, name, dict(args or {}))
-
-    async def return_(self, value: Any) -> str:
-        """Return ``value`` to the parent (records a ``return`` event); the agent is done."""
-        return self._rt._return(self._a, value)
-
-    async def aggregate(
-        self, results: Sequence[Result | Any], method: str = "combine", **kw: Any
-    ) -> Any:
-        """Combine results (an O4 decision) and record an ``aggregate`` event.
-
-        Methods: ``combine`` (the task's reduce), ``vote`` (majority), ``first`` (first
-        success), ``trust`` (vote weighted by ``weights``), ``judge`` (an LLM judge picks).
-        """
-        return await self._rt._aggregate(self, self._a, list(results), method, kw)
-
-    async def stop(self, reason: str = "done", answer: Any = None) -> str:
-        """The stop decision (O5): records it; for the root, ``answer`` is the run's answer."""
-        return self._rt._stop_decision(self._a, reason, answer)
 
 
 class Runtime:
@@ -435,7 +102,8 @@ class Runtime:
         tools: Extra tools (name -> ``fn(args) -> value``); the task's tools are included.
         recorder: Processors to stream events to (JSONL exporter, progress bar...).
         interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.replay`).
-        cache: Replay cache (request key -> response) consulted before the backend.
+        cache: Replay cache consulted before the backend and the tools; what they answer is
+            stored in it (:meth:`ReplayCache.from_trace` rebuilds one from a trace).
         topology: Topology name recorded in the trace.
         meta: Extra run information recorded in the trace.
         judge: ``judge(answer) -> Verdict`` for the final answer (default: the task's checker,
@@ -453,7 +121,7 @@ class Runtime:
         tools: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
         recorder: Recorder | None = None,
         interventions: Sequence[Any] = (),
-        cache: dict[str, Any] | None = None,
+        cache: ReplayCache | None = None,
         topology: str | None = None,
         meta: Mapping[str, Any] | None = None,
         judge: Callable[[Any], Verdict] | None = None,
@@ -467,12 +135,17 @@ class Runtime:
         self.tools: dict[str, Callable[[dict[str, Any]], Any]] = {**task.tools(), **(tools or {})}
         self.recorder = recorder or Recorder()
         self.interventions = list(interventions)
-        self.cache = cache if cache is not None else {}
+        if cache is not None and not isinstance(cache, ReplayCache):
+            raise ConfigError(
+                f"cache must be a ReplayCache (ReplayCache.from_trace(trace)), got "
+                f"{type(cache).__name__}"
+            )
+        self.cache = cache if cache is not None else ReplayCache()
         self.topology = topology
         self.meta = dict(meta or {})
         self.events: list[Event] = []
         self.edges: list[Edge] = []
-        self.agents: dict[str, _Agent] = {}
+        self.agents: dict[str, AgentState] = {}
         self.backend_calls = 0
         self.cache_hits = 0
         self.tokens = 0
@@ -483,7 +156,6 @@ class Runtime:
         self._t0 = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Future[str] | None = None
-        self._tool_calls: dict[str, int] = {}
 
     # ------------------------------------------------------------------ time & budgets
     def now(self) -> float:
@@ -491,14 +163,14 @@ class Runtime:
         assert self._loop is not None
         return round(self._loop.time() - self._t0, 9)
 
-    def check_alive(self, a: _Agent) -> None:
+    def check_alive(self, a: AgentState) -> None:
         """Refuse actions of agents that already returned, or after the run stopped."""
         if self._stop is not None and self._stop.done():
             raise asyncio.CancelledError
         if a.returned:
             raise RuntimeError_(f"agent {a.name!r} already returned; it cannot act any more")
 
-    def open_step(self, a: _Agent, *, llm: bool = False) -> None:
+    def open_step(self, a: AgentState, *, llm: bool = False) -> None:
         """Start a new step for ``a`` when needed (an LLM call, or any action after a wait)."""
         if llm or not a.turn_open:
             a.step += 1
@@ -516,21 +188,24 @@ class Runtime:
         if self.tokens > self.config.max_tokens:
             raise BudgetExceeded("max_tokens", self.config.max_tokens)
 
-    def decide(self, a: _Agent, name: str, default: Any) -> Any:
+    def decide(self, a: AgentState, name: str, default: Any) -> Any:
         """A decision value after interventions."""
         value = default
         for iv in self.interventions:
             value = iv.decision(a.name, name, value)
         return value
 
-    def _request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: str) -> None:
+        """End the run (its agents are cancelled); the stop is recorded with ``reason``."""
         if self._stop is not None and not self._stop.done():
             self._stop.set_result(reason)
+
+    _request_stop = request_stop
 
     # ------------------------------------------------------------------ recording
     def record(
         self,
-        a: _Agent,
+        a: AgentState,
         type_: Any,
         t: float,
         *,
@@ -572,14 +247,66 @@ class Runtime:
         return eid
 
     # ------------------------------------------------------------------ calls
-    async def call_llm(self, req: LLMRequest, key: str) -> LLMResponse:
+    async def generate(
+        self,
+        a: AgentState,
+        kind: str,
+        payload: dict[str, Any],
+        messages: list[dict[str, str]] | None = None,
+        max_tokens: int = 512,
+    ) -> LLMResponse:
+        """:meth:`Context.generate`: render, answer (cache or backend), record ``llm_call``."""
+        self.check_alive(a)
+        self.open_step(a, llm=True)
+        req = LLMRequest(
+            a.name,
+            a.role,
+            kind,
+            messages or render(kind, payload, a.role),
+            payload,
+            max_tokens=max_tokens,
+        )
+        key = CallKey.llm(req, a.occurrence("llm", CallKey.llm_inputs(req)))
+        t0 = self.now()
+        recorded = key in self.cache
+        resp = await self.call_llm(req, key)
+        attrs: dict[str, Any] = {"kind": kind, "key": key.id}
+        if self.label_answers and not recorded:  # a fork: say who answered this changed call
+            attrs["answered_by"] = {
+                "name": str(self.backend.name),
+                "model": str(resp.model or self.backend.name),
+            }
+        if resp.answer is not None:
+            attrs["answer"] = resp.answer
+        if resp.confidence is not None:
+            attrs["confidence"] = resp.confidence
+        if "truth" in payload:  # ground truth of what was asked, for rewards and credit
+            attrs["truth"] = payload["truth"]
+            for k in ("candidate", "candidates"):
+                if k in payload:
+                    attrs[k] = payload[k]
+        self.record(
+            a,
+            "llm_call",
+            t0,
+            tool=resp.model or self.backend.name,
+            content=resp.text,
+            tokens_in=resp.tokens_in,
+            tokens_out=resp.tokens_out,
+            cost=resp.cost,
+            error=None if resp.error is None else redact(resp.error),
+            attrs=attrs,
+        )
+        self.add_tokens(resp.tokens_in + resp.tokens_out)
+        return resp
+
+    async def call_llm(self, req: LLMRequest, key: CallKey) -> LLMResponse:
         """Answer from the replay cache, else from the backend; wait the call's latency."""
-        cached = self.cache.get(key)
+        cached = self.cache.llm(key)
         if cached is not None:
             self.cache_hits += 1
-            resp = cached
-            await asyncio.sleep(resp.latency)
-            return resp  # type: ignore[no-any-return]
+            await asyncio.sleep(cached.latency)
+            return cached
         self.backend_calls += 1
         if self.backend.virtual:
             try:
@@ -593,54 +320,36 @@ class Runtime:
                 resp = await self.backend.complete(req)
             except BackendError as err:
                 resp = LLMResponse("", error=str(err)[:500], model=self.backend.name)
-            resp = _with_latency(resp, self.now() - t0)
+            resp = dataclasses.replace(resp, latency=round(self.now() - t0, 9))
         if resp.error is None:
-            self.cache[key] = resp
+            self.cache.put(key, resp)
         if resp.error is not None and self.config.on_error == "stop":
-            self._request_stop(f"backend failure: {redact(resp.error)}")
+            self.request_stop(f"backend failure: {redact(resp.error)}")
         return resp
 
-    async def _call_tool(self, a: _Agent, name: str, args: dict[str, Any]) -> ToolResult:
+    async def call_tool(self, a: AgentState, name: str, args: dict[str, Any]) -> ToolResult:
+        """:meth:`Context.call_tool`: answer (cache or tool), record the call and its result."""
+        self.check_alive(a)
         fn = self.tools.get(name)
         self.open_step(a)
-        fp = hashlib.blake2b(_ENC.encode([name, args]), digest_size=8).hexdigest()
-        n = a.calls.get("tool:" + fp, 0)
-        a.calls["tool:" + fp] = n + 1
-        key = hashlib.blake2b(f"{a.name}:{fp}:{n}".encode(), digest_size=16).hexdigest()
+        key = CallKey.tool(
+            a.name, name, args, a.occurrence("tool", CallKey.tool_inputs(name, args))
+        )
         t0 = self.now()
-        value: Any = None
-        error: str | None = None
-        cached = self.cache.get("tool:" + key)
+        cached = self.cache.tool(key)
         if cached is not None:
             self.cache_hits += 1
-            value, error, latency = cached
-            await asyncio.sleep(latency)
+            value, error = cached.value, cached.error
+            await asyncio.sleep(cached.latency)
         else:
-            if fn is None:
-                error = f"unknown tool {name!r}; registered: {sorted(self.tools)}"
-                latency = 0.0
-            else:
-                latency = self.config.tool_latency_s
-                rng = random.Random(f"{self.config.seed}:tool:{key}")
-                latency *= rng.uniform(0.5, 1.5)
-                try:
-                    if (
-                        self.config.tool_failure_rate
-                        and rng.random() < self.config.tool_failure_rate
-                    ):
-                        raise RuntimeError("injected tool failure")
-                    value = fn(args)
-                    _ENC.encode(value)
-                except Exception as err:
-                    error = f"{type(err).__name__}: {str(err)[:300]}"
-                    value = None
+            value, error, latency = self._run_tool(fn, name, args, key)
             if self.backend.virtual:
                 await asyncio.sleep(latency)
             else:
                 latency = self.now() - t0
-            self.cache["tool:" + key] = (value, error, round(latency, 9))
+            self.cache.put(key, ToolOutcome(value, error, round(latency, 9)))
         call_id = self.record(
-            a, "tool_call", t0, tool=name, content=_text(args), attrs={"key": key}
+            a, "tool_call", t0, tool=name, content=_text(args), attrs={"key": key.id}
         )
         res_id = self._record_tool_result(
             name,
@@ -653,19 +362,40 @@ class Runtime:
         a.pending.append((res_id, "causal"))
         a.turn_open = False
         if error is not None and self.config.on_error == "stop":
-            self._request_stop(f"tool failure: {error}")
+            self.request_stop(f"tool failure: {error}")
         return ToolResult(name, value, error is None, error, res_id)
+
+    def _run_tool(
+        self,
+        fn: Callable[[dict[str, Any]], Any] | None,
+        name: str,
+        args: dict[str, Any],
+        key: CallKey,
+    ) -> tuple[Any, str | None, float]:
+        """Run a tool (failures injected at ``tool_failure_rate``): value, error, latency."""
+        if fn is None:
+            return None, f"unknown tool {name!r}; registered: {sorted(self.tools)}", 0.0
+        rng = random.Random(f"{self.config.seed}:tool:{key.id}")
+        latency = self.config.tool_latency_s * rng.uniform(0.5, 1.5)
+        try:
+            if self.config.tool_failure_rate and rng.random() < self.config.tool_failure_rate:
+                raise RuntimeError("injected tool failure")
+            value = fn(args)
+            _ENC.encode(value)
+        except Exception as err:
+            return None, f"{type(err).__name__}: {str(err)[:300]}", latency
+        return value, None, latency
 
     # ------------------------------------------------------------------ agents
     def _new_agent(
         self,
         name: str,
         role: str,
-        parent: _Agent | None,
+        parent: AgentState | None,
         spawn_event: str | None,
         future: asyncio.Future[Result] | None,
-    ) -> _Agent:
-        a = _Agent(
+    ) -> AgentState:
+        a = AgentState(
             name,
             role,
             parent.name if parent else None,
@@ -676,15 +406,17 @@ class Runtime:
         self.agents[name] = a
         return a
 
-    def _spawn(
+    def spawn(
         self,
-        a: _Agent,
+        a: AgentState,
         role: str,
         fn: AgentFn,
         name: str | None,
         content: str | None,
         inputs: dict[str, Any],
     ) -> Handle:
+        """:meth:`Context.spawn`: record the ``spawn`` and start the child."""
+        self.check_alive(a)
         cfg = self.config
         if len(self.agents) + 1 > cfg.max_agents:
             raise BudgetExceeded("max_agents", cfg.max_agents)
@@ -720,9 +452,10 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
         return Handle(name, role, future)
 
-    def _send(
-        self, a: _Agent, to: str, content: Any, data: Any, decision: str | None
+    def send(
+        self, a: AgentState, to: str, content: Any, data: Any, decision: str | None
     ) -> str | None:
+        """:meth:`Context.send`: record the ``message`` and deliver it (``None``: dropped)."""
         self.check_alive(a)
         self.open_step(a)
         k = a.sent.get(a.step, 0)
@@ -750,7 +483,8 @@ class Runtime:
             target.inbox.put_nowait(Message(eid, a.name, text, data))
         return eid
 
-    def _return(self, a: _Agent, value: Any) -> str:
+    def return_value(self, a: AgentState, value: Any) -> str:
+        """:meth:`Context.return_`: record the ``return``; the agent is done."""
         self.check_alive(a)
         self.open_step(a)
         for iv in self.interventions:
@@ -769,7 +503,18 @@ class Runtime:
             a.handle_future.set_result(Result(a.name, value, True, None, eid))
         return eid
 
-    def _stop_decision(self, a: _Agent, reason: str, answer: Any) -> str:
+    def record_decision(
+        self, a: AgentState, decision: str, content: str, attrs: dict[str, Any]
+    ) -> str:
+        """:meth:`Context.record_decision`: record an ``orchestrator_decision``."""
+        self.check_alive(a)
+        self.open_step(a)
+        return self.record(
+            a, "orchestrator_decision", self.now(), decision=decision, content=content, attrs=attrs
+        )
+
+    def stop_decision(self, a: AgentState, reason: str, answer: Any) -> str:
+        """:meth:`Context.stop`: record the stop decision; the root's answer ends the run."""
         self.check_alive(a)
         self.open_step(a)
         eid = self.record(
@@ -786,37 +531,20 @@ class Runtime:
             self.stop_reason = reason
         return eid
 
-    async def _aggregate(
-        self, ctx: Context, a: _Agent, results: list[Any], method: str, kw: dict[str, Any]
+    async def aggregate(
+        self, ctx: Context, a: AgentState, results: list[Any], method: str, kw: dict[str, Any]
     ) -> Any:
+        """:meth:`Context.aggregate`: combine ``results`` and record the ``aggregate``."""
         self.check_alive(a)
         ids = [r.event_id for r in results if isinstance(r, Result) and r.event_id]
         values = [r.value if isinstance(r, Result) else r for r in results]
         oks = [r.ok if isinstance(r, Result) else True for r in results]
-        good = [v for v, ok in zip(values, oks, strict=True) if ok]
-        if method == "combine":
-            value = self.task.combine(values) if all(oks) else None
-        elif method in ("vote", "trust"):
-            weights = kw.get("weights") or [1.0] * len(values)
-            tally: dict[str, float] = {}
-            first: dict[str, Any] = {}
-            for v, ok, w in zip(values, oks, weights, strict=False):
-                if ok:
-                    k = _text(v)
-                    tally[k] = tally.get(k, 0.0) + float(w)
-                    first.setdefault(k, v)
-            # most votes; max() keeps the first of equal counts: ties go to the answer seen first
-            value = first[max(tally, key=tally.__getitem__)] if tally else None
-        elif method == "first":
-            value = good[0] if good else None
-        elif method == "judge":
-            resp = await ctx.generate("judge", {**kw.get("payload", {}), "candidates": values})
-            pick = resp.answer
-            value = values[pick] if isinstance(pick, int) and 0 <= pick < len(values) else None
-        else:
+        how = AGGREGATORS.get(method)
+        if how is None:
             raise ConfigError(
-                f"unknown aggregation method {method!r}; use combine, vote, trust, first or judge"
+                f"unknown aggregation method {method!r}; use one of: {', '.join(AGGREGATORS)}"
             )
+        value = await how(ctx, values, oks, kw)
         consumed = set(ids)
         a.pending = [(s, k) for s, k in a.pending if s not in consumed]
         self.open_step(a)
@@ -833,23 +561,23 @@ class Runtime:
         return value
 
     # ------------------------------------------------------------------ running
-    async def _run_child(self, a: _Agent, fn: AgentFn, inputs: dict[str, Any]) -> None:
+    async def _run_child(self, a: AgentState, fn: AgentFn, inputs: dict[str, Any]) -> None:
         ctx = Context(self, a)
         try:
             value = await fn(ctx, **inputs)
             if not a.returned:
-                self._return(a, value)
+                self.return_value(a, value)
         except asyncio.CancelledError:
             raise
         except BudgetExceeded as err:
-            self._request_stop(str(err))
+            self.request_stop(str(err))
         except StopNow:
             if not a.returned:
-                self._return(a, a.best)
+                self.return_value(a, a.best)
         except Exception as err:
             self._fail(a, err)
 
-    def _fail(self, a: _Agent, err: BaseException) -> None:
+    def _fail(self, a: AgentState, err: BaseException) -> None:
         msg = f"{type(err).__name__}: {str(err)[:300]}"
         a.turn_open = True  # the failure belongs to the step that raised
         eid = self.record(a, "despawn", self.now(), error=msg, to=a.parent)
@@ -857,22 +585,22 @@ class Runtime:
         if a.handle_future is not None and not a.handle_future.done():
             a.handle_future.set_result(Result(a.name, None, False, msg, eid))
         if self.config.on_error == "stop" or a.parent is None:
-            self._request_stop(f"agent {a.name} failed: {msg}")
+            self.request_stop(f"agent {a.name} failed: {msg}")
 
-    async def _run_root(self, a: _Agent, fn: AgentFn, inputs: dict[str, Any]) -> None:
+    async def _run_root(self, a: AgentState, fn: AgentFn, inputs: dict[str, Any]) -> None:
         ctx = Context(self, a)
         try:
             value = await fn(ctx, **inputs)
             if not a.stopped:
-                self._stop_decision(a, "done", value)
+                self.stop_decision(a, "done", value)
         except asyncio.CancelledError:
             raise
         except BudgetExceeded as err:
-            self._request_stop(str(err))
+            self.request_stop(str(err))
         except StopNow as err:
             self.stop_reason = str(err)
             self.answer = a.best
-            self._request_stop(str(err))
+            self.request_stop(str(err))
         except Exception as err:
             self._fail(a, err)
 
@@ -915,7 +643,7 @@ class Runtime:
         self._stop = loop.create_future()
         if hasattr(loop, "set_deadlock_handler"):
             loop.set_deadlock_handler(
-                lambda: self._request_stop(
+                lambda: self.request_stop(
                     "deadlock: every agent is waiting for a message or result that will never come"
                 )
             )
@@ -965,7 +693,7 @@ class Runtime:
         self.recorder.shutdown()
         return trace
 
-    def _force_stop_event(self, a: _Agent, reason: str) -> None:
+    def _force_stop_event(self, a: AgentState, reason: str) -> None:
         a.step += 1
         budget = (
             reason.split(":", 1)[1].split("(", maxsplit=1)[0].strip()
@@ -997,54 +725,14 @@ class Runtime:
         return v if "checker" in v else {**v, "checker": self.task.name}
 
     def _finish(self, header: Mapping[str, Any]) -> Trace:
-        verdict = self.verdict()
-        success = verdict["passed"]
-        costs = default_costs(self.events)
-        metrics = {
-            "budget_exceeded": float(
-                bool(self.stop_reason and self.stop_reason.startswith("budget"))
-            ),
-            "agents": float(len(self.agents)),
-        }
-        if success is not None:  # unknown outcomes have no task_success
-            metrics = {"task_success": float(success), **metrics}
-        meta = dict(header["meta"])
-        meta["result"] = scrub_known(
-            {
-                "answer": self.answer,
-                "stop_reason": self.stop_reason or "done",
-                "truth": self.task.answer,
-                "success": success,
-                "verdict": dict(verdict),
-            }
+        return assemble_trace(
+            header,
+            self.events,
+            self.edges,
+            verdict=self.verdict(),
+            answer=self.answer,
+            stop_reason=self.stop_reason,
+            truth=self.task.answer,
+            agents=len(self.agents),
+            topology=self.topology,
         )
-        # the verdict names the answer it judged, so an answer edited later is not scored with it
-        meta["result"]["verdict"]["answer_sha256"] = answer_digest(meta["result"]["answer"])
-        return Trace(
-            trace_id=header["trace_id"],
-            task_id=header["task_id"],
-            events=tuple(self.events),
-            edges=tuple(self.edges),
-            rewards={} if success is None else {"team": float(success)},
-            costs=costs,
-            system="orchestrace",
-            topology=self.topology,  # type: ignore[arg-type]
-            metrics=metrics,
-            schema_version=SCHEMA_VERSION,
-            meta=meta,
-        )
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return _ENC.encode(value).decode()
-    except (TypeError, msgspec.EncodeError):
-        return repr(value)
-
-
-def _with_latency(resp: LLMResponse, latency: float) -> LLMResponse:
-    from dataclasses import replace
-
-    return replace(resp, latency=round(latency, 9))

@@ -30,12 +30,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrace._safe import scrub_known
 from orchestrace.errors import OrchestraceError, RuntimeError_
 from orchestrace.io._output import StreamTarget, check_output
 from orchestrace.io.jsonl import StreamWriter
-from orchestrace.trace.model import Edge, Event, Trace
+from orchestrace.runtime.tasks.base import Verdict, answer_digest
+from orchestrace.trace.build import default_costs
+from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, Trace
 
-__all__ = ["JsonlExporter", "Processor", "ProgressBar", "Recorder"]
+__all__ = ["JsonlExporter", "Processor", "ProgressBar", "Recorder", "assemble_trace"]
 
 log = logging.getLogger("orchestrace.runtime")
 
@@ -273,3 +276,64 @@ class ProgressBar(Processor):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def assemble_trace(
+    header: Mapping[str, Any],
+    events: Iterable[Event],
+    edges: Iterable[Edge],
+    *,
+    verdict: Verdict,
+    answer: Any,
+    stop_reason: str | None,
+    truth: Any,
+    agents: int,
+    topology: str | None,
+) -> Trace:
+    """The trace of a finished run: its records, costs, metrics and result.
+
+    ``meta.result`` holds the answer, the stop reason, the ground truth and the verdict (which
+    names the answer it judged by ``answer_sha256``); ``rewards.team`` and
+    ``metrics.task_success`` are the verdict's outcome, left out when it is unknown.
+
+    Example:
+        >>> head = {"trace_id": "t", "task_id": "k", "meta": {}}
+        >>> v = {"passed": True, "checker": "demo", "reason": ""}
+        >>> tr = assemble_trace(head, [], [], verdict=v, answer=4, stop_reason=None, truth=4,
+        ...                     agents=1, topology=None)
+        >>> tr.rewards, tr.meta["result"]["stop_reason"]
+        ({'team': 1.0}, 'done')
+    """
+    events = tuple(events)
+    success = verdict["passed"]
+    metrics = {
+        "budget_exceeded": float(bool(stop_reason and stop_reason.startswith("budget"))),
+        "agents": float(agents),
+    }
+    if success is not None:  # unknown outcomes have no task_success
+        metrics = {"task_success": float(success), **metrics}
+    meta = dict(header["meta"])
+    meta["result"] = scrub_known(
+        {
+            "answer": answer,
+            "stop_reason": stop_reason or "done",
+            "truth": truth,
+            "success": success,
+            "verdict": dict(verdict),
+        }
+    )
+    # the verdict names the answer it judged, so an answer edited later is not scored with it
+    meta["result"]["verdict"]["answer_sha256"] = answer_digest(meta["result"]["answer"])
+    return Trace(
+        trace_id=header["trace_id"],
+        task_id=header["task_id"],
+        events=events,
+        edges=tuple(edges),
+        rewards={} if success is None else {"team": float(success)},
+        costs=default_costs(events),
+        system="orchestrace",
+        topology=topology,  # type: ignore[arg-type]
+        metrics=metrics,
+        schema_version=SCHEMA_VERSION,
+        meta=meta,
+    )

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -55,6 +54,7 @@ from orchestrace.runtime.backends.base import (
     backend_spec,
 )
 from orchestrace.runtime.backends.sim import SimBackend
+from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import ROOT, Runtime
@@ -73,6 +73,7 @@ __all__ = [
     "Intervention",
     "RedrawDownstream",
     "ReplaceMessage",
+    "ReplayCache",
     "ResampleMessage",
     "Silence",
     "backend_for",
@@ -435,45 +436,12 @@ def spawn_one_more(trace: Trace) -> ForceDecision:
 
 
 # ---------------------------------------------------------------------- cache and backends
-def cache_from_trace(trace: Trace) -> dict[str, Any]:
-    """Every recorded nondeterministic input of ``trace``, by replay key."""
-    cache: dict[str, Any] = {}
-    results: dict[str, Any] = {}
-    for edge in trace.edges:
-        if edge.type == "tool_dependency":
-            results[edge.src] = edge.dst
-    by_id = (
-        {e.id: e for e in trace.events} if any(e.type == "tool_call" for e in trace.events) else {}
-    )
-    for e in trace.events:
-        attrs = e.attrs or {}
-        key = attrs.get("key")
-        if not key:
-            continue
-        if e.type == "llm_call":
-            cache[key] = LLMResponse(
-                text=e.content or "",
-                answer=attrs.get("answer"),
-                tokens_in=e.tokens_in,
-                tokens_out=e.tokens_out,
-                latency=e.dur,
-                cost=e.cost,
-                model=e.tool or "",
-                error=e.error,
-                confidence=attrs.get("confidence"),
-            )
-        elif e.type == "tool_call":
-            res = by_id.get(results.get(e.id, ""))
-            if res is None:
-                continue
-            value = None
-            if res.error is None and res.content is not None:
-                try:
-                    value = json.loads(res.content)
-                except ValueError:
-                    value = res.content
-            cache["tool:" + key] = (value, res.error, e.dur)
-    return cache
+def cache_from_trace(trace: Trace) -> ReplayCache:
+    """Every recorded nondeterministic input of ``trace``, by replay key.
+
+    The same as :meth:`ReplayCache.from_trace`.
+    """
+    return ReplayCache.from_trace(trace)
 
 
 @dataclass
@@ -581,7 +549,7 @@ def _runtime(
     trace: Trace,
     backend: Backend,
     interventions: Sequence[Intervention],
-    cache: dict[str, Any],
+    cache: ReplayCache,
     rerun_checks: bool = False,
     fork_of: dict[str, Any] | None = None,
 ) -> tuple[Runtime, Any]:
@@ -649,7 +617,7 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
     """
     recorded = trace.meta.get("backend")
     recorded = dict(recorded) if isinstance(recorded, dict) else {}
-    cache = cache_from_trace(trace)
+    cache = ReplayCache.from_trace(trace)
     strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
     rt, root = _runtime(trace, strict, (), cache, rerun_checks)
     new = run_virtual(rt.run(root))
@@ -883,10 +851,9 @@ def fork(
             names ``--backend``), or a real backend answered none of the changed calls.
     """
     answering = backend_for(trace, backend, **dict(backend_options or {}))
-    cache = cache_from_trace(trace)
+    cache = ReplayCache.from_trace(trace)
     for iv in interventions:
-        for key in iv.redraws():
-            cache.pop(key, None)
+        cache.redraw(iv.redraws())
     described = [iv.describe() for iv in interventions]
     recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
     fork_of = {

@@ -1,0 +1,194 @@
+"""The replay cache: every nondeterministic input of a run, by replay key.
+
+A run's nondeterministic inputs are its LLM answers and tool outputs. Each call gets a
+:class:`CallKey`: its kind (``llm`` or ``tool``), the agent, a hash of the call's inputs, and
+how many times the agent made that exact call before (the occurrence). The key's ``id`` is the
+string recorded in the trace (``attrs.key`` of the ``llm_call`` or ``tool_call`` event).
+
+A :class:`ReplayCache` holds answers by key. The runtime consults it before the backend (or
+the tool) and stores what it gets; :meth:`ReplayCache.from_trace` rebuilds it from a trace, so
+a replay answers every call from the trace alone, and a fork answers the calls whose inputs did
+not change. :meth:`ReplayCache.redraw` forgets recorded LLM answers a fork must draw again.
+
+Example:
+    >>> from orchestrace.runtime.backends.base import LLMRequest, LLMResponse
+    >>> req = LLMRequest("worker1", "worker", "solve", [{"role": "user", "content": "2+2"}], {})
+    >>> key = CallKey.llm(req, 0)
+    >>> key.kind, key.agent, key.occurrence, len(key.id)
+    ('llm', 'worker1', 0, 32)
+    >>> cache = ReplayCache()
+    >>> cache.put(key, LLMResponse("ANSWER: 4", answer=4))
+    >>> cache.llm(key).answer, len(cache)
+    (4, 1)
+    >>> cache.redraw([key.id])
+    >>> cache.llm(key) is None
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any, Literal, NamedTuple
+
+import msgspec
+
+from orchestrace.runtime.backends.base import LLMRequest, LLMResponse, request_key
+from orchestrace.trace.model import Trace
+
+__all__ = ["CallKey", "CallKind", "ReplayCache", "ToolOutcome"]
+
+#: The two kinds of recorded calls.
+CallKind = Literal["llm", "tool"]
+
+_ENC = msgspec.json.Encoder(order="deterministic")
+
+
+class CallKey(NamedTuple):
+    """The replay key of one call.
+
+    Attributes:
+        kind: ``llm`` or ``tool``.
+        agent: The calling agent.
+        inputs: Hash of the call's inputs (the request; the tool's name and arguments).
+        occurrence: How many times the agent made this exact call before (0 the first time).
+        id: The key recorded in the trace (``attrs.key``).
+    """
+
+    kind: CallKind
+    agent: str
+    inputs: str
+    occurrence: int
+    id: str
+
+    @staticmethod
+    def llm_inputs(request: LLMRequest) -> str:
+        """Hash of an LLM request's inputs (what its occurrences are counted by)."""
+        return hashlib.blake2b(request.fingerprint(), digest_size=8).hexdigest()
+
+    @staticmethod
+    def tool_inputs(name: str, args: Any) -> str:
+        """Hash of a tool call's inputs: the tool's name and arguments."""
+        return hashlib.blake2b(_ENC.encode([name, args]), digest_size=8).hexdigest()
+
+    @classmethod
+    def llm(cls, request: LLMRequest, occurrence: int) -> CallKey:
+        """The key of an LLM call (its id is :func:`~.backends.base.request_key`)."""
+        return cls(
+            "llm",
+            request.agent,
+            cls.llm_inputs(request),
+            occurrence,
+            request_key(request, occurrence),
+        )
+
+    @classmethod
+    def tool(cls, agent: str, name: str, args: Any, occurrence: int) -> CallKey:
+        """The key of a tool call of ``agent``."""
+        inputs = cls.tool_inputs(name, args)
+        digest = hashlib.blake2b(f"{agent}:{inputs}:{occurrence}".encode(), digest_size=16)
+        return cls("tool", agent, inputs, occurrence, digest.hexdigest())
+
+
+class ToolOutcome(NamedTuple):
+    """What a tool call gave: its value, or its error, and how long it took (seconds)."""
+
+    value: Any
+    error: str | None
+    latency: float
+
+
+class ReplayCache:
+    """Recorded answers of LLM and tool calls, by :class:`CallKey` (see the module docstring).
+
+    Entries are indexed by kind and recorded id, so keys rebuilt from a trace (which records
+    the id alone) and keys made by a running agent find the same entries.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[CallKind, str], LLMResponse | ToolOutcome] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, CallKey) and (key.kind, key.id) in self._entries
+
+    def __repr__(self) -> str:
+        llm = sum(k == "llm" for k, _ in self._entries)
+        return f"ReplayCache({llm} LLM answers, {len(self._entries) - llm} tool outputs)"
+
+    def llm(self, key: CallKey) -> LLMResponse | None:
+        """The recorded answer of an LLM call (``None`` when there is none)."""
+        entry = self._entries.get(("llm", key.id))
+        return entry if isinstance(entry, LLMResponse) else None
+
+    def tool(self, key: CallKey) -> ToolOutcome | None:
+        """The recorded outcome of a tool call (``None`` when there is none)."""
+        entry = self._entries.get(("tool", key.id))
+        return entry if isinstance(entry, ToolOutcome) else None
+
+    def put(self, key: CallKey, entry: LLMResponse | ToolOutcome) -> None:
+        """Store an answer (an :class:`LLMResponse` for ``llm`` keys, else a ToolOutcome)."""
+        want = LLMResponse if key.kind == "llm" else ToolOutcome
+        if not isinstance(entry, want):
+            raise TypeError(f"a {key.kind} call's entry is a {want.__name__}")
+        self._entries[(key.kind, key.id)] = entry
+
+    def redraw(self, ids: Iterable[str]) -> None:
+        """Forget the recorded answers of the LLM calls with these recorded ids."""
+        for i in ids:
+            self._entries.pop(("llm", i), None)
+
+    def copy(self) -> ReplayCache:
+        """A copy (entries are immutable, so forks of one trace can share them)."""
+        new = ReplayCache()
+        new._entries = dict(self._entries)
+        return new
+
+    @classmethod
+    def from_trace(cls, trace: Trace) -> ReplayCache:
+        """Every recorded nondeterministic input of ``trace``, by replay key."""
+        cache = cls()
+        results: dict[str, str] = {}
+        for edge in trace.edges:
+            if edge.type == "tool_dependency":
+                results[edge.src] = edge.dst
+        by_id = (
+            {e.id: e for e in trace.events}
+            if any(e.type == "tool_call" for e in trace.events)
+            else {}
+        )
+        entries = cache._entries
+        for e in trace.events:
+            attrs = e.attrs or {}
+            key = attrs.get("key")
+            if not key or not isinstance(key, str):
+                continue
+            if e.type == "llm_call":
+                entries[("llm", key)] = LLMResponse(
+                    text=e.content or "",
+                    answer=attrs.get("answer"),
+                    tokens_in=e.tokens_in,
+                    tokens_out=e.tokens_out,
+                    latency=e.dur,
+                    cost=e.cost,
+                    model=e.tool or "",
+                    error=e.error,
+                    confidence=attrs.get("confidence"),
+                )
+            elif e.type == "tool_call":
+                res = by_id.get(results.get(e.id, ""))
+                if res is None:
+                    continue
+                value = None
+                if res.error is None and res.content is not None:
+                    try:
+                        value = json.loads(res.content)
+                    except ValueError:
+                        value = res.content
+                entries[("tool", key)] = ToolOutcome(value, res.error, e.dur)
+        return cache
