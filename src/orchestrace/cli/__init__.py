@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "export": "orchestrace.cli.export",
     "bench": "orchestrace.cli.bench",
     "papers": "orchestrace.cli.papers",
+    "view": "orchestrace.cli.view",
 }
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for

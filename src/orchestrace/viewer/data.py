@@ -1,0 +1,1068 @@
+"""What the viewer page shows, computed from loaded traces: lanes, windows, paths, overlays, diffs.
+
+A :class:`TraceView` holds one trace as an Arrow table of its events (one row per event, in
+recording order) plus its compiled :class:`~orchestrace.trace.graph.TraceGraph`. The page never
+receives the whole trace: it asks for a *window* (a time range and the lanes on screen) and
+gets at most one event per lane and pixel column (the longest; the others are counted), so a
+100,000-event trace answers in a few milliseconds with a few thousand rows. Everything else the
+page shows is computed here once and cached: the spawn tree of lanes, the critical path with
+work, speedup and PARL Critical Steps, failure-mode detections and safety events as markers,
+reward and credit overlays, and the diff of a trace against its fork.
+
+Example:
+    >>> from orchestrace.trace.generate import generate_trace
+    >>> view = TraceView(generate_trace(agents=4, steps=60, seed=0), source="demo")
+    >>> s = view.summary()
+    >>> s["n_events"], s["n_lanes"] >= 4
+    (60, True)
+    >>> w = view.window(0.0, s["t_end"], px=800)
+    >>> w["total"]
+    60
+    >>> len(view.critical()["idx"]) > 0
+    True
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import math
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrace.errors import ConfigError, OrchestraceError, TraceError
+from orchestrace.trace.graph import EDGE_TYPES, EVENT_TYPES, TraceGraph
+from orchestrace.trace.model import Event, Trace
+
+__all__ = [
+    "CONTENT_PAGE",
+    "DIFF_STATUS",
+    "OVERLAYS",
+    "TraceView",
+    "diff_traces",
+    "load_credit_file",
+    "load_views",
+]
+
+#: Characters of content sent per request (the page asks for the next page on demand).
+CONTENT_PAGE = 65_536
+#: Diff status codes, as sent to the page.
+DIFF_STATUS = ("same", "retimed", "changed", "appeared", "disappeared")
+#: Overlays the page can ask for without a credit file; none re-executes the run.
+OVERLAYS = (
+    "credit:uniform",
+    "credit:discounted",
+    "reward:process",
+    "reward:message",
+)
+_TYPE_NAMES = [t.value for t in EVENT_TYPES]
+_EDGE_NAMES = [t.value for t in EDGE_TYPES]
+_TYPE_CODE = {n: i for i, n in enumerate(_TYPE_NAMES)}
+_SEQUENTIAL_ID = re.compile(r"e\d+\Z")
+_CREDIT_UNITS_FINEST = (
+    "token",
+    "action",
+    "message",
+    "turn",
+    "agent",
+    "role",
+    "orchestrator",
+    "team",
+)
+# fields compared by the diff, apart from timing
+_DIFF_FIELDS = (
+    "role",
+    "from_",
+    "to",
+    "tool",
+    "decision",
+    "step",
+    "content",
+    "content_ref",
+    "trusted",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "error",
+    "attrs",
+)
+
+
+def _pa() -> Any:
+    import pyarrow as pa
+
+    return pa
+
+
+def _pc() -> Any:
+    import pyarrow.compute as pc
+
+    return pc
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+class TraceView:
+    """One trace prepared for the viewer (see the module docs).
+
+    Args:
+        trace: The trace.
+        source: Where it came from (shown on the page).
+        note: A remark shown with it (e.g. that the file holds several traces).
+    """
+
+    def __init__(self, trace: Trace, *, source: str, note: str | None = None) -> None:
+        self.trace = trace
+        self.source = source
+        self.note = note
+        self.graph: TraceGraph = trace.graph
+        self._cache: dict[str, Any] = {}
+        #: Rows of a credit file (``orchestrace credit --json``) given for this trace.
+        self.credit_rows: list[dict[str, Any]] | None = None
+        self._build_lanes()
+        self._build_table()
+
+    # ------------------------------------------------------------------ construction
+    def _build_lanes(self) -> None:
+        from orchestrace.credit.base import agent_roles, root_agents
+
+        tr = self.trace
+        g = self.graph
+        names = g.names
+        roles = agent_roles(tr)
+        roots = root_agents(tr)
+        parents = {names[c]: names[p] for c, (p, _) in g.spawn_parents().items()}
+        acting = [names[c] for c in np.unique(g.agent_code).tolist()]
+        spawned = [names[c] for c in g.agent_codes().tolist()]
+        members = list(dict.fromkeys([*roots, *spawned, *acting]))
+        children: dict[str | None, list[str]] = defaultdict(list)
+        for name in members:
+            parent = parents.get(name)
+            if parent == name or parent not in members:
+                parent = None
+            children[parent].append(name)
+        order: list[tuple[str, int]] = []
+        seen: set[str] = set()
+        stack = [(name, 0) for name in reversed(children[None])]
+        while stack:
+            name, depth = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            order.append((name, depth))
+            stack.extend((c, depth + 1) for c in reversed(children.get(name, [])))
+        for name in members:  # a spawn cycle: still one lane each
+            if name not in seen:
+                order.append((name, 0))
+        lane_of = {name: i for i, (name, _) in enumerate(order)}
+        ac = g.agent_code
+        n_codes = len(names)
+        counts = np.bincount(ac, minlength=n_codes) if g.n else np.zeros(n_codes, dtype=np.int64)
+        first = np.full(n_codes, np.inf)
+        last = np.full(n_codes, -np.inf)
+        if g.n:
+            np.minimum.at(first, ac, g.t)
+            np.maximum.at(last, ac, g.t + g.dur)
+        tools = set(np.flatnonzero(g.tool_mask()).tolist()) if g.n else set()
+        code_of = {name: c for c, name in enumerate(names)}
+        lanes = []
+        for i, (name, depth) in enumerate(order):
+            code = code_of.get(name, -1)
+            parent = parents.get(name)
+            lanes.append(
+                {
+                    "i": i,
+                    "name": name,
+                    "role": "tool" if code in tools else roles.get(name, "agent"),
+                    "parent": lane_of.get(parent, -1) if parent is not None else -1,
+                    "depth": depth,
+                    "n": int(counts[code]) if code >= 0 else 0,
+                    "t0": _finite(float(first[code])) if code >= 0 else None,
+                    "t1": _finite(float(last[code])) if code >= 0 else None,
+                }
+            )
+        self.lanes = lanes
+        self.lane_of = lane_of
+        code_to_lane = np.full(max(n_codes, 1), -1, dtype=np.int32)
+        for name, i in lane_of.items():
+            if name in code_of:
+                code_to_lane[code_of[name]] = i
+        self.event_lane = code_to_lane[ac] if g.n else np.zeros(0, dtype=np.int32)
+
+    def _build_table(self) -> None:
+        pa = _pa()
+        ev = self.trace.events
+        g = self.graph
+        n = g.n
+        self.t = np.asarray(g.t, dtype=np.float64)
+        self.dur = np.asarray(g.dur, dtype=np.float64)
+        self.type_code = np.asarray(g.type_code, dtype=np.int8)
+        self.table = pa.table(
+            {
+                "idx": pa.array(np.arange(n, dtype=np.int32)),
+                "t": pa.array(self.t),
+                "end": pa.array(self.t + self.dur),
+                "dur": pa.array(self.dur),
+                "type": pa.array(self.type_code),
+                "lane": pa.array(self.event_lane.astype(np.int32)),
+                "id": pa.array([e.id for e in ev], pa.string()),
+                "agent": pa.array([e.agent for e in ev], pa.string()),
+                "text": pa.array([_search_text(e) for e in ev], pa.large_string()),
+            }
+        )
+
+    # ------------------------------------------------------------------ summary
+    @property
+    def n(self) -> int:
+        """Number of events."""
+        return self.graph.n
+
+    def summary(self) -> dict[str, Any]:
+        """Header fields, sizes, totals and the analyses' figures, JSON-ready."""
+        if "summary" in self._cache:
+            return dict(self._cache["summary"])
+        tr = self.trace
+        ends = self.t + self.dur
+        t_end = float(ends.max()) if self.n else 0.0
+        t_start = float(self.t.min()) if self.n else 0.0
+        from orchestrace.trace.check import check_trace
+
+        problems = check_trace(tr, partial=True)
+        type_counts = np.bincount(self.type_code, minlength=len(_TYPE_NAMES)) if self.n else []
+        out = {
+            "source": self.source,
+            "note": self.note,
+            "trace_id": tr.trace_id,
+            "task_id": tr.task_id,
+            "system": tr.system,
+            "topology": tr.topology,
+            "schema_version": tr.schema_version,
+            "n_events": self.n,
+            "n_edges": len(tr.edges),
+            "n_lanes": len(self.lanes),
+            "t_start": t_start,
+            "t_end": t_end,
+            "tokens": int(np.sum(self.graph.tokens_in) + np.sum(self.graph.tokens_out)),
+            "cost": float(np.sum(self.graph.cost)),
+            "rewards": {k: _finite(v) for k, v in tr.rewards.items()},
+            "metrics": {k: _finite(v) for k, v in tr.metrics.items()},
+            "costs": {k: _finite(v) for k, v in tr.costs.items()},
+            "partial": bool(tr.meta.get("partial", False)) if isinstance(tr.meta, dict) else False,
+            "fork_of": _fork_of(tr),
+            "types": _TYPE_NAMES,
+            "edge_types": _EDGE_NAMES,
+            "type_counts": [int(x) for x in type_counts],
+            "roles": sorted({lane["role"] for lane in self.lanes}),
+            "problems": [str(p) for p in problems[:20]],
+            "n_problems": len(problems),
+        }
+        self._cache["summary"] = out
+        return dict(out)
+
+    # ------------------------------------------------------------------ windows
+    def _mask(
+        self,
+        t0: float,
+        t1: float,
+        lanes: Sequence[int] | None,
+        types: Iterable[str] | None,
+        q: str | None,
+    ) -> Any:
+        pc = _pc()
+        tab = self.table
+        mask = pc.and_(pc.less_equal(tab["t"], t1), pc.greater_equal(tab["end"], t0))
+        if lanes is not None:
+            mask = pc.and_(mask, pc.is_in(tab["lane"], _pa().array(list(lanes), _pa().int32())))
+        if types is not None:
+            codes = [_TYPE_CODE[x] for x in types if x in _TYPE_CODE]
+            mask = pc.and_(mask, pc.is_in(tab["type"], _pa().array(codes, _pa().int8())))
+        if q:
+            mask = pc.and_(mask, pc.match_substring(tab["text"], q, ignore_case=True))
+        return mask
+
+    def window(
+        self,
+        t0: float,
+        t1: float,
+        *,
+        px: int = 1000,
+        lanes: Sequence[int] | None = None,
+        rows: Sequence[int] | None = None,
+        types: Iterable[str] | None = None,
+        q: str | None = None,
+        subset: str | None = None,
+        overlay: str | None = None,
+        unit: str | None = None,
+        edges_below: int = 4000,
+    ) -> dict[str, Any]:
+        """The events of ``[t0, t1]`` on ``lanes``, at most one per display row and pixel.
+
+        Args:
+            t0: Window start (seconds).
+            t1: Window end.
+            px: Pixel columns the window is drawn on.
+            lanes: Lanes asked for (default: all).
+            rows: Display row of each lane in ``lanes`` (collapsed lanes share a row).
+            types: Event types to keep (default: all).
+            q: Keep events whose id, agent, type, tool, role or content contain this text
+                (case-insensitive).
+            subset: ``"disappeared"`` / ``"changed"``: only the events of this diff status
+                (of the diff this view takes part in).
+            overlay: Add each shown event's value of this overlay (see :meth:`overlay`).
+            unit: The overlay's credit unit.
+            edges_below: Send the edges among the events when at most this many are shown.
+
+        Returns:
+            Columns ``idx``, ``t``, ``dur``, ``type``, ``lane``, ``row``, ``count`` (events the
+            shown one stands for), with ``total`` (events matching) and ``edges``.
+        """
+        pc = _pc()
+        if not (math.isfinite(t0) and math.isfinite(t1)) or t1 < t0:
+            raise ConfigError(f"window [{t0}, {t1}] is not a time range; give t0 <= t1")
+        px = max(1, min(int(px), 20_000))
+        mask = self._mask(t0, t1, lanes, types, q)
+        if subset is not None:
+            status = self._cache.get("diff_status")
+            want = DIFF_STATUS.index(subset) if subset in DIFF_STATUS else -1
+            if status is None or want < 0:
+                return _empty_window()
+            mask = pc.and_(mask, _pa().array(status == want))
+        picked = self.table.filter(mask)
+        total = picked.num_rows
+        idx = picked["idx"].to_numpy()
+        lane = picked["lane"].to_numpy()
+        if rows is not None and lanes is not None:
+            row_of = np.full(len(self.lanes) + 1, -1, dtype=np.int64)
+            row_of[np.asarray(list(lanes), dtype=np.int64)] = np.asarray(list(rows), dtype=np.int64)
+            row = row_of[lane]
+        else:
+            row = lane.astype(np.int64)
+        t = self.t[idx]
+        dur = self.dur[idx]
+        span = max(t1 - t0, 1e-12)
+        col = np.clip(((t - t0) / span * px).astype(np.int64), 0, px - 1)
+        key = row * px + col
+        count = np.ones(len(idx), dtype=np.int64)
+        if total > 0:
+            order = np.lexsort((-dur, key))
+            key_sorted = key[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = key_sorted[1:] != key_sorted[:-1]
+            starts = np.flatnonzero(first)
+            count = np.diff(np.append(starts, len(order)))
+            keep = order[starts]
+            keep_sorted = np.argsort(idx[keep], kind="stable")
+            keep = keep[keep_sorted]
+            count = count[keep_sorted]
+            idx, t, dur, lane, row = idx[keep], t[keep], dur[keep], lane[keep], row[keep]
+        out: dict[str, Any] = {
+            "t0": t0,
+            "t1": t1,
+            "px": px,
+            "total": int(total),
+            "idx": idx.tolist(),
+            "t": t.tolist(),
+            "dur": dur.tolist(),
+            "type": self.type_code[idx].tolist(),
+            "lane": lane.tolist(),
+            "row": row.tolist(),
+            "count": count.tolist(),
+            "edges": self.edges_among(idx) if len(idx) <= edges_below else None,
+        }
+        if overlay:
+            vals = self.overlay_values(overlay, unit)[idx]
+            out["value"] = [None if math.isnan(v) else v for v in vals.tolist()]
+        return out
+
+    def edges_among(self, idx: Any) -> dict[str, Any]:
+        """Edges with an end among events ``idx``, with both ends' time and lane."""
+        g = self.graph
+        idx = np.asarray(idx, dtype=np.int64)
+        if not len(g.src) or not len(idx):
+            return {"src": [], "dst": [], "type": [], "ends": {}}
+        chosen = np.zeros(g.n, dtype=bool)
+        chosen[idx] = True
+        ok = (g.src >= 0) & (g.dst >= 0)
+        src = np.where(ok, g.src, 0)
+        dst = np.where(ok, g.dst, 0)
+        sel = ok & (chosen[src] | chosen[dst])
+        s, d = g.src[sel], g.dst[sel]
+        ends = np.unique(np.concatenate([s, d]))
+        return {
+            "src": s.tolist(),
+            "dst": d.tolist(),
+            "type": g.edge_code[sel].tolist(),
+            "ends": {
+                "idx": ends.tolist(),
+                "t": self.t[ends].tolist(),
+                "dur": self.dur[ends].tolist(),
+                "lane": self.event_lane[ends].tolist(),
+            },
+        }
+
+    def search(self, q: str, limit: int = 1000) -> dict[str, Any]:
+        """Events whose text contains ``q`` (case-insensitive): the first ``limit`` and a count."""
+        if not q:
+            return {"q": q, "total": 0, "idx": []}
+        pc = _pc()
+        mask = pc.match_substring(self.table["text"], q, ignore_case=True)
+        hit = self.table.filter(mask)["idx"].to_numpy()
+        return {"q": q, "total": len(hit), "idx": hit[:limit].tolist()}
+
+    def interaction_graph(
+        self,
+        *,
+        mode: str = "agents",
+        t0: float | None = None,
+        t1: float | None = None,
+        lanes: Sequence[int] | None = None,
+        types: Iterable[str] | None = None,
+        q: str | None = None,
+        limit: int = 400,
+    ) -> dict[str, Any]:
+        """Nodes and edges for the graph view.
+
+        ``mode="agents"``: one node per lane, the spawn tree, and every edge between two
+        agents' events counted by type (``critical``: the critical path crosses it).
+        ``mode="events"``: the first ``limit`` events of the window (filters applied) and
+        the edges among them.
+        """
+        g = self.graph
+        crit = self.critical()["idx"]
+        if mode == "events":
+            lo = float(self.t.min()) if self.n and t0 is None else (t0 or 0.0)
+            hi = float((self.t + self.dur).max()) if self.n and t1 is None else (t1 or 0.0)
+            mask = self._mask(lo, hi, lanes, types, q)
+            idx = self.table.filter(mask)["idx"].to_numpy()
+            total = len(idx)
+            idx = np.sort(idx)[: max(1, limit)]
+            chosen = np.zeros(g.n, dtype=bool)
+            chosen[idx] = True
+            cset = set(crit)
+            ok = (g.src >= 0) & (g.dst >= 0)
+            src, dst = np.where(ok, g.src, 0), np.where(ok, g.dst, 0)
+            sel = ok & chosen[src] & chosen[dst]
+            events = self.trace.events
+            return {
+                "mode": "events",
+                "total": int(total),
+                "nodes": [
+                    {
+                        "idx": int(i),
+                        "label": events[i].id,
+                        "type": events[i].type,
+                        "lane": int(self.event_lane[i]),
+                        "critical": int(i) in cset,
+                    }
+                    for i in idx.tolist()
+                ],
+                "edges": [
+                    {
+                        "src": int(s),
+                        "dst": int(d),
+                        "type": _EDGE_NAMES[int(c)],
+                        "critical": False,
+                    }
+                    for s, d, c in zip(
+                        g.src[sel].tolist(),
+                        g.dst[sel].tolist(),
+                        g.edge_code[sel].tolist(),
+                        strict=True,
+                    )
+                ],
+                "critical_pairs": [[a, b] for a, b in itertools.pairwise(crit)],
+            }
+        lane = self.event_lane
+        ok = (g.src >= 0) & (g.dst >= 0)
+        s_l = lane[np.where(ok, g.src, 0)][ok]
+        d_l = lane[np.where(ok, g.dst, 0)][ok]
+        codes = g.edge_code[ok]
+        cross = s_l != d_l
+        n_l = max(len(self.lanes), 1)
+        key = (s_l[cross].astype(np.int64) * n_l + d_l[cross]) * len(_EDGE_NAMES) + codes[cross]
+        uniq, counts = np.unique(key, return_counts=True)
+        crit_lanes = lane[np.asarray(crit, dtype=np.int64)].tolist() if crit else []
+        crit_pairs = {(a, b) for a, b in itertools.pairwise(crit_lanes) if a != b}
+        edges = []
+        for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+            pair, code = divmod(k, len(_EDGE_NAMES))
+            a, b = divmod(pair, n_l)
+            edges.append(
+                {
+                    "src": a,
+                    "dst": b,
+                    "type": _EDGE_NAMES[code],
+                    "count": c,
+                    "critical": (a, b) in crit_pairs,
+                }
+            )
+        for ln in self.lanes:
+            if ln["parent"] >= 0 and not any(
+                e["src"] == ln["parent"] and e["dst"] == ln["i"] and e["type"] == "spawn"
+                for e in edges
+            ):
+                edges.append(
+                    {
+                        "src": ln["parent"],
+                        "dst": ln["i"],
+                        "type": "spawn",
+                        "count": 1,
+                        "critical": False,
+                    }
+                )
+        return {
+            "mode": "agents",
+            "total": len(self.lanes),
+            "nodes": [
+                {
+                    "idx": ln["i"],
+                    "label": ln["name"],
+                    "type": ln["role"],
+                    "lane": ln["i"],
+                    "critical": ln["i"] in set(crit_lanes),
+                    "n": ln["n"],
+                }
+                for ln in self.lanes
+            ],
+            "edges": edges,
+        }
+
+    # ------------------------------------------------------------------ one event
+    def index(self, ref: str) -> int:
+        """Index of an event given by index (``"12"``) or id (``"e13"``)."""
+        if ref.isdigit() and int(ref) < self.n:
+            return int(ref)
+        try:
+            return self.graph.index_of(ref)
+        except (KeyError, TraceError):
+            raise ConfigError(f"no event {ref[:80]!r} in trace {self.trace.trace_id!r}") from None
+
+    def event(self, i: int, *, offset: int = 0, limit: int = CONTENT_PAGE) -> dict[str, Any]:
+        """Every field of event ``i``, a page of its content, its attrs and its edges.
+
+        Raises:
+            ConfigError: No such event.
+        """
+        if not 0 <= i < self.n:
+            raise ConfigError(f"no event at index {i}; the trace has {self.n} events")
+        e = self.trace.events[i]
+        content = e.content or ""
+        offset = max(0, min(offset, len(content)))
+        page = content[offset : offset + max(0, limit)]
+        attrs_text = None
+        if e.attrs is not None:
+            attrs_text = json.dumps(e.attrs, indent=1, ensure_ascii=False, default=str)
+        g = self.graph
+        ins = np.flatnonzero(g.dst == i)
+        outs = np.flatnonzero(g.src == i)
+        events = self.trace.events
+
+        def edge(k: int, other: int) -> dict[str, Any]:
+            o = events[other] if other >= 0 else None
+            return {
+                "type": _EDGE_NAMES[int(g.edge_code[k])],
+                "idx": other,
+                "id": o.id
+                if o is not None
+                else g.edge_ref(k, "src" if other == g.src[k] else "dst"),
+                "agent": o.agent if o is not None else None,
+                "event_type": o.type if o is not None else None,
+            }
+
+        lane = int(self.event_lane[i]) if self.n else -1
+        return {
+            "idx": i,
+            "id": e.id,
+            "type": e.type,
+            "agent": e.agent,
+            "role": e.role or (self.lanes[lane]["role"] if lane >= 0 else None),
+            "lane": lane,
+            "t": e.t,
+            "dur": e.dur,
+            "end": e.end,
+            "from": e.from_,
+            "to": e.to,
+            "tool": e.tool,
+            "decision": e.decision,
+            "step": e.step,
+            "trusted": e.trusted,
+            "tokens_in": e.tokens_in,
+            "tokens_out": e.tokens_out,
+            "cost": e.cost,
+            "error": e.error,
+            "content_ref": e.content_ref,
+            "content": page,
+            "content_offset": offset,
+            "content_length": len(content),
+            "has_content": e.content is not None,
+            "attrs": attrs_text[:CONTENT_PAGE] if attrs_text is not None else None,
+            "attrs_length": len(attrs_text) if attrs_text is not None else 0,
+            "in": [edge(k, int(g.src[k])) for k in ins[:200].tolist()],
+            "out": [edge(k, int(g.dst[k])) for k in outs[:200].tolist()],
+            "n_in": len(ins),
+            "n_out": len(outs),
+            "on_critical_path": i in self._critical_set(),
+            "diff": self._diff_of(i),
+        }
+
+    # ------------------------------------------------------------------ analyses
+    def critical(self) -> dict[str, Any]:
+        """The critical path (indices, times, lanes) with work, speedup and Critical Steps."""
+        if "critical" in self._cache:
+            return dict(self._cache["critical"])
+        g = self.graph
+        try:
+            cp = g.critical_path()
+            steps = g.step_structure()
+            crit_steps: int | None = steps.critical_steps()
+            total_steps: int | None = steps.total_steps
+            error = None
+        except (OrchestraceError, ValueError, IndexError) as err:
+            cp = None
+            crit_steps = total_steps = None
+            error = f"no critical path: {str(err).splitlines()[0][:300]}"
+        idx = np.asarray(cp.indices if cp else (), dtype=np.int64)
+        work = g.work()
+        out = {
+            "idx": idx.tolist(),
+            "t": self.t[idx].tolist(),
+            "dur": self.dur[idx].tolist(),
+            "lane": self.event_lane[idx].tolist(),
+            "length": cp.length if cp else None,
+            "work": work,
+            "speedup": (work / cp.length if cp.length > 0 else 1.0) if cp else None,
+            "critical_steps": crit_steps,
+            "total_steps": total_steps,
+            "error": error,
+        }
+        self._cache["critical"] = out
+        return dict(out)
+
+    def _critical_set(self) -> set[int]:
+        if "critical_set" not in self._cache:
+            self._cache["critical_set"] = set(self.critical()["idx"])
+        out: set[int] = self._cache["critical_set"]
+        return out
+
+    def markers(self) -> dict[str, Any]:
+        """Failure-mode detections, safety events and failed actions, as event markers."""
+        if "markers" in self._cache:
+            return dict(self._cache["markers"])
+        from orchestrace.bench.taxonomy import detect
+
+        items: list[dict[str, Any]] = []
+        try:
+            findings = detect(self.trace)
+            detect_error = None
+        except Exception as err:  # a detector that cannot read an unusual trace
+            findings = []
+            detect_error = f"failure-mode detection skipped: {type(err).__name__}: {str(err)[:200]}"
+        lookup = self._lookup()
+        for f in findings:
+            for eid in f.events:
+                i = lookup.get(eid)
+                if i is not None:
+                    items.append(
+                        {
+                            "idx": i,
+                            "kind": "failure",
+                            "label": f"{f.mast} {f.mode}".strip(),
+                            "detail": f.detail,
+                        }
+                    )
+        for i, e in enumerate(self.trace.events):
+            if e.type == "safety_event":
+                items.append(
+                    {
+                        "idx": i,
+                        "kind": "safety",
+                        "label": "safety event",
+                        "detail": (e.content or "")[:300],
+                    }
+                )
+            elif e.error is not None:
+                items.append(
+                    {"idx": i, "kind": "error", "label": "failed", "detail": e.error[:300]}
+                )
+        if len(items) > 20_000:
+            items = items[:20_000]
+        for it in items:
+            it["t"] = float(self.t[it["idx"]])
+            it["lane"] = int(self.event_lane[it["idx"]])
+        out = {
+            "items": items,
+            "findings": [f.to_dict() for f in findings[:500]],
+            "error": detect_error,
+        }
+        self._cache["markers"] = out
+        return dict(out)
+
+    def _lookup(self) -> dict[str, int]:
+        if "lookup" not in self._cache:
+            self._cache["lookup"] = {e.id: i for i, e in enumerate(self.trace.events)}
+        out: dict[str, int] = self._cache["lookup"]
+        return out
+
+    # ------------------------------------------------------------------ overlays
+    def overlay(
+        self, kind: str, *, unit: str | None = None, credit_rows: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """A value per event for the colour scale.
+
+        Args:
+            kind: ``"credit:file"`` (rows given in ``credit_rows``), ``"credit:uniform"`` or
+                ``"credit:discounted"`` (computed here, neither re-executes the run),
+                ``"reward:process"`` (R4 step scores) or ``"reward:message"`` (R6 signals).
+            unit: Credit unit (default: ``agent``; for a file, its finest unit).
+            credit_rows: ``{unit, id, value}`` rows of ``orchestrace credit --json``.
+
+        Raises:
+            ConfigError: Unknown overlay or unit, or no file rows for ``credit:file``.
+        """
+        key = f"overlay:{kind}:{unit}"
+        if key in self._cache:
+            return dict(self._cache[key])
+        if credit_rows is None and kind == "credit:file":
+            credit_rows = self.credit_rows
+        values: dict[int, float] = {}
+        label = kind
+        if kind == "credit:file":
+            if not credit_rows:
+                raise ConfigError(
+                    "no credit file was given; start the viewer with --credit FILE (the "
+                    "output of `orchestrace credit TRACE --json`)"
+                )
+            present = {r["unit"] for r in credit_rows}
+            unit = unit or next((u for u in _CREDIT_UNITS_FINEST if u in present), "agent")
+            rows = {r["id"]: float(r["value"]) for r in credit_rows if r["unit"] == unit}
+            values = self._spread(unit, rows)
+            label = f"credit ({unit}, from file)"
+        elif kind in ("credit:uniform", "credit:discounted"):
+            from orchestrace.credit import make_assigner
+
+            unit = unit or "agent"
+            method = kind.split(":", 1)[1]
+            table = make_assigner(method).assign(self.trace, unit)
+            values = self._spread(unit, table.by_unit(unit))
+            label = f"credit ({unit}, {method})"
+        elif kind == "reward:process":
+            from orchestrace.rewards.families import step_scores
+
+            lookup = self._lookup()
+            values = {lookup[k]: v for k, v in step_scores(self.trace).items() if k in lookup}
+            label = "process reward (R4 step scores)"
+        elif kind == "reward:message":
+            from orchestrace.rewards.families import message_signals
+
+            lookup = self._lookup()
+            values = {lookup[k]: v for k, v in message_signals(self.trace).items() if k in lookup}
+            label = "message signal (R6)"
+        else:
+            raise ConfigError(
+                f"unknown overlay {kind[:40]!r}; use one of credit:file, {', '.join(OVERLAYS)}"
+            )
+        arr = np.full(self.n, np.nan)
+        finite = {i: v for i, v in values.items() if math.isfinite(v)}
+        if finite:
+            arr[np.fromiter(finite, dtype=np.int64, count=len(finite))] = list(finite.values())
+        vals = list(finite.values())
+        out = {
+            "kind": kind,
+            "unit": unit,
+            "label": label,
+            "n": len(vals),
+            "min": min(vals) if vals else 0.0,
+            "max": max(vals) if vals else 0.0,
+            "rewards": {k: _finite(v) for k, v in self.trace.rewards.items()},
+        }
+        self._cache[key + ":values"] = arr
+        self._cache[key] = out
+        return dict(out)
+
+    def overlay_values(self, kind: str, unit: str | None = None) -> np.ndarray:
+        """The overlay's value per event (NaN where it has none)."""
+        self.overlay(kind, unit=unit)
+        out: np.ndarray = self._cache[f"overlay:{kind}:{unit}:values"]
+        return out
+
+    def _spread(self, unit: str, rows: dict[str, float]) -> dict[int, float]:
+        """Give every event the credit of the unit it belongs to."""
+        from orchestrace.credit.base import unit_members
+
+        members = unit_members(self.trace, unit)
+        out: dict[int, float] = {}
+        if unit == "token":  # an llm_call holds many token units: show their sum
+            for uid, value in rows.items():
+                for i in members.get(uid, ()):
+                    out[i] = out.get(i, 0.0) + value
+            return out
+        for uid, value in rows.items():
+            for i in members.get(uid, ()):
+                out[i] = value
+        return out
+
+    # ------------------------------------------------------------------ diff
+    def _diff_of(self, i: int) -> dict[str, Any] | None:
+        status = self._cache.get("diff_status")
+        if status is None:
+            return None
+        other = self._cache["diff_other"][i]
+        fields = self._cache["diff_fields"].get(i)
+        return {"status": DIFF_STATUS[int(status[i])], "other": other, "fields": fields}
+
+
+def _search_text(e: Event) -> str:
+    parts = [e.id, e.agent, e.type, e.tool or "", e.role or "", e.content or ""]
+    return "\x1f".join(parts)
+
+
+def _fork_of(tr: Trace) -> str | None:
+    fork = tr.meta.get("fork") if isinstance(tr.meta, dict) else None
+    of = fork.get("of") if isinstance(fork, dict) else None
+    return of if isinstance(of, str) else None
+
+
+def _empty_window() -> dict[str, Any]:
+    return {
+        "total": 0,
+        "idx": [],
+        "t": [],
+        "dur": [],
+        "type": [],
+        "lane": [],
+        "row": [],
+        "count": [],
+        "edges": None,
+    }
+
+
+# ---------------------------------------------------------------------- diff
+def _fields(e: Event) -> tuple[Any, ...]:
+    return tuple(
+        json.dumps(getattr(e, f), sort_keys=True, default=str) if f == "attrs" else getattr(e, f)
+        for f in _DIFF_FIELDS
+    )
+
+
+def diff_traces(a: TraceView, b: TraceView) -> dict[str, Any]:
+    """Match the events of ``a`` (an original) and ``b`` (e.g. its fork); mark what differs.
+
+    Events are paired by id first, when the id names the same agent and type in both traces
+    (the runtime's sequential ``e<N>`` ids are not used: a fork re-executes the run and numbers
+    its events afresh). The rest are paired in order within each agent's events of one type,
+    by an alignment of their contents, so one inserted or dropped event does not shift every
+    later one. A pair whose fields differ is ``changed`` (``retimed`` when only ``t``/``dur``
+    differ); an unpaired event of ``b`` ``appeared``, one of ``a`` ``disappeared``. The result
+    is also kept on both views (their windows can then be limited to one status).
+
+    Returns:
+        Counts per status, and for each side the indices of the events not ``same``, with
+        their status, partner index and the fields that differ.
+
+    Example:
+        >>> from orchestrace.trace.generate import generate_trace
+        >>> tr = generate_trace(agents=3, steps=20, seed=0)
+        >>> e = tr.events[5]
+        >>> import msgspec
+        >>> edited = tr.replace(events=tuple(
+        ...     msgspec.structs.replace(x, content="new") if x.id == e.id else x for x in tr.events))
+        >>> d = diff_traces(TraceView(tr, source="a"), TraceView(edited, source="b"))
+        >>> d["counts"]["changed"], d["counts"]["appeared"], d["counts"]["disappeared"]
+        (1, 0, 0)
+    """
+    ea, eb = a.trace.events, b.trace.events
+    pair_a = np.full(len(ea), -1, dtype=np.int64)
+    pair_b = np.full(len(eb), -1, dtype=np.int64)
+    sequential = all(_SEQUENTIAL_ID.match(e.id) for e in ea) and all(
+        _SEQUENTIAL_ID.match(e.id) for e in eb
+    )
+    if not sequential:
+        where_b = {e.id: j for j, e in enumerate(eb)}
+        for i, e in enumerate(ea):
+            j = where_b.get(e.id)
+            if j is not None and pair_b[j] < 0 and eb[j].agent == e.agent and eb[j].type == e.type:
+                pair_a[i], pair_b[j] = j, i
+    streams_a: dict[tuple[str, str], list[int]] = defaultdict(list)
+    streams_b: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, e in enumerate(ea):
+        if pair_a[i] < 0:
+            streams_a[(e.agent, e.type)].append(i)
+    for j, e in enumerate(eb):
+        if pair_b[j] < 0:
+            streams_b[(e.agent, e.type)].append(j)
+    for key, ia in streams_a.items():
+        jb = streams_b.get(key)
+        if not jb:
+            continue
+        sa = [_fields(ea[i]) for i in ia]
+        sb = [_fields(eb[j]) for j in jb]
+        sm = difflib.SequenceMatcher(None, sa, sb, autojunk=False)
+        for op, a0, a1, b0, b1 in sm.get_opcodes():
+            if op in ("equal", "replace"):
+                for x, y in zip(range(a0, a1), range(b0, b1), strict=False):
+                    pair_a[ia[x]], pair_b[jb[y]] = jb[y], ia[x]
+    status_a = np.zeros(len(ea), dtype=np.int8)
+    status_b = np.zeros(len(eb), dtype=np.int8)
+    fields_a: dict[int, list[str]] = {}
+    fields_b: dict[int, list[str]] = {}
+    for i, e in enumerate(ea):
+        j = int(pair_a[i])
+        if j < 0:
+            status_a[i] = DIFF_STATUS.index("disappeared")
+            continue
+        f = eb[j]
+        changed = [
+            ("from" if name == "from_" else name)
+            for name, x, y in zip(_DIFF_FIELDS, _fields(e), _fields(f), strict=True)
+            if x != y
+        ]
+        timing = [name for name in ("t", "dur") if getattr(e, name) != getattr(f, name)]
+        if changed:
+            code = DIFF_STATUS.index("changed")
+        elif timing:
+            code = DIFF_STATUS.index("retimed")
+        else:
+            code = 0
+        status_a[i] = status_b[j] = code
+        if changed or timing:
+            fields_a[i] = fields_b[j] = changed + timing
+    status_b[pair_b < 0] = DIFF_STATUS.index("appeared")
+    for view, status, pair, fields in (
+        (a, status_a, pair_a, fields_a),
+        (b, status_b, pair_b, fields_b),
+    ):
+        view._cache["diff_status"] = status
+        view._cache["diff_other"] = pair.tolist()
+        view._cache["diff_fields"] = fields
+
+    def side(status: np.ndarray, pair: np.ndarray, fields: dict[int, list[str]]) -> dict[str, Any]:
+        idx = np.flatnonzero(status != 0)
+        return {
+            "idx": idx.tolist(),
+            "status": status[idx].tolist(),
+            "other": pair[idx].tolist(),
+            "fields": [fields.get(int(i), []) for i in idx.tolist()],
+        }
+
+    counts = {name: 0 for name in DIFF_STATUS}
+    for code, k in zip(*np.unique(status_a, return_counts=True), strict=True):
+        if DIFF_STATUS[int(code)] != "appeared":
+            counts[DIFF_STATUS[int(code)]] += int(k)
+    counts["appeared"] = int(np.sum(status_b == DIFF_STATUS.index("appeared")))
+    return {
+        "statuses": list(DIFF_STATUS),
+        "a": {"trace_id": a.trace.trace_id, "source": a.source},
+        "b": {"trace_id": b.trace.trace_id, "source": b.source},
+        "counts": counts,
+        "matched_by": "position in each agent's events of a type"
+        if sequential
+        else "id, then position in each agent's events of a type",
+        "side_a": side(status_a, pair_a, fields_a),
+        "side_b": side(status_b, pair_b, fields_b),
+    }
+
+
+# ---------------------------------------------------------------------- loading
+def load_views(path: str | os.PathLike[str], *, trace_id: str | None = None) -> TraceView:
+    """Load the trace of ``path`` that the viewer shows (the first, or ``trace_id``).
+
+    Any file the project reads works: native JSON, JSONL (trace lines or a recording, also one
+    still being written), Parquet datasets, survey-schema JSON and the import formats.
+
+    Raises:
+        TraceFormatError: The file cannot be read (the message names the place and the fix).
+        ConfigError: ``trace_id`` is not in the file, or the file holds no trace.
+    """
+    from orchestrace.io import load_all
+
+    shown = os.fspath(path)
+    traces = load_all(path, check=False, partial=True)
+    if not traces:
+        raise ConfigError(f"{shown}: holds no trace; record or convert one first")
+    note = None
+    if trace_id is not None:
+        chosen = [t for t in traces if t.trace_id == trace_id]
+        if not chosen:
+            ids = ", ".join(repr(t.trace_id[:40]) for t in traces[:5])
+            raise ConfigError(
+                f"{shown}: no trace {trace_id[:80]!r}; --trace-id takes one of {ids}"
+                + (" ..." if len(traces) > 5 else "")
+            )
+        tr = chosen[0]
+    else:
+        tr = traces[0]
+        if len(traces) > 1:
+            note = (
+                f"{shown} holds {len(traces)} traces; showing the first "
+                f"({tr.trace_id}); choose another with --trace-id ID"
+            )
+    return TraceView(tr, source=shown, note=note)
+
+
+def load_credit_file(path: str | os.PathLike[str], view: TraceView) -> list[dict[str, Any]]:
+    """Read ``orchestrace credit --json`` output: one ``{unit, id, value}`` row per line.
+
+    Raises:
+        ConfigError: The file cannot be read, a line is not such a row (its number is named),
+            or no row names a unit of the trace.
+    """
+    from orchestrace.credit.base import UNITS, unit_members
+
+    shown = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
+        raise ConfigError(
+            f"--credit {shown}: cannot read it ({reason}); give the file written by "
+            "`orchestrace credit TRACE --json > FILE`"
+        ) from None
+    rows: list[dict[str, Any]] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        ok = (
+            isinstance(row, dict)
+            and row.get("unit") in UNITS
+            and isinstance(row.get("id"), str)
+            and isinstance(row.get("value"), int | float)
+            and not isinstance(row.get("value"), bool)
+            and math.isfinite(float(row["value"]))
+        )
+        if not ok:
+            raise ConfigError(
+                f"--credit {shown}:{lineno}: not a credit row (expected "
+                '{"unit": ..., "id": ..., "value": <number>}); give the output of '
+                "`orchestrace credit TRACE --json`"
+            )
+        assert isinstance(row, dict)
+        rows.append(row)
+    if not rows:
+        raise ConfigError(
+            f"--credit {shown}: holds no credit rows; write it with "
+            "`orchestrace credit TRACE --json > FILE`"
+        )
+    known = 0
+    for unit in {r["unit"] for r in rows}:
+        ids = set(unit_members(view.trace, unit))
+        known += sum(1 for r in rows if r["unit"] == unit and r["id"] in ids)
+    if not known:
+        raise ConfigError(
+            f"--credit {shown}: none of its {len(rows)} rows names a unit of trace "
+            f"{view.trace.trace_id[:80]!r}; compute it for this trace with "
+            f"`orchestrace credit {view.source} --json`"
+        )
+    return rows

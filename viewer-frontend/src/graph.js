@@ -1,0 +1,123 @@
+// The interaction graph: agents (spawn tree and the edges between their events) or the events
+// of the current window, laid out in layers by dagre and drawn as SVG (text nodes only).
+import dagre from "@dagrejs/dagre";
+import { EDGE_COLOURS, TYPE_COLOURS, clear, short } from "./util.js";
+
+const NS = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs) {
+  const n = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v != null) n.setAttribute(k, String(v));
+  return n;
+}
+
+export class GraphView {
+  constructor(root, hooks) {
+    this.root = root;
+    this.hooks = hooks;
+    this.svg = svg("svg", { class: "graph-svg", role: "img", "aria-label": "interaction graph" });
+    root.append(this.svg);
+    this.data = null;
+    this.scale = 1;
+    this.offset = [0, 0];
+    this.drag = null;
+    this.svg.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const f = Math.exp(-ev.deltaY * 0.0015);
+      const r = this.svg.getBoundingClientRect();
+      const mx = ev.clientX - r.left, my = ev.clientY - r.top;
+      this.offset = [mx - (mx - this.offset[0]) * f, my - (my - this.offset[1]) * f];
+      this.scale *= f;
+      this.applyTransform();
+    }, { passive: false });
+    this.svg.addEventListener("mousedown", (ev) => { this.drag = [ev.clientX, ev.clientY, ...this.offset]; });
+    window.addEventListener("mouseup", () => { this.drag = null; });
+    window.addEventListener("mousemove", (ev) => {
+      if (!this.drag) return;
+      this.offset = [this.drag[2] + ev.clientX - this.drag[0], this.drag[3] + ev.clientY - this.drag[1]];
+      this.applyTransform();
+    });
+  }
+
+  applyTransform() {
+    if (this.g) this.g.setAttribute("transform", `translate(${this.offset[0]},${this.offset[1]}) scale(${this.scale})`);
+  }
+
+  render(data, { selected, lanes, diffStatus } = {}) {
+    this.data = data;
+    clear(this.svg);
+    const defs = svg("defs");
+    for (const [name, colour] of Object.entries({ ...EDGE_COLOURS, critical: "#d9480f" })) {
+      const m = svg("marker", { id: `arrow-${name}`, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" });
+      m.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: colour }));
+      defs.append(m);
+    }
+    this.svg.append(defs);
+    const g = new dagre.graphlib.Graph({ multigraph: true });
+    const agents = data.mode === "agents";
+    g.setGraph({ rankdir: agents ? "TB" : "LR", nodesep: agents ? 18 : 10, ranksep: agents ? 40 : 28, marginx: 10, marginy: 10 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const n of data.nodes) {
+      const label = agents ? short(n.label, 22) : short(n.label, 14);
+      g.setNode(String(n.idx), { width: Math.max(44, label.length * 7 + 14), height: agents ? 34 : 22, label, n });
+    }
+    const critPairs = new Set((data.critical_pairs || []).map(([a, b]) => `${a}-${b}`));
+    data.edges.forEach((e, k) => {
+      if (!g.hasNode(String(e.src)) || !g.hasNode(String(e.dst)) || e.src === e.dst) return;
+      g.setEdge(String(e.src), String(e.dst), { e, critical: e.critical || critPairs.has(`${e.src}-${e.dst}`) }, String(k));
+    });
+    dagre.layout(g);
+    const root = svg("g");
+    this.g = root;
+    let criticalNodes = 0, criticalEdges = 0;
+    for (const ed of g.edges()) {
+      const info = g.edge(ed);
+      const pts = info.points || [];
+      if (!pts.length) continue;
+      const d = pts.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+      const colour = info.critical ? "#d9480f" : EDGE_COLOURS[info.e.type] || "#adb5bd";
+      const path = svg("path", {
+        d, fill: "none", stroke: colour, "stroke-width": info.critical ? 3 : Math.min(1 + Math.log2(info.e.count || 1) * 0.6, 4),
+        "stroke-opacity": info.critical ? 0.95 : 0.6, "marker-end": `url(#arrow-${info.critical ? "critical" : info.e.type})`,
+        class: "g-edge" + (info.critical ? " critical" : ""), "data-type": info.e.type,
+      });
+      const title = svg("title");
+      title.textContent = `${info.e.type}${info.e.count ? " \u00d7" + info.e.count : ""}`;
+      path.append(title);
+      root.append(path);
+      if (info.critical) criticalEdges++;
+    }
+    for (const id of g.nodes()) {
+      const nd = g.node(id);
+      const n = nd.n;
+      const status = diffStatus && !agents ? diffStatus.get(n.idx) : null;
+      const grp = svg("g", { class: "g-node" + (n.critical ? " critical" : "") + (status && status !== "same" ? " diff-" + status : ""), transform: `translate(${nd.x - nd.width / 2},${nd.y - nd.height / 2})`, "data-idx": n.idx });
+      const fill = agents ? "#ffffff" : TYPE_COLOURS[n.type] || "#ced4da";
+      const isSel = selected && (agents ? selected.lane === n.lane : selected.idx === n.idx);
+      grp.append(svg("rect", { width: nd.width, height: nd.height, rx: 4, fill, "fill-opacity": agents ? 1 : 0.9,
+        stroke: isSel ? "#000" : n.critical ? "#d9480f" : "#868e96", "stroke-width": isSel ? 3 : n.critical ? 2.5 : 1 }));
+      const text = svg("text", { x: nd.width / 2, y: agents ? 14 : nd.height / 2 + 4, "text-anchor": "middle", class: agents ? "g-label" : "g-label small" });
+      text.textContent = nd.label;
+      grp.append(text);
+      if (agents) {
+        const sub = svg("text", { x: nd.width / 2, y: 27, "text-anchor": "middle", class: "g-sub" });
+        sub.textContent = `${short(n.type, 14)} \u00b7 ${n.n}`;
+        grp.append(sub);
+      }
+      const title = svg("title");
+      title.textContent = agents ? `${n.label} (${n.type}), ${n.n} events` : `${n.label}: ${n.type}`;
+      grp.append(title);
+      grp.addEventListener("click", (ev) => { ev.stopPropagation(); this.hooks.onNode(n, agents); });
+      root.append(grp);
+      if (n.critical) criticalNodes++;
+    }
+    this.svg.append(root);
+    const gg = g.graph();
+    const r = this.svg.getBoundingClientRect();
+    const w = r.width || 600, h = r.height || 300;
+    this.scale = Math.min(1.2, w / Math.max(gg.width || 1, 1), h / Math.max(gg.height || 1, 1));
+    this.offset = [(w - (gg.width || 0) * this.scale) / 2, (h - (gg.height || 0) * this.scale) / 2];
+    this.applyTransform();
+    return { nodes: g.nodeCount(), edges: g.edgeCount(), criticalNodes, criticalEdges };
+  }
+}
