@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 from typing import Any
 
@@ -53,6 +55,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="openai: total seconds per request attempt, answer included",
     )
     p.add_argument("--retries", type=int, default=3, help="openai: retries per request")
+    p.add_argument(
+        "--sim-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="sim: a simulator option (JSON value), e.g. fail_rate=0.1, "
+        "oracle_verifiers=true, skills='{\"worker\": 0.8}' (repeatable; recorded in the "
+        "trace's meta.backend)",
+    )
     p.add_argument("--concurrency", type=int, default=16, help="openai: requests in flight")
     p.add_argument("--max-steps", type=int, default=100_000, help="budget: agent steps")
     p.add_argument("--max-agents", type=int, default=1000, help="budget: agents")
@@ -104,8 +115,83 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     )
 
 
+def sim_option_names() -> list[str]:
+    """The simulator options ``--sim-option`` can set (every option that changes results)."""
+    from orchestrace.runtime.backends.sim import SimBackend
+
+    fixed = {"name", "virtual", "calls", "seed"}  # seed: --seed
+    return sorted(f.name for f in dataclasses.fields(SimBackend) if f.name not in fixed)
+
+
+def sim_options(pairs: list[str]) -> dict[str, Any]:
+    """``--sim-option KEY=VALUE`` pairs as simulator options, each checked against its type.
+
+    Raises:
+        ConfigError: A malformed pair, an unknown option (the message lists the valid ones),
+            or a value of the wrong type.
+    """
+    from orchestrace.runtime.backends.sim import SimBackend
+
+    defaults = SimBackend()
+    names = sim_option_names()
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(
+                f"--sim-option takes KEY=VALUE, got {display(pair, 80)!r}; e.g. "
+                "--sim-option fail_rate=0.1"
+            )
+        if key not in names:
+            raise ConfigError(
+                f"--sim-option: the simulator has no option {display(key, 60)!r}; its options: "
+                f"{', '.join(names)} (the seed is --seed)"
+            )
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out[key] = _checked_sim_value(key, value, getattr(defaults, key))
+    try:
+        SimBackend(**out)  # the simulator's own range checks
+    except ConfigError as err:
+        raise ConfigError(f"--sim-option: {err}") from None
+    return out
+
+
+def _checked_sim_value(key: str, value: Any, default: Any) -> Any:
+    """``value`` if it has the type of the option's default (numbers finite), else an error."""
+    shown = display(json.dumps(value) if not isinstance(value, str) else value, 80)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"--sim-option {key} must be true or false, got {shown}")
+        return value
+    if isinstance(default, dict):
+        if not isinstance(value, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in value.values()
+        ):
+            raise ConfigError(
+                f"--sim-option {key} must be a JSON object of role -> number, e.g. "
+                f"{key}='{{\"worker\": 0.9}}', got {shown}"
+            )
+        return {str(k): float(v) for k, v in value.items()}
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"--sim-option {key} must be a finite number, got {shown}")
+    return float(value)
+
+
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """Backend factory options from the command line."""
+    sim = sim_options(getattr(args, "sim_option", None) or [])
+    if sim and args.backend != "sim":
+        raise ConfigError(
+            f"--sim-option sets options of the simulator, not of --backend {args.backend}; "
+            "leave it out"
+        )
+    if args.backend == "sim":
+        return sim
     if args.backend == "openai":
         return {
             "base_url": args.base_url,
