@@ -28,7 +28,7 @@ def test_options_change_the_run_and_are_recorded(tmp_path, capsys):
     base = ["run", "debate", "--task", "arith", "--agents", "3", "--no-progress", "--seed", "2"]
     plain, failing = tmp_path / "plain.json", tmp_path / "failing.json"
     assert _cli([*base, "-o", str(plain)], capsys)[0] == 0
-    rc, out, err = _cli(
+    rc, _, err = _cli(
         [
             *base,
             "--sim-option",
