@@ -22,12 +22,14 @@ Example:
 from __future__ import annotations
 
 import enum
+import reprlib
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
 if TYPE_CHECKING:
+    from orchestrace.trace._tables import TraceTables
     from orchestrace.trace.graph import TraceGraph
 
 __all__ = [
@@ -248,6 +250,15 @@ class Event(
         """``tokens_in + tokens_out``."""
         return self.tokens_in + self.tokens_out
 
+    def __repr__(self) -> str:
+        """One bounded line: the fields that are set, long texts cut (content: its length).
+
+        Example:
+            >>> Event(id="e1", t=0.0, type="message", agent="a", content="x" * 10**6)
+            Event(id='e1', t=0.0, type='message', agent='a', content='x...x' (1000000 chars))
+        """
+        return _struct_repr(self)
+
 
 class Edge(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A dependency: event ``dst`` consumed (or followed) event ``src``.
@@ -260,6 +271,10 @@ class Edge(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     src: NonEmptyStr
     dst: NonEmptyStr
     type: EdgeTypeName
+
+    def __repr__(self) -> str:
+        """One bounded line (long ids are cut)."""
+        return _struct_repr(self)
 
 
 class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
@@ -328,3 +343,95 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
     def _mark_decoded(self) -> Trace:
         self.__dict__["_decoded"] = True
         return self
+
+    # ------------------------------------------------------------------ views
+    def __repr__(self) -> str:
+        """One line: ids, sizes, agent count and topology (never the events themselves).
+
+        Example:
+            >>> Trace(trace_id="t1", task_id="demo", events=(
+            ...     Event(id="e1", t=0.0, type="spawn", agent="lead", to="w1"),))
+            Trace(trace_id='t1', task_id='demo', events=1, edges=0, agents=2, topology=None)
+        """
+        ev = self.events
+        agents = {e.agent for e in ev if e.type != "tool_result"}
+        agents.update(e.to for e in ev if e.type == "spawn" and e.to is not None)
+        return (
+            f"Trace(trace_id={_cut(self.trace_id)!r}, task_id={_cut(self.task_id)!r}, "
+            f"events={len(ev)}, edges={len(self.edges)}, agents={len(agents)}, "
+            f"topology={_cut(self.topology)!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: a summary table and a mini-timeline (bounded, escaped HTML)."""
+        from orchestrace.trace._html import trace_html
+
+        return trace_html(self)
+
+    def to_arrow(self) -> TraceTables:
+        """The events and edges as ``pyarrow.Table`` objects, as :meth:`to_pandas` lays out.
+
+        The columns are those of a Parquet dataset's ``events`` and ``edges`` tables
+        (``attrs`` as JSON text), so tables of several traces concatenate.
+
+        Example:
+            >>> from orchestrace.trace.generate import generate_trace
+            >>> events, edges = generate_trace(agents=3, steps=20, seed=0).to_arrow()
+            >>> events.num_rows, events.column_names[:5]
+            (20, ['trace_id', 'id', 't', 'type', 'agent'])
+        """
+        from orchestrace.trace._tables import to_arrow
+
+        return to_arrow(self)
+
+    def to_pandas(self) -> TraceTables:
+        """The events and edges as pandas DataFrames: ``events, edges = trace.to_pandas()``.
+
+        One row per event (columns ``trace_id``, then every :class:`Event` field, ``from``
+        for ``from_``) and per edge (``trace_id, src, dst, type``), in recording order.
+        ``attrs`` holds the dicts; ``step`` (``Int64``) and ``trusted`` (``boolean``) are
+        nullable. Needs pandas (``pip install 'orchestrace[viewer]'``).
+
+        Example:
+            >>> from orchestrace.trace.generate import generate_trace
+            >>> tr = generate_trace(agents=3, steps=40, seed=0)
+            >>> tables = tr.to_pandas()
+            >>> busy = tables.events.groupby("agent")["dur"].sum()
+            >>> len(tables.edges) == len(tr.edges), bool(busy.idxmax() in busy.index)
+            (True, True)
+            >>> tables.events[tables.events.type == "spawn"][["agent", "to"]].shape[1]
+            2
+        """
+        from orchestrace.trace._tables import to_pandas
+
+        return to_pandas(self)
+
+
+def _cut(text: str | None, limit: int = 60) -> str | None:
+    if text is None:
+        return None
+    from orchestrace.trace._layout import short
+
+    return short(text, limit)
+
+
+def _struct_repr(obj: msgspec.Struct) -> str:
+    """``Name(field=value, ...)`` of the fields that differ from their defaults, bounded."""
+    parts = []
+    for f in msgspec.structs.fields(obj):
+        value = getattr(obj, f.name)
+        if f.default is not msgspec.NODEFAULT and value == f.default and f.name != "dur":
+            continue
+        if f.name == "dur" and value == 0.0:
+            continue
+        if isinstance(value, str) and len(value) > 60:
+            parts.append(f"{f.name}={_REPR.repr(value)} ({len(value)} chars)")
+        else:
+            parts.append(f"{f.name}={_REPR.repr(value)}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 64
+_REPR.maxdict = _REPR.maxlist = 6
+_REPR.maxlevel = 2

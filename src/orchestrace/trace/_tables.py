@@ -1,0 +1,184 @@
+"""A trace's events and edges as Arrow tables or pandas DataFrames.
+
+The tables have the columns of a Parquet dataset's ``events`` and ``edges`` tables (see
+:mod:`orchestrace.io.parquet`): ``trace_id`` first, then every :class:`Event` field (``from``
+for ``Event.from_``; ``attrs`` as JSON text), one row per event in recording order. The
+DataFrames have the same columns, with ``step`` as a nullable ``Int64``, ``trusted`` as a
+nullable ``boolean`` and ``attrs`` as the dicts themselves.
+
+pyarrow and pandas are imported only when a table is asked for.
+
+Example:
+    >>> from orchestrace.trace.generate import generate_trace
+    >>> tr = generate_trace(agents=3, steps=20, seed=0)
+    >>> tables = to_arrow(tr)
+    >>> tables.events.num_rows, tables.edges.num_rows == len(tr.edges)
+    (20, True)
+    >>> events, edges = to_pandas(tr)
+    >>> events.groupby("agent")["dur"].sum().round(3).to_dict() == {
+    ...     a: round(sum(e.dur for e in tr.events if e.agent == a), 3)
+    ...     for a in {e.agent for e in tr.events}}
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import msgspec
+
+from orchestrace.errors import TraceError
+
+if TYPE_CHECKING:
+    from orchestrace.trace.model import Trace
+
+__all__ = ["EDGE_COLUMNS", "EVENT_COLUMNS", "TraceTables", "to_arrow", "to_pandas"]
+
+#: Columns of the events table, in order.
+EVENT_COLUMNS = (
+    "trace_id",
+    "id",
+    "t",
+    "type",
+    "agent",
+    "dur",
+    "role",
+    "from",
+    "to",
+    "tool",
+    "decision",
+    "step",
+    "content",
+    "content_ref",
+    "trusted",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "error",
+    "attrs",
+)
+#: Columns of the edges table, in order.
+EDGE_COLUMNS = ("trace_id", "src", "dst", "type")
+_INT = ("step", "tokens_in", "tokens_out")
+_FLOAT = ("t", "dur", "cost")
+
+
+class TraceTables(NamedTuple):
+    """The events and edges tables of a trace (unpack it, or use the attributes).
+
+    Attributes:
+        events: One row per event (columns :data:`EVENT_COLUMNS`).
+        edges: One row per edge (columns :data:`EDGE_COLUMNS`).
+    """
+
+    events: Any
+    edges: Any
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow is a core dependency
+        raise ImportError("Arrow tables need pyarrow: pip install 'pyarrow>=15'") from None
+    return pa
+
+
+def _pandas() -> Any:
+    try:
+        pd = importlib.import_module("pandas")
+    except ImportError:
+        raise ImportError(
+            "DataFrames need pandas: pip install 'orchestrace[viewer]' (or pip install pandas)"
+        ) from None
+    return pd
+
+
+def _schemas(pa: Any) -> tuple[Any, Any]:
+    kinds = {c: pa.string() for c in EVENT_COLUMNS}
+    kinds.update({c: pa.int64() for c in _INT})
+    kinds.update({c: pa.float64() for c in _FLOAT})
+    kinds["trusted"] = pa.bool_()
+    events = pa.schema([(c, kinds[c]) for c in EVENT_COLUMNS])
+    edges = pa.schema([(c, pa.string()) for c in EDGE_COLUMNS])
+    return events, edges
+
+
+def _columns(trace: Trace) -> dict[str, list[Any]]:
+    ev = trace.events
+    cols: dict[str, list[Any]] = {"trace_id": [trace.trace_id] * len(ev)}
+    for c in EVENT_COLUMNS[1:]:
+        cols[c] = list(map(attrgetter("from_" if c == "from" else c), ev))
+    return cols
+
+
+def _edge_columns(trace: Trace) -> dict[str, list[Any]]:
+    ed = trace.edges
+    return {
+        "trace_id": [trace.trace_id] * len(ed),
+        "src": list(map(attrgetter("src"), ed)),
+        "dst": list(map(attrgetter("dst"), ed)),
+        "type": list(map(attrgetter("type"), ed)),
+    }
+
+
+def to_arrow(trace: Trace) -> TraceTables:
+    """The events and edges of ``trace`` as ``pyarrow.Table`` objects.
+
+    Raises:
+        TraceError: An event's ``attrs`` cannot be written as JSON (names the event).
+    """
+    pa = _pyarrow()
+    ev_schema, ed_schema = _schemas(pa)
+    cols = _columns(trace)
+    enc = msgspec.json.Encoder()
+    attrs: list[str | None] = []
+    for e, a in zip(trace.events, cols["attrs"], strict=True):
+        try:
+            attrs.append(None if a is None else enc.encode(a).decode())
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as err:
+            raise TraceError(
+                f"event {e.id[:80]!r}: attrs cannot be written as JSON ({str(err)[:120]}); "
+                "keep attrs JSON-serialisable"
+            ) from None
+    cols["attrs"] = attrs
+    events = pa.table(cols, schema=ev_schema)
+    edges = pa.table(_edge_columns(trace), schema=ed_schema)
+    return TraceTables(events, edges)
+
+
+def to_pandas(trace: Trace) -> TraceTables:
+    """The events and edges of ``trace`` as pandas DataFrames.
+
+    ``attrs`` holds the dicts (or ``None``); ``step`` is ``Int64`` and ``trusted`` is
+    ``boolean``, both nullable.
+
+    Raises:
+        ImportError: pandas is not installed (the message says how to install it).
+    """
+    pd = _pandas()
+    cols = _columns(trace)
+    events = pd.DataFrame(
+        {
+            c: pd.array(cols[c], dtype=_PANDAS_DTYPES[c]) if c in _PANDAS_DTYPES else cols[c]
+            for c in EVENT_COLUMNS
+        },
+        columns=list(EVENT_COLUMNS),
+    )
+    for c in EVENT_COLUMNS:
+        if c not in _PANDAS_DTYPES:
+            events[c] = events[c].astype(object)
+    edges = pd.DataFrame(_edge_columns(trace), columns=list(EDGE_COLUMNS), dtype=object)
+    return TraceTables(events, edges)
+
+
+_PANDAS_DTYPES = {
+    "t": "float64",
+    "dur": "float64",
+    "cost": "float64",
+    "tokens_in": "int64",
+    "tokens_out": "int64",
+    "step": "Int64",
+    "trusted": "boolean",
+}
