@@ -1,4 +1,5 @@
-"""Helpers for tests (yours and ours): quick traces, a scripted model, a tiny local LM.
+"""Helpers for tests (yours and ours): quick traces, a scripted model, a tiny local LM, and a
+local OpenAI-compatible chat server (:class:`ChatServer`) with a seeded model behind it.
 
 Example:
     >>> import asyncio
@@ -20,10 +21,11 @@ from typing import Any
 
 from orchestrace.runtime.backends.base import BackendError, LLMRequest, LLMResponse
 from orchestrace.runtime.prompts import parse
+from orchestrace.testing.server import ChatServer, SeededArithmeticModel
 from orchestrace.trace.generate import generate_trace
 from orchestrace.trace.model import Trace
 
-__all__ = ["MockModel", "make_trace", "tiny_causal_lm"]
+__all__ = ["ChatServer", "MockModel", "SeededArithmeticModel", "make_trace", "tiny_causal_lm"]
 
 
 def make_trace(agents: int = 4, steps: int = 40, depth: int = 1, seed: int = 0) -> Trace:
