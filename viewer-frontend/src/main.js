@@ -4,7 +4,7 @@ import { ServerSource, EmbeddedSource } from "./api.js";
 import { Timeline } from "./timeline.js";
 import { GraphView } from "./graph.js";
 import { renderInspector } from "./inspector.js";
-import { el, clear, short, fmtTime, fmtNum, debounce, overlayColour, TYPE_COLOURS, DIFF_COLOURS } from "./util.js";
+import { el, append, clear, short, fmtTime, fmtNum, debounce, overlayColour, TYPE_COLOURS, DIFF_COLOURS } from "./util.js";
 
 const exposed = {
   ready: false, error: null, embedded: false, summary: null, lanes: [], rows: [],
@@ -164,7 +164,7 @@ function renderSummary() {
   const cp = S.critical[primary()] || {};
   const box = clear($("summary"));
   const item = (k, v, id) => el("span", { class: "stat", id }, el("span", { class: "k" }, k), " ", el("span", { class: "v" }, v));
-  box.append(
+  append(box, [
     el("span", { class: "trace-id", title: s.source }, short(s.trace_id, 48)),
     item("task", short(s.task_id, 30)),
     s.system ? item("system", short(s.system, 20)) : null,
@@ -176,17 +176,17 @@ function renderSummary() {
     s.cost ? item("cost", fmtNum(s.cost)) : null,
     ...Object.entries(s.rewards || {}).slice(0, 4).map(([k, v]) => item("reward " + short(k, 16), fmtNum(v))),
     s.partial ? el("span", { class: "stat partial" }, "recording (partial)") : null,
-  );
+  ]);
   const cbox = clear($("critical-stats"));
   if (cp.error) cbox.append(el("span", { class: "muted" }, short(cp.error, 200)));
-  else cbox.append(
+  else append(cbox, [
     el("span", { class: "cp-title" }, "critical path"),
     item("length", fmtTime(cp.length), "cp-length"),
     item("work", fmtTime(cp.work), "cp-work"),
     item("speedup", cp.speedup == null ? "-" : cp.speedup.toFixed(2) + "\u00d7", "cp-speedup"),
     item("Critical Steps", cp.critical_steps == null ? "-" : `${fmtNum(cp.critical_steps)} of ${fmtNum(cp.total_steps)} steps`, "cp-steps"),
     item("events on path", fmtNum(cp.idx.length)),
-  );
+  ]);
   const notes = [];
   for (const v of views()) {
     if (v.summary.note) notes.push(v.summary.note);
@@ -305,6 +305,7 @@ function fullRange() {
 }
 
 async function fetchWindow() {
+  if (!S.meta || !S.laneRow.a) return;
   const seq = ++S.seq;
   const [t0, t1] = timeline.visibleTime();
   const [r0, r1] = timeline.visibleRows();
@@ -362,6 +363,7 @@ function onPaint(drawn) {
 let graphTimer = null;
 function updateGraphSoon() { clearTimeout(graphTimer); graphTimer = setTimeout(updateGraph, 250); }
 async function updateGraph() {
+  if (!S.meta) return;
   const [t0, t1] = timeline.visibleTime();
   const mode = S.graphMode === "auto" ? ((S.lastTotal ?? Infinity) <= 250 ? "events" : "agents") : S.graphMode;
   try {

@@ -371,6 +371,7 @@ def create_app(state: ViewerState, *, allowed_hosts: list[str] | None = None) ->
     routes = [
         Route("/", index),
         Route("/index.html", index),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/api/meta", api(meta)),
         Route("/api/version", api(version)),
         Route("/api/window", api(window)),
@@ -388,14 +389,29 @@ def create_app(state: ViewerState, *, allowed_hosts: list[str] | None = None) ->
         routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
     )
 
-    @app.middleware("http")
-    async def security_headers(request: Any, call_next: Any) -> Any:
-        response = await call_next(request)
-        for k, v in _HEADERS.items():
-            response.headers.setdefault(k, v)
-        return response
+    return _SecurityHeaders(app)
 
-    return app
+
+class _SecurityHeaders:
+    """ASGI wrapper: every HTTP response gets the security headers (CSP first of all)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._raw = [(k.lower().encode(), v.encode()) for k, v in _HEADERS.items()]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message.get("type") == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self._raw if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def serve(
