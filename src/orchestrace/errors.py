@@ -29,7 +29,7 @@ __all__ = [
     "TraceValidationError",
 ]
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "semantic", "warning"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,9 @@ class Problem:
         fix: What to do about it.
         path: JSON path of the place, e.g. ``"$.events[3].type"`` (``"$"`` for the whole trace).
         event_id: Id of the event concerned, when there is one.
-        severity: ``"error"`` makes a trace invalid; ``"warning"`` does not.
+        severity: ``"error"`` makes a trace invalid; ``"warning"`` does not; ``"semantic"``
+            is an orchestrace rule (no cycles, no return without a spawn...) broken by an
+            imported trace that is valid under the format it came in: listed, not fatal.
         source: File (and line) the trace came from, when known.
     """
 
@@ -59,7 +61,7 @@ class Problem:
         if self.event_id is not None and f"'{self.event_id}'" not in self.message:
             where = f"{where} (event '{_short(self.event_id)}')"
         prefix = f"{self.source}: " if self.source else ""
-        tag = "warning: " if self.severity == "warning" else ""
+        tag = f"{self.severity}: " if self.severity != "error" else ""
         return f"{prefix}{where}: {tag}{self.message}; {self.fix}"
 
     def at(self, source: str) -> Problem:

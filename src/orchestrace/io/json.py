@@ -28,7 +28,7 @@ from orchestrace.io._common import (
     format_error,
     read_bytes,
 )
-from orchestrace.io.upstream import from_upstream, looks_upstream, restore_markers
+from orchestrace.io.upstream import from_typed, from_upstream, is_native_object
 from orchestrace.trace.check import check_structure, check_trace
 from orchestrace.trace.model import Trace
 
@@ -59,7 +59,10 @@ def parse(
         source: Name used in messages (the file).
         partial: Accept a truncated recording (see :func:`~orchestrace.trace.check.check_trace`).
         upstream: Force (``True``) or forbid (``False``) reading it as a survey-schema trace;
-            ``None`` decides by the absence of ``schema_version``.
+            ``None`` decides by its structure: a top level without ``schema_version`` and
+            ``meta`` is a survey-schema trace, imported exactly (see
+            :mod:`orchestrace.io.upstream`); its problems beyond the survey schema are
+            ``"semantic"`` (listed, not fatal).
         check: Also run ``check_trace`` (otherwise only structural problems are reported).
 
     Returns:
@@ -83,12 +86,16 @@ def parse(
     except RecursionError as err:
         raise format_error(source, data, err) from None
     else:
-        native = data.rfind(b'"schema_version"') >= 0
-        if upstream is not False or native:
-            trace._mark_decoded()
-            if not native:
-                trace = restore_markers(trace)
+        trace._mark_decoded()
+        if upstream is False or (upstream is None and _native_top_level(data, trace)):
             problems = check_trace(trace, partial=partial) if check else []
+            return trace, [p.at(source) for p in problems]
+        done = from_typed(bytes(data), trace)
+        if done is not None:
+            trace, problems = done
+            if check:
+                problems += check_trace(trace, partial=partial, imported=True)
+                problems.sort(key=lambda p: _RANK[p.severity])
             return trace, [p.at(source) for p in problems]
     # 2. field by field, reporting every problem
     try:
@@ -98,11 +105,65 @@ def parse(
             raise _out_of_range(source, data, typed_error) from None
         raise format_error(source, data, err) from None
     found: tuple[Trace | None, list[Problem]]
-    if upstream or (upstream is None and looks_upstream(obj)):
+    if upstream or (upstream is None and isinstance(obj, dict) and not is_native_object(obj)):
         found = from_upstream(obj, partial=partial, semantic=check)
     else:
         found = check_structure(obj, partial=partial, semantic=check)
     return found[0], [p.at(source) for p in found[1]]
+
+
+_RANK = {"error": 0, "semantic": 1, "warning": 2}
+_SCHEMA_VERSION_KEY = b'"schema_version"'
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+#: Above this many bytes after the key, :func:`_native_top_level` asks the decoder instead.
+_SCAN_LIMIT = 1 << 20
+
+
+class _TopLevel(msgspec.Struct):
+    schema_version: msgspec.Raw = msgspec.Raw()
+    meta: msgspec.Raw = msgspec.Raw()
+
+
+_TOP_LEVEL = msgspec.json.Decoder(_TopLevel)
+
+
+def _native_top_level(data: Any, trace: Trace) -> bool:
+    """Whether a document that decoded as a trace has ``schema_version`` or ``meta`` at its top.
+
+    That is what makes it native (see :func:`~orchestrace.io.upstream.is_native_object`). The
+    native writer puts ``schema_version`` just before ``meta`` at the end, so the last
+    ``"schema_version"`` token is checked first by scanning only what follows it; when that
+    is not conclusive the top level is decoded on its own (skipping everything nested).
+    """
+    if trace.meta:
+        return True
+    p = data.rfind(_SCHEMA_VERSION_KEY)
+    if p < 0 and data.find(b'"meta"') < 0:
+        return False
+    if p >= 0 and len(data) - p <= _SCAN_LIMIT and _key_at_top(data, p):
+        return True
+    top = _TOP_LEVEL.decode(data)
+    return bool(len(top.schema_version) or len(top.meta))
+
+
+def _key_at_top(data: Any, p: int) -> bool:
+    """Whether the string token at byte ``p`` of a JSON object is a key of the object itself."""
+    back = p
+    while back > 0 and data[back - 1] == 0x5C:  # backslashes: an escaped quote inside a string
+        back -= 1
+    if (p - back) % 2:
+        return False
+    rest = bytes(data[p + len(_SCHEMA_VERSION_KEY) :]).lstrip()
+    if not rest.startswith(b":"):
+        return False  # a value, not a key
+    brackets = _STRING.sub(b"", rest).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for k, c in enumerate(brackets):
+        depth += 1 if c in b"[{" else -1
+        if depth < 0:
+            return k == len(brackets) - 1  # the top-level object closes right after
+    return False
 
 
 # top-level keys of a trace: a second copy of one would silently replace the first

@@ -47,6 +47,7 @@ from orchestrace.trace.model import (
 
 __all__ = [
     "CHECKS",
+    "SEMANTIC_CHECKS",
     "check_graph",
     "check_structure",
     "check_trace",
@@ -77,6 +78,7 @@ class _Ctx:
     trace: Trace
     partial: bool = False
     known_ids: frozenset[str] = frozenset()
+    imported: bool = False
     _graph: TraceGraph | None = field(default=None, repr=False)
     graph_only: bool = False
 
@@ -525,8 +527,15 @@ CHECKS: tuple[Callable[[_Ctx], Iterator[Problem]], ...] = (
 )
 
 
+#: Checks of orchestrace's own rules on the events' meaning, beyond any file format's schema:
+#: for an imported trace their errors are ``"semantic"`` problems (listed, not fatal).
+SEMANTIC_CHECKS: frozenset[Callable[[_Ctx], Iterator[Problem]]] = frozenset(
+    {check_ids, check_edges, check_acyclic, check_spawns, check_edge_times, check_totals}
+)
+
+
 def check_trace(
-    trace: Trace, *, partial: bool = False, known_ids: Iterable[str] = ()
+    trace: Trace, *, partial: bool = False, known_ids: Iterable[str] = (), imported: bool = False
 ) -> list[Problem]:
     """Run every check on ``trace``; return the problems found (errors, then warnings).
 
@@ -536,11 +545,13 @@ def check_trace(
             first event and edges to events never written become warnings. A complete trace
             is checked in full either way.
         known_ids: Ids of events that exist but were dropped (edges to them are not dangling).
+        imported: The trace was imported from a format with its own schema (the survey
+            schema, OTel...): errors of :data:`SEMANTIC_CHECKS` become ``"semantic"`` problems.
 
     Returns:
         Problems, each naming the place and the fix. Empty for a good trace.
     """
-    return _run(_Ctx(trace, partial=partial, known_ids=frozenset(known_ids)))
+    return _run(_Ctx(trace, partial=partial, known_ids=frozenset(known_ids), imported=imported))
 
 
 def check_graph(
@@ -576,11 +587,16 @@ def _run(ctx: _Ctx) -> list[Problem]:
                     "check field types against `orchestrace schema`",
                 )
             ]
+        if ctx.imported and check in SEMANTIC_CHECKS:
+            found = [replace(p, severity="semantic") if p.severity == "error" else p for p in found]
         out.extend(found)
         if check is check_fields and any(p.severity == "error" for p in found):
             break  # the other checks need well-typed fields
-    out.sort(key=lambda p: p.severity != "error")
+    out.sort(key=lambda p: _RANK[p.severity])
     return out
+
+
+_RANK = {"error": 0, "semantic": 1, "warning": 2}
 
 
 def is_valid(trace: Trace, *, partial: bool = False) -> bool:
