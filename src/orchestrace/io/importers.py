@@ -129,15 +129,19 @@ def import_values(values: Iterable[object], *, format: str, source: str) -> Impo
     return result
 
 
-def _json_values(path: PathLike) -> tuple[list[object], bool]:
-    """The JSON values of ``path``: one document, or one per line (JSONL / span-per-line)."""
+def _json_values(path: PathLike) -> tuple[list[object], int | None]:
+    """The JSON values of ``path`` and the number of a cut-off last line, if any.
+
+    One document, one value per line (JSONL / span-per-line), or values written one after
+    another (indented spans of ``ConsoleSpanExporter``).
+    """
     src = str(path)
     data = read_bytes(path)
     raw = bytes(data)
     if raw.startswith(BOM):
         raw = raw[len(BOM) :]
     try:
-        return [msgspec.json.decode(raw)], False
+        return [msgspec.json.decode(raw)], None
     except msgspec.DecodeError as doc_err:
         lines = raw.splitlines()
         values: list[object] = []
@@ -148,11 +152,40 @@ def _json_values(path: PathLike) -> tuple[list[object], bool]:
                 values.append(msgspec.json.decode(line))
             except msgspec.DecodeError as err:
                 if len(values) == 0:
+                    concatenated = _concatenated(raw)
+                    if concatenated:
+                        return concatenated, None
                     raise format_error(src, raw, doc_err) from None
+                if "truncated" in str(err) and not any(x.strip() for x in lines[i:]):
+                    # the last line was cut off: import the complete ones, name the loss
+                    return values, i
                 raise format_error(src, line, err, base_line=i) from None
         if not values:
             raise format_error(src, raw, doc_err) from None
-        return values, True
+        return values, None
+
+
+def _concatenated(raw: bytes) -> list[object]:
+    """JSON values written one after another, e.g. indented spans of ``ConsoleSpanExporter``."""
+    import json
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return []
+    dec = json.JSONDecoder()
+    out: list[object] = []
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return out if len(out) > 1 else []
+        try:
+            value, pos = dec.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            return []
+        out.append(value)
 
 
 def import_path(path: PathLike, *, format: str | None = None) -> ImportResult:
@@ -167,7 +200,7 @@ def import_path(path: PathLike, *, format: str | None = None) -> ImportResult:
         TraceFormatError: The file cannot be read or parsed, or its format cannot be told (the
             message says which ``--from`` to pass).
     """
-    values, _ = _json_values(path)
+    values, cut = _json_values(path)
     fmt = format or sniff_value(values[0])
     if fmt is None:
         raise TraceFormatError(
@@ -177,7 +210,24 @@ def import_path(path: PathLike, *, format: str | None = None) -> ImportResult:
             "can import",
             f"pass --from (one of {', '.join(IMPORT_FORMATS)}) if it is one of those",
         )
-    return import_values(values, format=fmt, source=str(path))
+    result = import_values(values, format=fmt, source=str(path))
+    if cut is not None:
+        result.problems.insert(
+            0,
+            Problem(
+                "truncated",
+                f"line {cut} was cut off mid-record; the {len(values)} complete line(s) before "
+                "it were imported",
+                "restore the full file to import the rest",
+                severity="warning",
+                source=f"{path}:{cut}",
+            ),
+        )
+        result.traces = [
+            t.replace(meta={**t.meta, "partial": True, "truncated": f"line {cut} was cut off"})
+            for t in result.traces
+        ]
+    return result
 
 
 def export_bytes(traces: Sequence[Trace], *, format: str) -> bytes:
