@@ -1,18 +1,31 @@
 """Counterfactual message credit on an 8-agent, 3-round debate: cost and accuracy against K.
 
-(a) Backend calls and CPU per message for paired counterfactual credit (``drop``) against the
+Simulator (``arith-mapreduce-v0``, size 16, seed 0):
+(a) backend calls and CPU per message for paired counterfactual credit (``drop``) against the
 naive method (one full re-run per message and sample, both arms) and against C3-style sibling
-resampling with the same number of samples (``resample``). (b) Spearman rank correlation of the
-per-message credit at K = 4, 16, 64 samples with a reference estimate at K = 256 (``--quick``:
-reference K = 64, K = 64 skipped). The estimates and the reference draw on disjoint simulator
-seeds, so the correlation is not inflated by shared samples.
+resampling with the same number of samples (``resample``), at K = 4.
+(b) Spearman rank correlation of the per-message credit at K = 4, 16, 64 with a reference
+estimate at K = 256 on disjoint simulator seeds (so the correlation is not inflated by shared
+samples), for ``drop`` and ``resample``, with a bootstrap 95% interval over messages and, for
+K = 4 and 16, the spread over 4 disjoint seed blocks. Also: the spread of the credit across
+messages against the standard error at K (what limits the correlation), and the variance of
+the paired estimate against unpaired draws (what common random numbers save).
+``--quick``: drop only, reference K = 64, K = 64 itself skipped, 3 seed blocks.
 
-    python benchmarks/bench_counterfactual.py [--quick]
+Server variant: the same debate recorded through the OpenAI-compatible backend against a local
+:class:`orchestrace.testing.ChatServer` (a seeded arithmetic model sampling at temperature 0.7);
+credit rebuilds that backend from the trace. Calls are counted server-side, the simulator's by
+instrumentation (must be 0). (a) at K = 4 (``--quick``: 2); full mode adds (b) for ``resample``
+at K = 4, 16 against K = 64 (fewer than on the simulator: every draw is an HTTP round trip).
+
+    python benchmarks/bench_counterfactual.py [--quick] [--only sim|server]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import time
 from typing import Any
 
@@ -35,6 +48,8 @@ SEED = 0
 TASK_SIZE = 16
 #: Seed offset of the reference estimate: its samples never coincide with the estimates' ones.
 REFERENCE_OFFSET = 100_000
+#: Seed offset between the blocks of one K's replicates (the seed spread of the correlation).
+SPREAD_OFFSET = 10_000
 
 
 def _debate() -> Trace:
@@ -102,6 +117,26 @@ def _credit(
     return {r.id: float(r.value) for r in table.rows}, table.stats, cpu
 
 
+def _credit_full(
+    trace: Trace, samples: int, intervention: str, offset: int | None
+) -> tuple[dict[str, float], dict[str, Any], float, dict[str, dict[str, Any]]]:
+    """As :func:`_credit`, with the per-message estimates (se, arm means).
+
+    ``offset=None``: the backend the trace records (a server that samples afresh).
+    """
+    method = CounterfactualMessageCredit(
+        samples=samples,
+        intervention=intervention,
+        backend_factory=None if offset is None else _Offset(offset),
+    )
+    t0 = time.process_time()
+    table = method.assign(trace, "message")
+    cpu = time.process_time() - t0
+    stats = dict(table.stats, reward=table.reward)
+    estimates = getattr(table, "estimates", {})
+    return {r.id: float(r.value) for r in table.rows}, stats, cpu, estimates
+
+
 def bench_cost(trace: Trace, k: int) -> None:
     """(a) Calls and CPU per message: paired drop vs naive re-runs vs sibling resampling."""
     n_llm = sum(e.type == "llm_call" for e in trace.events)
@@ -161,50 +196,313 @@ def _timed_run() -> float:
     return time.process_time() - t0
 
 
-def bench_accuracy(trace: Trace, ks: list[int], k_ref: int) -> None:
-    """(b) Spearman correlation of per-message credit at K with a K_ref reference."""
+def _bootstrap(a: list[float], b: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the Spearman correlation (messages resampled)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        idx = rng.integers(0, len(x), len(x))
+        rho = spearman(list(x[idx]), list(y[idx]))
+        if not np.isnan(rho):
+            out.append(rho)
+    if not out:
+        return float("nan"), float("nan")
+    low, high = np.percentile(out, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _noise(stats_est: dict[str, dict[str, Any]], ids: list[str]) -> tuple[float, float]:
+    """Mean squared standard error of the paired estimates, and of unpaired ones.
+
+    The unpaired variance of one message is ``(p_kept (1 - p_kept) + p_int (1 - p_int)) / K``:
+    exact for a 0/1 reward (what the benchmark checks it has), an upper bound for any reward
+    in [0, 1].
+    """
+    paired, unpaired = [], []
+    for i in ids:
+        e = stats_est[i]
+        k = e["samples"]
+        paired.append((e["se"] or 0.0) ** 2)
+        pk, pi = e["kept"], e["intervened"]
+        unpaired.append((pk * (1 - pk) + pi * (1 - pi)) / k)
+    return float(np.mean(paired)), float(np.mean(unpaired))
+
+
+def bench_accuracy(
+    trace: Trace,
+    ks: list[int],
+    k_ref: int,
+    intervention: str = "drop",
+    replicates: int = 1,
+    recorded_backend: bool = False,
+) -> None:
+    """(b) Spearman correlation of per-message credit at K with a K_ref reference.
+
+    Each K is estimated on seeds 1..K (``replicates`` > 1: also on disjoint seed blocks, for
+    the spread of the correlation across seeds); the reference on seeds disjoint from all of
+    them (``recorded_backend``: the trace's own backend, a server that draws afresh at every
+    call, so all draws are distinct without seeds). The bootstrap interval resamples messages.
+    Also reported: how large the credit is against the noise of one estimate: a spread across
+    messages far below the standard error at K leaves nothing for the ranking to find.
+    """
+    label = f"{intervention}, server" if recorded_backend else intervention
+    draws = "independent draws" if recorded_backend else "disjoint seeds"
     t0 = time.perf_counter()
-    ref, _, ref_cpu = _credit(trace, k_ref, "drop", offset=REFERENCE_OFFSET)
+    ref, ref_stats, ref_cpu, ref_est = _credit_full(
+        trace, k_ref, intervention, None if recorded_backend else REFERENCE_OFFSET
+    )
     ref_wall = time.perf_counter() - t0
     ids = sorted(ref)
+    base = float(ref_stats.get("reward", 1.0))
     nonzero = sum(ref[i] != 0 for i in ids)
+    refv = np.array([ref[i] for i in ids])
+    ref_se2, ref_unpaired = _noise(ref_est, ids)
+    # spread of the true credit across messages: the reference's spread less its own noise
+    signal = max(float(refv.var(ddof=1)) - ref_se2, 0.0)
     print(
-        f"  reference: K={k_ref}, {len(ids)} messages ({nonzero} with non-zero credit), "
-        f"{ref_wall:.1f} s wall, {ref_cpu:.1f} s CPU"
+        f"  [{label}] reference: K={k_ref}, {len(ids)} messages ({nonzero} with non-zero "
+        f"credit), {ref_wall:.1f} s wall, {ref_cpu:.1f} s CPU, {ref_stats['backend_calls']:,} "
+        "backend calls"
     )
-    print(f"  {'K':>5} {'Spearman vs ref':>16} {'CPU s':>8}")
-    for k in ks:
-        est, _, cpu = _credit(trace, k, "drop")
-        rho = spearman([est[i] for i in ids], [ref[i] for i in ids])
-        print(f"  {k:>5} {rho:>16.3f} {cpu:>8.1f}")
+    print(
+        f"  [{label}] credit across messages: mean {refv.mean():+.4f}, sd {refv.std(ddof=1):.4f}, "
+        f"|credit| > 2 se for {sum(abs(ref[i]) > 2 * (ref_est[i]['se'] or 0) for i in ids)} "
+        f"of {len(ids)}; true spread (sd less reference noise) {signal**0.5:.4f}; "
+        f"reward of the recorded run {base:g}"
+    )
+    if not recorded_backend:
         report(
-            f"counterfactual credit: Spearman of K={k} vs reference K={k_ref}",
+            f"counterfactual credit ({label}): paired vs unpaired variance at K={k_ref}",
+            ref_se2,
+            "se^2",
+            baseline="unpaired",
+            baseline_value=ref_unpaired,
+            note="mean over messages; unpaired = each arm drawn on its own seeds "
+            "(p(1-p)/K per arm, the reward is 0/1); the ratio is what paired draws (common "
+            "random numbers) save in samples",
+        )
+    print(
+        f"  {'K':>5} {'Spearman vs ref':>16} {'bootstrap 95%':>17} {'seed spread':>14} "
+        f"{'mean se':>8} {'CPU s':>8}"
+    )
+    for k in ks:
+        rhos = []
+        cpu_total = 0.0
+        first: tuple[dict[str, float], dict[str, dict[str, Any]]] | None = None
+        for r in range(replicates if k < k_ref // 4 else 1):
+            est, _, cpu, est_e = _credit_full(
+                trace, k, intervention, None if recorded_backend else r * SPREAD_OFFSET
+            )
+            cpu_total += cpu
+            rhos.append(spearman([est[i] for i in ids], [ref[i] for i in ids]))
+            if first is None:
+                first = (est, est_e)
+        assert first is not None
+        est, est_e = first
+        rho = rhos[0]
+        low, high = _bootstrap([est[i] for i in ids], [ref[i] for i in ids])
+        se2, _ = _noise(est_e, ids)
+        spread = f"{np.mean(rhos):+.3f}+-{np.std(rhos, ddof=1):.3f}" if len(rhos) > 1 else "-"
+        print(
+            f"  {k:>5} {rho:>16.3f}   [{low:+.3f}, {high:+.3f}] {spread:>14} {se2**0.5:>8.4f} "
+            f"{cpu_total / len(rhos):>8.1f}"
+        )
+        report(
+            f"counterfactual credit ({label}): Spearman of K={k} vs reference K={k_ref}",
             rho,
             "rho",
-            note=f"{len(ids)} messages, disjoint seeds, {cpu:.1f} s CPU",
+            note=f"{len(ids)} messages, {draws}, bootstrap 95% [{low:+.3f}, {high:+.3f}]"
+            + (
+                f", over {len(rhos)} seed blocks {np.mean(rhos):+.3f} +- {np.std(rhos, ddof=1):.3f}"
+                if len(rhos) > 1
+                else ""
+            )
+            + f"; mean se {se2**0.5:.4f} against a credit spread of {signal**0.5:.4f}; "
+            f"{cpu_total / len(rhos):.1f} s CPU",
         )
         check(
-            f"Spearman K={k} vs K={k_ref} is a correlation",
+            f"Spearman K={k} vs K={k_ref} ({label}) is a correlation",
             bool(np.isnan(rho) or -1.0 - 1e-9 <= rho <= 1.0 + 1e-9),
         )
 
 
-def main(quick: bool = False) -> None:
-    t0 = time.perf_counter()
-    print(f"counterfactual credit, 8-agent 3-round debate{' (quick)' if quick else ''}")
-    trace = _debate()
+class _CountSim:
+    """Counts every call the simulator answers, whoever built it (instrumentation)."""
+
+    def __enter__(self) -> _CountSim:
+        from orchestrace.runtime.backends.sim import SimBackend
+
+        self.calls = 0
+        self._cls = SimBackend
+        self._orig = SimBackend.complete
+        outer = self
+
+        async def counted(backend: Any, request: Any) -> Any:
+            outer.calls += 1
+            return await outer._orig(backend, request)
+
+        SimBackend.complete = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cls.complete = self._orig  # type: ignore[method-assign]
+
+
+def bench_server(quick: bool) -> None:
+    """The same on a trace recorded through the OpenAI-compatible backend (a local server).
+
+    The debate is recorded against :class:`orchestrace.testing.ChatServer` (a seeded model
+    that does the arithmetic its prompts ask for, errs at a set rate, and samples afresh at
+    temperature 0.7); counterfactual credit then rebuilds that backend from the trace. The
+    server counts the calls it answers; the simulator's calls are counted by instrumentation
+    and must be 0.
+    """
+    from orchestrace.testing import ChatServer
+
+    k = 2 if quick else 4
+    with ChatServer() as srv, _CountSim() as sim:
+
+        def record() -> Any:
+            return run(
+                "debate",
+                "arith-mapreduce-v0",
+                agents=8,
+                seed=SEED,
+                rounds=3,
+                debaters=8,
+                task_size=TASK_SIZE,
+                backend="openai",
+                backend_options={"base_url": srv.url, "model": "local", "temperature": 0.7},
+            )
+
+        res = record()
+        recorded = srv.calls
+        run_cpu = float("inf")
+        for _ in range(3):  # one full run's CPU (client and in-process server), best of 3
+            t0 = time.process_time()
+            record()
+            run_cpu = min(run_cpu, time.process_time() - t0)
+        trace = res.trace
+        n_llm = sum(e.type == "llm_call" for e in trace.events)
+        n_msgs = sum(e.type == "message" for e in trace.events)
+        failed = [e.error for e in trace.events if e.error]
+        if not n_llm or failed:
+            raise RuntimeError(
+                f"the run against the local server failed ({failed[:1] or 'no LLM call'}); "
+                "nothing to credit"
+            )
+        print(
+            f"  server variant: debate recorded through the openai backend at {srv.url}: "
+            f"{n_llm} LLM calls ({recorded} answered by the server), {n_msgs} messages, "
+            f"reward {trace.rewards.get('team')}, {1000 * run_cpu:.0f} ms CPU per run (best of 3)"
+        )
+        rows = {}
+        for intervention in ("drop", "resample"):
+            before = srv.calls
+            method = CounterfactualMessageCredit(samples=k, intervention=intervention)
+            t0, w0 = time.process_time(), time.perf_counter()
+            table = method.assign(trace, "message")
+            cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+            served = srv.calls - before
+            stats = table.stats
+            rows[intervention] = (stats, served, cpu, wall)
+            check(
+                f"server variant ({intervention}, K={k}): every backend call reached the server",
+                served == stats["backend_calls"] and served > 0,
+                note=f"{served:,} counted server-side = {stats['backend_calls']:,} reported",
+            )
+        if not quick:
+            before = srv.calls
+            bench_accuracy(trace, [4, 16], 64, "resample", replicates=3, recorded_backend=True)
+            check(
+                "server variant (resample, accuracy): every call reached the server",
+                srv.calls > before,
+                note=f"{srv.calls - before:,} server calls",
+            )
+        check(
+            "server variant: the simulator answered no call",
+            sim.calls == 0,
+            note=f"{sim.calls} simulator calls (instrumented)",
+        )
+    drop, served_d, cpu_d, wall_d = rows["drop"]
+    _, served_r, cpu_r, wall_r = rows["resample"]
+    naive = drop["naive_calls"]
     print(
-        f"  trace: {trace.n_events} events, {sum(e.type == 'message' for e in trace.events)} msgs"
+        f"  {'server variant (K=' + str(k) + ')':<34} {'calls/message':>14} {'CPU ms/message':>15} "
+        f"{'wall ms/message':>16}\n"
+        f"  {'naive (full re-runs, both arms)':<34} {naive / n_msgs:>14.1f} "
+        f"{1000 * run_cpu * naive / n_llm / n_msgs:>15.1f} {'':>16}\n"
+        f"  {'counterfactual (drop)':<34} {served_d / n_msgs:>14.1f} "
+        f"{1000 * cpu_d / n_msgs:>15.1f} {1000 * wall_d / n_msgs:>16.1f}\n"
+        f"  {'sibling resampling (C3-style)':<34} {served_r / n_msgs:>14.1f} "
+        f"{1000 * cpu_r / n_msgs:>15.1f} {1000 * wall_r / n_msgs:>16.1f}"
     )
-    bench_cost(trace, 4)
-    if quick:
-        bench_accuracy(trace, [4, 16], 64)
-    else:
-        bench_accuracy(trace, [4, 16, 64], 256)
+    print(
+        f"  server variant: paired draws {drop['paired']} (the server samples afresh at "
+        "temperature 0.7: a fixed request seed would answer the debaters' identical prompts "
+        "identically, so it cannot serve as common random numbers), deterministic "
+        f"{drop['deterministic']}"
+    )
+    report(
+        f"server variant: counterfactual credit (drop, K={k}): server calls per message",
+        served_d / n_msgs,
+        "calls",
+        baseline="naive",
+        baseline_value=naive / n_msgs,
+        note=f"{served_d:,} calls counted server-side vs {naive:,} naive; {wall_d:.1f} s wall",
+    )
+    report(
+        f"server variant: sibling resampling (resample, K={k}): server calls per message",
+        served_r / n_msgs,
+        "calls",
+        baseline="drop",
+        baseline_value=served_d / n_msgs,
+        note=f"{served_r:,} calls counted server-side; {wall_r:.1f} s wall",
+    )
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main(quick: bool = False, only: str | None = None) -> None:
+    t0 = time.perf_counter()
+    print(
+        f"counterfactual credit, 8-agent 3-round debate{' (quick)' if quick else ''} [{_machine()}]"
+    )
+    if only in (None, "sim"):
+        trace = _debate()
+        print(
+            f"  trace: {trace.n_events} events, "
+            f"{sum(e.type == 'message' for e in trace.events)} msgs, reward {trace.rewards}"
+        )
+        check(
+            "the debate's team reward is 0 or 1 (the unpaired variance is exact)",
+            trace.rewards.get("team") in (0.0, 1.0),
+        )
+        bench_cost(trace, 4)
+        if quick:
+            bench_accuracy(trace, [4, 16], 64, replicates=3)
+        else:
+            bench_accuracy(trace, [4, 16, 64], 256, replicates=4)
+            bench_accuracy(trace, [4, 16, 64], 256, intervention="resample", replicates=4)
+    if only in (None, "server"):
+        bench_server(quick)
     print(f"  total: {time.perf_counter() - t0:.1f} s wall")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    main(ap.parse_args().quick)
+    ap.add_argument(
+        "--only", choices=("sim", "server"), help="only the simulator or the server variant"
+    )
+    args = ap.parse_args()
+    main(args.quick, args.only)
