@@ -163,3 +163,13 @@ def test_bad_requests_are_refused(server):
     r = httpx.post(server.url + "/chat/completions", content=b"{not json")
     assert r.status_code == 400 and "bad request" in r.json()["error"]
     assert server.calls == 0
+
+
+def test_a_server_honouring_seeds_gets_paired_draws(server, spy):
+    trace = record(server, temperature=0.7, seed=5)
+    before = server.calls
+    t = LeaveOneOutCredit(samples=3).assign(trace, "agent")
+    assert t.stats["paired"] is True and t.stats["samples"] == 3
+    sent = {body.get("seed") for body in server.requests[before:]}
+    assert sent == {5, 6, 7}  # draw k sends the recorded seed plus k, in both arms
+    assert server.calls - before == t.stats["backend_calls"] and spy["sim"] == 0

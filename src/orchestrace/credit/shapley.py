@@ -170,9 +170,11 @@ def redraw(keys: Sequence[str]) -> Any:
 class SampleBackends:
     """The backend of each draw of a coalition or arm (the recorded one by default).
 
-    Draw 0 and every draw of a backend that is not the simulator use one backend (a real
-    backend that samples draws afresh at each call: draws are then not paired); draw ``k`` of
-    the simulator reseeds it with the recorded seed plus ``k``.
+    Draw 0 uses the backend as recorded. Draw ``k`` reseeds a backend that takes a seed: the
+    simulator, and an OpenAI-compatible backend that sends a ``seed`` with every call (servers
+    that honour it answer a prompt the same way for the same seed), both with the recorded
+    seed plus ``k``: the draws are then paired. Any other backend answers every draw itself
+    (a real backend that samples without a seed draws afresh at each call: not paired).
 
     Args:
         backend: ``None`` (the recorded backend), a backend name, or a backend object.
@@ -188,20 +190,37 @@ class SampleBackends:
         """The backend of draw ``k``."""
         from orchestrace.runtime.replay import backend_for
 
-        first = self._built.get(0)
+        first: Any = self._built.get(0)
         if first is None:
             first = self._built[0] = backend_for(trace, self.backend, **self.options)
         if k == 0 or not self.paired(trace):
             return first
         if k not in self._built:
-            self._built[k] = backend_for(
-                trace, self.backend, seed_offset=k, check=False, **self.options
-            )
+            if getattr(first, "name", "") == "sim":
+                self._built[k] = backend_for(
+                    trace, self.backend, seed_offset=k, check=False, **self.options
+                )
+            else:
+                import dataclasses
+
+                self._built[k] = dataclasses.replace(
+                    first, seed=first.seed + k, _client=None, _sem=None
+                )
         return self._built[k]
 
     def paired(self, trace: Trace) -> bool:
-        """Whether draw ``k`` is the same in every coalition or arm (the simulator reseeded)."""
-        return getattr(self(trace, 0), "name", "") == "sim"
+        """Whether draw ``k`` is the same in every coalition or arm (a reseeded backend)."""
+        first = self(trace, 0)
+        name = getattr(first, "name", "")
+        if name == "sim":
+            return True
+        from orchestrace.runtime.backends.openai import OpenAIBackend
+
+        return (
+            isinstance(first, OpenAIBackend)
+            and isinstance(first.seed, int)
+            and not self.deterministic(trace)
+        )
 
     def deterministic(self, trace: Trace) -> bool:
         """Whether the backend answers a request the same way every time (one draw suffices)."""
