@@ -260,7 +260,9 @@ class SpanMapper:
     _open_agents: dict[str, set[str]] = field(default_factory=dict)  # name -> open instances
     _acted: dict[str, float] = field(default_factory=dict)  # agent -> first event time
     _spawned: set[str] = field(default_factory=set)
-    _done: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # agent -> (end, id)
+    _done: dict[str, list[tuple[float, str, float]]] = field(
+        default_factory=dict
+    )  # agent -> (end, id)
     _pending: dict[str, list[_Pending]] = field(default_factory=dict)
     _events_of: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
 
@@ -307,7 +309,10 @@ class SpanMapper:
         if ev.type != "tool_result":
             # an agent does one thing after another: chain to its last event that had ended
             done = self._done.get(agent, [])
-            prev = max(((end, eid) for end, eid in done if end <= ev.t + _EPS), default=None)
+            prev = max(
+                ((end, eid) for end, eid, st in done if end <= ev.t + _EPS and st < ev.t - _EPS),
+                default=None,
+            )
             take = [p for p in self._pending.get(agent, []) if p.t <= ev.t + _EPS]
             if take:
                 self._pending[agent] = [p for p in self._pending[agent] if p not in take]
@@ -324,7 +329,7 @@ class SpanMapper:
             kind = "aggregate" if p.kind == "return" and returns > 1 else p.kind
             self.emit_edge(Edge(p.event_id, ev.id, kind))  # type: ignore[arg-type]
         if ev.type != "tool_result":
-            self._done.setdefault(agent, []).append((ev.end, ev.id))
+            self._done.setdefault(agent, []).append((ev.end, ev.id, ev.t))
 
     def _feed(self, agent: str, event_id: str, t: float, kind: str) -> None:
         """``event_id`` (at ``t``) is input to ``agent``'s next event."""
@@ -589,7 +594,11 @@ class _Group:
 
 
 def _prepare(
-    tid: str, spans: list[tuple[str, dict[str, Any]]], problems: list[Problem], source: str
+    tid: str,
+    spans: list[tuple[str, dict[str, Any]]],
+    problems: list[Problem],
+    source: str,
+    noun: str = "span",
 ) -> list[dict[str, Any]]:
     """Repair what can be repaired (each repair named in ``problems``); return the spans."""
 
@@ -609,8 +618,8 @@ def _prepare(
                 "missing-id",
                 where,
                 None,
-                "span has no id",
-                f"it was imported under the id {sid!r}; export spans with their ids",
+                f"{noun} has no id",
+                f"it was imported under the id {sid!r}; export {noun}s with their ids",
             )
             sp["id"] = sid
         if sid in by_id:
@@ -619,8 +628,8 @@ def _prepare(
                     "duplicate-id",
                     where,
                     sid,
-                    f"span {_short(sid)!r} appears twice with the same content",
-                    "the copy was dropped; export each span once",
+                    f"{noun} {_short(sid)!r} appears twice with the same content",
+                    f"the copy was dropped; export each {noun} once",
                 )
                 continue
             k = 2
@@ -631,9 +640,9 @@ def _prepare(
                 "duplicate-id",
                 where,
                 sid,
-                f"span id {_short(sid)!r} is used by two different spans",
+                f"{noun} id {_short(sid)!r} is used by two different {noun}s",
                 f"the later one was imported as {new!r} (children keep the first); "
-                "give every span a unique id",
+                f"give every {noun} a unique id",
             )
             sp["id"] = sid = new
         start = _time(sp.get("started_at"))
@@ -643,16 +652,16 @@ def _prepare(
                 "missing-time",
                 where,
                 sid,
-                f"span {_short(sid)!r} has no readable started_at or ended_at",
-                "it was placed at its parent's start with no duration; export finished spans",
+                f"{noun} {_short(sid)!r} has no readable started_at or ended_at",
+                f"it was placed at its parent's start with no duration; export finished {noun}s",
             )
         elif start is None:
             warn(
                 "missing-time",
                 where,
                 sid,
-                f"span {_short(sid)!r} has no readable started_at",
-                "it was placed at its end with no duration; export spans with both times",
+                f"{noun} {_short(sid)!r} has no readable started_at",
+                f"it was placed at its end with no duration; export {noun}s with both times",
             )
             start = end
         elif end is None:
@@ -660,8 +669,8 @@ def _prepare(
                 "unfinished-span",
                 where,
                 sid,
-                f"span {_short(sid)!r} has no ended_at (it had not ended when exported)",
-                "it was imported with no duration; export spans when they end",
+                f"{noun} {_short(sid)!r} has no ended_at (it had not ended when exported)",
+                f"it was imported with no duration; export {noun}s when they end",
             )
             end = start
         elif end < start:
@@ -669,7 +678,7 @@ def _prepare(
                 "clock-skew",
                 where,
                 sid,
-                f"span {_short(sid)!r} ends before it starts",
+                f"{noun} {_short(sid)!r} ends before it starts",
                 "its duration was set to 0; check the clock of the process that recorded it",
             )
             end = start
@@ -686,9 +695,9 @@ def _prepare(
                 "missing-parent",
                 sp["_where"],
                 sp["id"],
-                f"span {_short(sp['id'])!r} names parent {_short(str(pid))!r}, which is not "
+                f"{noun} {_short(sp['id'])!r} names parent {_short(str(pid))!r}, which is not "
                 f"in trace {_short(tid)!r}",
-                "it was attached to the trace root; export the parent span too",
+                f"it was attached to the trace root; export the parent {noun} too",
             )
             sp["parent_id"] = None
     for sp in order:
@@ -700,7 +709,7 @@ def _prepare(
                     "parent-cycle",
                     sp["_where"],
                     sp["id"],
-                    f"span {_short(sp['id'])!r} is its own ancestor (parent_id cycle)",
+                    f"{noun} {_short(sp['id'])!r} is its own ancestor (parent_id cycle)",
                     "it was attached to the trace root; fix the parent ids",
                 )
                 sp["parent_id"] = None
@@ -731,7 +740,7 @@ def _prepare(
                 "clock-skew",
                 sp["_where"],
                 sp["id"],
-                f"span {_short(sp['id'])!r} starts {parent['_start'] - sp['_start']:.6f}s "
+                f"{noun} {_short(sp['id'])!r} starts {parent['_start'] - sp['_start']:.6f}s "
                 f"before its parent {_short(parent['id'])!r}",
                 "it was moved to its parent's start; check the clocks of the processes "
                 "that recorded them",
