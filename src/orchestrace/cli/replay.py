@@ -13,6 +13,7 @@ from orchestrace.io import check_dump_target, dump, dumps, load
 from orchestrace.rewards.base import executes_code
 from orchestrace.runtime.replay import (
     DropMessage,
+    ForceDecision,
     ForceStop,
     Intervention,
     ReplaceMessage,
@@ -50,11 +51,20 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--stop-at",
-        type=int,
-        metavar="STEP",
-        help="the orchestrator stops on entering STEP (stop-now)",
+        metavar="STEP|EVENT",
+        help="stop-now: an integer STEP makes the orchestrator stop on entering that step; an "
+        "EVENT id makes the event's agent stop on entering the event's step (the orchestrator "
+        "ends the run with its best answer so far, another agent returns its best answer)",
     )
-    p.add_argument("--spawn-one-more", action="store_true", help="one more worker")
+    p.add_argument(
+        "--spawn-one-more",
+        nargs="?",
+        const="",
+        metavar="EVENT",
+        help="one more worker than the recorded run used: alone, at the team size the run "
+        "starts with; with the EVENT id of a spawn decision (environment traces decide one per "
+        "round), at that decision (put TRACE before this option)",
+    )
     p.add_argument("-o", "--output", help="write the re-executed trace here")
     add_backend_flags(p, "a fork")
     add_rerun_checks(p)
@@ -94,6 +104,29 @@ def _clip(text: Any, limit: int = 300) -> str:
     return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
+def _stop_at(trace: Any, value: str) -> ForceStop:
+    """``--stop-at``: an integer is the orchestrator's step, anything else an event id."""
+    text = value.strip()
+    if text.lstrip("+-").isdigit():
+        step = int(text)
+        if step < 0:
+            raise ConfigError(f"--stop-at takes a step >= 0 or an event id, got {_clip(value, 60)}")
+        return ForceStop(step)
+    return ForceStop.of(trace, value)
+
+
+def _describe(iv: Intervention) -> str:
+    """How the fork's summary names an intervention."""
+    kind = str(iv.describe()["kind"])
+    if isinstance(iv, ForceStop):
+        at = f" at {_clip(iv.event, 40)}" if iv.event else ""
+        return f"{kind}{at} ({_clip(iv.agent, 40)} stops on entering step {iv.step})"
+    if isinstance(iv, ForceDecision):
+        at = "" if iv.step is None else f" at step {iv.step}"
+        return f"{kind} ({_clip(iv.name, 40)} = {_clip(repr(iv.value), 40)}{at})"
+    return kind
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     """Replay or fork."""
     fmt = None
@@ -108,17 +141,15 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.resample_message:
         ivs.append(ResampleMessage.of(trace, args.resample_message))
     if args.stop_at is not None:
-        if args.stop_at < 0:
-            raise ConfigError("--stop-at takes a step >= 0")
-        ivs.append(ForceStop(args.stop_at))
-    if args.spawn_one_more:
-        ivs.append(spawn_one_more(trace))
+        ivs.append(_stop_at(trace, args.stop_at))
+    if args.spawn_one_more is not None:
+        ivs.append(spawn_one_more(trace, args.spawn_one_more or None))
     if not ivs and given(args):
         raise ConfigError(
             "--backend, --model and --base-url choose who answers a fork's changed calls, and "
             "an exact replay calls no backend; add an intervention (--drop-message ID, "
-            "--replace-message ID TEXT, --resample-message ID, --stop-at STEP, "
-            "--spawn-one-more) or leave them out"
+            "--replace-message ID TEXT, --resample-message ID, --stop-at STEP|EVENT, "
+            "--spawn-one-more [EVENT]) or leave them out"
         )
     if not ivs:
         res = replay(trace, rerun_checks=args.rerun_checks)
@@ -140,7 +171,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         total = sum(1 for e in trace.events if e.type == "llm_call")
         before = _success(trace)
         print(
-            f"fork with {', '.join(iv.describe()['kind'] for iv in ivs)}: "
+            f"fork with {', '.join(_describe(iv) for iv in ivs)}: "
             f"{res.backend_calls} backend call(s) ({res.backend_calls / max(total, 1):.1%} of "
             f"the {total} in a full re-run), {res.cache_hits} from the trace"
             + _answered_by(res.trace)

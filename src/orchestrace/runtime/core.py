@@ -192,7 +192,8 @@ class Runtime:
         """A decision value after interventions."""
         value = default
         for iv in self.interventions:
-            value = iv.decision(a.name, name, value)
+            at = getattr(iv, "decision_at", None)
+            value = at(a.name, a.step, name, value) if at else iv.decision(a.name, name, value)
         return value
 
     def request_stop(self, reason: str) -> None:

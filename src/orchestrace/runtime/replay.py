@@ -61,7 +61,7 @@ from orchestrace.runtime.core import ROOT, Runtime
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.runtime.topologies import get_topology
-from orchestrace.trace.model import Trace
+from orchestrace.trace.model import Event, Trace
 
 _ENC = msgspec.json.Encoder(order="deterministic")
 
@@ -79,6 +79,7 @@ __all__ = [
     "backend_for",
     "cache_from_trace",
     "fork",
+    "recorded_decisions",
     "replay",
     "spawn_one_more",
 ]
@@ -94,6 +95,14 @@ class Intervention:
     def decision(self, agent: str, name: str, value: Any) -> Any:
         """The value of decision ``name`` of ``agent`` (default: unchanged)."""
         return value
+
+    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
+        """The value of decision ``name`` that ``agent`` takes in ``step``.
+
+        ``step`` is the agent's current step (-1 before its first event). By default the same
+        as :meth:`decision`; override it to target one decision of several.
+        """
+        return self.decision(agent, name, value)
 
     def message(
         self, sender: str, step: int, index: int, to: str, content: str, data: Any
@@ -117,15 +126,24 @@ class Intervention:
         return {"kind": type(self).__name__, **{k: v for k, v in vars(self).items()}}
 
 
-def _message_address(trace: Trace, event_id: str) -> tuple[str, int, int]:
-    shown = repr(display(event_id, 80)) if isinstance(event_id, str) else repr(event_id)[:80]
+def _id_shown(event_id: Any) -> str:
+    return repr(display(event_id, 80)) if isinstance(event_id, str) else repr(event_id)[:80]
+
+
+def _event(trace: Trace, event_id: str, kind: str) -> Event:
+    """Event ``event_id`` of ``trace``; an error naming the id and ``kind`` when there is none."""
     try:
-        ev = trace.event(event_id)
+        return trace.event(event_id)
     except (KeyError, TypeError):
         raise TraceError(
-            f"no event {shown} in trace {_shown(trace)}; pick the id of a message event "
+            f"no event {_id_shown(event_id)} in trace {_shown(trace)}; pick the id of {kind} "
             "from the trace"
         ) from None
+
+
+def _message_address(trace: Trace, event_id: str) -> tuple[str, int, int]:
+    shown = _id_shown(event_id)
+    ev = _event(trace, event_id, "a message event")
     if ev.type != "message":
         raise TraceError(
             f"event {shown} of trace {_shown(trace)} is a {ev.type}, not a message; pick a "
@@ -380,10 +398,40 @@ class ResampleMessage(Intervention):
 
 @dataclass
 class ForceStop(Intervention):
-    """The agent (by default the orchestrator) stops on entering ``step`` (O5 stop-now)."""
+    """The agent (by default the orchestrator) stops on entering ``step`` (O5 stop-now).
+
+    The orchestrator's forced stop ends the run with its best answer so far (what it last
+    aggregated or remembered); another agent returns its best answer to its parent.
+    :meth:`of` stops the agent of an event at that event's step (``replay --stop-at EVENT``).
+
+    Attributes:
+        step: The step the agent stops on entering.
+        agent: The agent.
+        event: The event the stop was asked at (``None`` when given by step).
+    """
 
     step: int
     agent: str = ROOT
+    event: str | None = None
+
+    @classmethod
+    def of(cls, trace: Trace, event_id: str) -> ForceStop:
+        """The agent of event ``event_id`` stops on entering that event's step.
+
+        The event and everything its agent does from the start of that step on do not happen.
+
+        Raises:
+            TraceError: No such event, or an event no agent acts in (a tool's result).
+        """
+        ev = _event(trace, event_id, "an event of an agent")
+        shown = _id_shown(event_id)
+        if ev.type == "tool_result" or ev.step is None:
+            raise TraceError(
+                f"event {shown} of trace {_shown(trace)} is a {ev.type} of "
+                f"{display(ev.agent, 60)!r}, which no agent takes; pick an event of an agent "
+                "(its llm_call, message, spawn, tool_call or decision)"
+            )
+        return cls(int(ev.step), ev.agent, event_id)
 
     def forces_stop(self, agent: str, step: int) -> bool:
         """True once the agent reaches the step."""
@@ -392,15 +440,29 @@ class ForceStop(Intervention):
 
 @dataclass
 class ForceDecision(Intervention):
-    """Decision ``name`` of ``agent`` takes ``value`` (e.g. ``n_workers``: spawn one more)."""
+    """Decision ``name`` of ``agent`` takes ``value`` (e.g. ``n_workers``: spawn one more).
+
+    Attributes:
+        name: The decision (``n_workers``: how many workers to use).
+        value: Its forced value.
+        agent: The deciding agent.
+        step: Only the decision taken in this step of the agent (``None``: every one).
+    """
 
     name: str
     value: Any
     agent: str = ROOT
+    step: int | None = None
 
     def decision(self, agent: str, name: str, value: Any) -> Any:
         """The forced value for the targeted decision."""
         return self.value if (agent, name) == (self.agent, self.name) else value
+
+    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
+        """The forced value for the targeted decision (in its step, when one is set)."""
+        if self.step is not None and step != self.step:
+            return value
+        return self.decision(agent, name, value)
 
 
 @dataclass
@@ -423,8 +485,65 @@ class Silence(Intervention):
         return None if agent == self.agent else value
 
 
-def spawn_one_more(trace: Trace) -> ForceDecision:
-    """Force the orchestrator to use one more worker than the run did."""
+@dataclass
+class _DecisionLog(Intervention):
+    """Notes every named decision of a run and changes nothing."""
+
+    seen: list[tuple[str, int, str, Any]] = field(default_factory=list)
+
+    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
+        """Note the decision; keep its value."""
+        self.seen.append((agent, step, name, value))
+        return value
+
+    def describe(self) -> dict[str, Any]:
+        """Kind only."""
+        return {"kind": "DecisionLog"}
+
+
+def recorded_decisions(trace: Trace) -> list[tuple[str, int, str, Any]]:
+    """The named decisions (``ctx.decide``) the recorded run took, in order.
+
+    Each is ``(agent, step, name, value)``; ``step`` is the agent's step when it decided (-1
+    before its first event: a topology's team size). Found by an exact replay (no backend).
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("centralized", "arith", agents=3, seed=0).trace
+        >>> recorded_decisions(tr)[0]
+        ('orchestrator', -1, 'n_workers', 3)
+    """
+    log = _DecisionLog()
+    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    recorded = dict(recorded) if isinstance(recorded, dict) else {}
+    strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
+    rt, root = _runtime(trace, strict, [log], ReplayCache.from_trace(trace))
+    run_virtual(rt.run(root))
+    return log.seen
+
+
+def _first_event(trace: Trace, agent: str, step: int) -> str:
+    """Id of the first event of ``agent`` in ``step`` (its first event when ``step`` is -1)."""
+    for e in trace.events:
+        if e.agent == agent and e.type != "tool_result" and (step < 0 or e.step == step):
+            return e.id
+    return "?"
+
+
+def spawn_one_more(trace: Trace, event_id: str | None = None) -> ForceDecision:
+    """Force one more worker than the recorded run used.
+
+    Without ``event_id``: the orchestrator's team size (the ``n_workers`` decision a topology
+    takes when it starts) is the recorded one plus one. With ``event_id``: the team-size
+    decision taken in that event's step (a learning environment's spawn decision, one per
+    round) is the recorded one plus one. The recorded values come from an exact replay
+    (:func:`recorded_decisions`).
+
+    Raises:
+        TraceError: The trace records no usable team size, the event does not exist, or no
+            team-size decision is taken where the event is (the message lists the events
+            where one is).
+    """
     config = trace.meta.get("config") if isinstance(trace.meta, dict) else None
     n = config.get("agents", 1) if isinstance(config, dict) else 1
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
@@ -432,7 +551,37 @@ def spawn_one_more(trace: Trace) -> ForceDecision:
             f"trace {_shown(trace)} records no usable team size (meta.config.agents = "
             f"{display(repr(n), 40)}); spawn-one-more needs the number of workers the run used"
         )
-    return ForceDecision("n_workers", n + 1)
+    ev = None if event_id is None else _event(trace, event_id, "a spawn decision")
+    sizes = [
+        (agent, step, value)
+        for agent, step, name, value in recorded_decisions(trace)
+        if name == "n_workers" and isinstance(value, int) and not isinstance(value, bool)
+    ]
+    rounds = [(a, st) for a, st, _ in sizes if st >= 0]
+    where = ", ".join(dict.fromkeys(_first_event(trace, a, st) for a, st in rounds)) or "none"
+    if ev is None:
+        start = [(a, v) for a, st, v in sizes if a == ROOT and st < 0]
+        if len(start) == 1 and len(sizes) == 1:
+            return ForceDecision("n_workers", start[0][1] + 1)
+        raise TraceError(
+            f"trace {_shown(trace)} does not decide its team size once when it starts (it "
+            f"decides it {len(sizes)} time(s)); name the spawn decision to change: "
+            f"--spawn-one-more EVENT (spawn_one_more(trace, event_id)), one of: {where}"
+        )
+    assert event_id is not None
+    for agent, step, value in sizes:
+        if agent == ev.agent and step >= 0 and step == ev.step:
+            return ForceDecision("n_workers", value + 1, agent, step)
+    pick = (
+        f"pick a spawn decision (one of: {where})"
+        if rounds
+        else "this run decides its team size once, when it starts: leave out the id"
+    )
+    raise TraceError(
+        f"event {_id_shown(event_id)} of trace {_shown(trace)} is a {ev.type} of "
+        f"{display(ev.agent, 60)!r} at step {ev.step}, where no team-size decision (n_workers) "
+        f"is taken; {pick}"
+    )
 
 
 # ---------------------------------------------------------------------- cache and backends

@@ -1,0 +1,104 @@
+"""The spawn-one-more and stop-at interventions, in Python and on the command line."""
+
+import pytest
+
+from orchestrace import TraceError, dump
+from orchestrace.cli import main
+from orchestrace.runtime import run
+from orchestrace.runtime.replay import (
+    ForceDecision,
+    ForceStop,
+    fork,
+    recorded_decisions,
+    replay,
+    spawn_one_more,
+)
+
+
+@pytest.fixture(scope="module")
+def debate():
+    # 8 agents asked, 7 debaters used (the topology's cap)
+    return run("debate", "arith", agents=8, seed=0, task_size=16).trace
+
+
+def _cli(argv, capsys):
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_recorded_decisions_come_from_an_exact_replay(debate):
+    assert recorded_decisions(debate) == [("orchestrator", -1, "n_workers", 7)]
+    assert replay(debate).trace == debate  # the replay it uses is exact
+
+
+def test_spawn_one_more_adds_one_to_what_the_run_used(debate):
+    iv = spawn_one_more(debate)
+    assert iv == ForceDecision("n_workers", 8)  # not meta.config.agents + 1 (= 9)
+    res = fork(debate, [iv])
+    debaters = {e.to for e in res.trace.events if e.type == "spawn" and e.role == "debater"}
+    assert len(debaters) == 8
+    assert res.trace.meta["fork"]["interventions"][0]["value"] == 8
+
+
+def test_spawn_one_more_at_an_event_needs_a_decision_there(debate):
+    spawn = next(e for e in debate.events if e.type == "spawn")
+    with pytest.raises(TraceError) as err:
+        spawn_one_more(debate, spawn.id)
+    assert str(err.value) == (
+        f"event '{spawn.id}' of trace {debate.trace_id} is a spawn of 'orchestrator' at step 0, "
+        "where no team-size decision (n_workers) is taken; this run decides its team size "
+        "once, when it starts: leave out the id"
+    )
+    with pytest.raises(TraceError, match=r"no event 'e999' in trace .*a spawn decision"):
+        spawn_one_more(debate, "e999")
+
+
+def test_stop_at_an_event_stops_its_agent_at_that_step(debate):
+    msg = next(e for e in debate.events if e.type == "message" and e.step == 1)
+    iv = ForceStop.of(debate, msg.id)
+    assert (iv.agent, iv.step, iv.event) == (msg.agent, 1, msg.id)
+    res = fork(debate, [iv])
+    before = [e for e in debate.events if e.agent == msg.agent and e.step >= 1]
+    after = [e for e in res.trace.events if e.agent == msg.agent and e.step >= 1]
+    assert len(before) > 2
+    assert [e.type for e in after] == ["return"]  # it returned its best answer, nothing more
+    assert res.trace.meta["fork"]["interventions"][0]["event"] == msg.id
+    # the orchestrator stopped at its first event: the run ends there, with no answer
+    first = debate.events[0]
+    stopped = fork(debate, [ForceStop.of(debate, first.id)])
+    assert stopped.trace.meta["result"]["stop_reason"].startswith("forced stop at step 0")
+    assert stopped.backend_calls == 0 and stopped.trace.meta["result"]["answer"] is None
+
+
+def test_stop_at_refuses_what_no_agent_does():
+    tr = run("centralized", "wide-search-v1", agents=2, seed=0, task_size=20).trace
+    result = next(e for e in tr.events if e.type == "tool_result")
+    with pytest.raises(TraceError) as err:
+        ForceStop.of(tr, result.id)
+    assert str(err.value).startswith(
+        f"event '{result.id}' of trace {tr.trace_id} is a tool_result of '{result.agent}', "
+        "which no agent takes; pick an event of an agent"
+    )
+    with pytest.raises(TraceError, match=r"no event 'nope' in trace .*an event of an agent"):
+        ForceStop.of(tr, "nope")
+
+
+def test_cli(debate, tmp_path, capsys):
+    path = tmp_path / "d.json"
+    dump(debate, path)
+    msg = next(e for e in debate.events if e.type == "message")
+    rc, out, err = _cli(["replay", str(path), "--stop-at", msg.id], capsys)
+    assert rc == 0, err
+    assert f"fork with ForceStop at {msg.id} ({msg.agent} stops on entering step {msg.step})" in out
+    rc, out, err = _cli(["replay", str(path), "--stop-at", "1"], capsys)
+    assert rc == 0 and "(orchestrator stops on entering step 1)" in out
+    rc, out, err = _cli(["replay", str(path), "--spawn-one-more"], capsys)
+    assert rc == 0 and "fork with ForceDecision (n_workers = 8)" in out
+    for argv, message in [
+        (["--stop-at", "-1"], "error: --stop-at takes a step >= 0 or an event id, got -1\n"),
+        (["--stop-at", "e999"], f"error: no event 'e999' in trace {debate.trace_id}; pick the "),
+        (["--spawn-one-more", "e2"], "error: event 'e2' of trace "),
+    ]:
+        rc, _, err = _cli(["replay", str(path), *argv], capsys)
+        assert rc == 1 and err.startswith(message) and err.count("\n") == 1
