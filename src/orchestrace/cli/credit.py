@@ -134,4 +134,6 @@ def _error_bar(estimate: Any) -> str:
     out = f" ± {se:.4f}"
     if isinstance(ci, list) and len(ci) == 2:
         out += f"  95% CI [{ci[0]:+.4f}, {ci[1]:+.4f}]"
-    return out + f"  ({estimate.get('backend_calls', 0)} backend calls)"
+    if "backend_calls" in estimate:  # a Shapley row has none of its own: see stats
+        out += f"  ({estimate['backend_calls']} backend calls)"
+    return out
