@@ -78,7 +78,8 @@ def _provider(processors: Sequence[Any], seed: int | None = None) -> Any:
         def generate_trace_id(self) -> int:
             return self.rng.getrandbits(128) or 1
 
-    kw: dict[str, Any] = {"resource": Resource.create({"service.name": "research-app"})}
+    fixed = {"service.name": "research-app", "service.instance.id": "research-app-1"}
+    kw: dict[str, Any] = {"resource": Resource.create(fixed)}
     if seed is not None:
         kw["id_generator"] = SeededIds(seed)
     tp = TracerProvider(**kw)

@@ -485,7 +485,7 @@ class _Reader:
             known = {"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"}
             known |= {"startTimeUnixNano", "start_time_unix_nano", "endTimeUnixNano"}
             known |= {"end_time_unix_nano", "status", "name", "attributes", "events", "links"}
-            known |= {"kind"}
+            known |= {"kind", "flags"}  # flags: W3C trace flags of the transport
         tid = _hex_id(tid_raw, 16)
         sid = _hex_id(sid_raw, 8)
         name: str = raw["name"] if isinstance(raw.get("name"), str) else ""
@@ -1332,7 +1332,7 @@ def _replace(e: Event, **changes: Any) -> Event:
 
 
 def _order(n: _Node) -> tuple[int, int, str]:
-    return (n.start, n.end, n.sp.where if n.sp is not None else "")
+    return (n.start, n.end, n.sp.span_id if n.sp is not None else "")
 
 
 def _shift(node: _Node, delta: int) -> None:
