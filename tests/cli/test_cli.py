@@ -119,7 +119,8 @@ def test_analyze_json_keys(tmp_path, capsys, medium_trace):
     dump(medium_trace, p)
     code, out, _ = run(capsys, "analyze", str(p), "--json")
     s = json.loads(out)
-    assert code == 0 and tuple(s) == SUMMARY_KEYS
+    assert code == 0 and tuple(s) == ("trace_id", *SUMMARY_KEYS)
+    assert s["trace_id"] == medium_trace.trace_id
     assert s["events"] == medium_trace.n_events and s["agents"] == 40
     assert s["speedup"] == pytest.approx(s["work_s"] / s["critical_path_s"])
     assert s["critical_path"][0] == "e1"

@@ -7,13 +7,13 @@ import json
 import sys
 from typing import Any
 
-from orchestrace._safe import display
+from orchestrace._safe import bounded, display
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
-from orchestrace.errors import TraceValidationError
-from orchestrace.io import detect_format, iter_traces, read_graph
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.io import detect_format, foreign_format, iter_traces, load_all, read_graph
 from orchestrace.io._common import read_bytes
 from orchestrace.io.json import parse
-from orchestrace.io.parquet import header_of
+from orchestrace.io.parquet import header_of, parse_parquet, trace_ids
 from orchestrace.trace.analyze import summarize
 from orchestrace.trace.check import check_graph
 from orchestrace.trace.model import Trace
@@ -26,14 +26,17 @@ def add_parser(sub: Any) -> None:
         help="print a trace's counts, critical path, speedup and Critical Steps",
         description="Analyse a trace: events and agents by type, team size, length, spawn depth, "
         "work, critical path (and its events), parallel speedup, PARL Critical Steps, tokens, "
-        "messages and tool calls. Parquet datasets are analysed column-wise, without loading "
-        "event objects.",
+        "messages, tool calls and errors. A file holding several traces gives one result per "
+        "trace, each named by its trace_id. A Parquet dataset of one trace (or the one "
+        "--trace-id picks) is analysed column-wise, without loading event objects.",
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument(
-        "--json", action="store_true", help="print one JSON object per trace (stable keys)"
+        "--json",
+        action="store_true",
+        help="print one JSON object per trace: trace_id, then the summary (stable keys)",
     )
-    p.add_argument("--trace-id", help="Parquet/JSONL: analyse only this trace")
+    p.add_argument("--trace-id", help="analyse only this trace (default: every trace in FILE)")
     p.add_argument(
         "--max-path",
         type=int,
@@ -47,14 +50,7 @@ def add_parser(sub: Any) -> None:
 def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     fmt = detect_format(args.file)
     if fmt == "parquet":
-        graph, header = read_graph(args.file, trace_id=args.trace_id)
-        head, problems = header_of(header)
-        if head is not None:
-            warn_truncated(args.file, [head], partial=args.partial)
-            problems = check_graph(graph, head, partial=True)
-        if head is None or any(p.severity == "error" for p in problems):
-            raise TraceValidationError(problems, source=args.file)
-        return [(header["trace_id"], summarize(graph))]
+        return _parquet(args)
     if fmt == "jsonl":
         out = []
         for tr in iter_traces(args.file):
@@ -63,11 +59,58 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
             warn_truncated(args.file, [tr], partial=args.partial)
             out.append((tr.trace_id, summarize(_checked(tr, args.file))))
         return out
-    trace, problems = parse(read_bytes(args.file), source=args.file, partial=True)
+    try:
+        trace, problems = parse(read_bytes(args.file), source=args.file, partial=True)
+    except TraceFormatError:
+        trace, problems = None, []
+        if foreign_format(args.file) is None:
+            raise
     if trace is None or any(p.severity == "error" for p in problems):
-        raise TraceValidationError(problems, source=args.file)
+        if foreign_format(args.file) is None:
+            raise TraceValidationError(problems, source=args.file)
+        traces = [
+            tr for tr in load_all(args.file) if not args.trace_id or tr.trace_id == args.trace_id
+        ]
+        return [(tr.trace_id, summarize(_checked(tr, args.file))) for tr in traces]
+    _warn_semantic(problems)
     warn_truncated(args.file, [trace], partial=args.partial)
+    if args.trace_id and trace.trace_id != args.trace_id:
+        return []
     return [(trace.trace_id, summarize(trace))]
+
+
+def _parquet(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """Each trace of a dataset: column-wise for one trace, else trace by trace."""
+    ids = trace_ids(args.file)
+    if args.trace_id is not None and args.trace_id not in ids:
+        return []
+    if args.trace_id is None and len(ids) > 1:
+        out = []
+        for label, trace, problems in parse_parquet(args.file, partial=True, check=True):
+            if trace is None or any(p.severity == "error" for p in problems):
+                raise TraceValidationError(problems, source=f"{args.file}[{label}]")
+            warn_truncated(args.file, [trace], partial=args.partial)
+            out.append((trace.trace_id, summarize(trace)))
+        return out
+    graph, header = read_graph(args.file, trace_id=args.trace_id)
+    head, problems = header_of(header)
+    if head is not None:
+        warn_truncated(args.file, [head], partial=args.partial)
+        problems = check_graph(graph, head, partial=True)
+    if head is None or any(p.severity == "error" for p in problems):
+        raise TraceValidationError(problems, source=f"{args.file}[{header['trace_id']}]")
+    summary = summarize(graph)
+    summary["errors"] = header["n_errors"]
+    return [(header["trace_id"], summary)]
+
+
+def _warn_semantic(problems: list[Problem]) -> None:
+    """List an imported trace's semantic problems (analysed anyway) on stderr."""
+    shown = [p for p in problems if p.severity == "semantic"]
+    for p in shown[:20]:
+        print(bounded(f"warning: {p}"), file=sys.stderr)
+    if len(shown) > 20:
+        print(f"warning: ... and {len(shown) - 20} more semantic problem(s)", file=sys.stderr)
 
 
 def _checked(trace: Trace, source: str) -> Trace:
@@ -122,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for trace_id, s in results:
         if args.json:
-            sys.stdout.write(json.dumps(s, separators=(",", ":")) + "\n")
+            sys.stdout.write(json.dumps({"trace_id": trace_id, **s}, separators=(",", ":")) + "\n")
         else:
             print(_text(trace_id, s, args.max_path))
     return 0

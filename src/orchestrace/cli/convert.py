@@ -15,6 +15,7 @@ from orchestrace.io import (
     check_dump_target,
     detect_format,
     dump,
+    foreign_format,
     import_path,
     iter_jsonl,
     load_all,
@@ -70,18 +71,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import(path: str, fmt: str) -> list[Trace]:
+    """Import another tool's file; print its problems and a one-line summary."""
+    result = import_path(path, format=fmt)
+    for p in result.problems[:20]:
+        print(f"warning: {p}", file=sys.stderr)
+    print(result.summary(path), file=sys.stderr)
+    return result.traces
+
+
 def _read(args: argparse.Namespace) -> list[Trace]:
     """Read the input; with --keep-going, mark what was skipped and say how much."""
     fmt = _fmt(args.src) or detect_format(args.input)
     traces: list[Trace]
     if fmt in IMPORT_FORMATS:
-        result = import_path(args.input, format=fmt)
-        for p in result.problems[:20]:
-            print(f"warning: {p}", file=sys.stderr)
-        print(result.summary(args.input), file=sys.stderr)
-        return result.traces
+        return _import(args.input, fmt)
     if not args.keep_going or fmt != "jsonl":
-        traces = load_all(args.input, format=fmt, check=True, partial=True)
+        try:
+            traces = load_all(args.input, format=fmt, check=True, partial=True)
+        except TraceError:
+            foreign = foreign_format(args.input) if args.src is None else None
+            if foreign is None:
+                raise
+            return _import(args.input, foreign)  # another tool's file, told by its structure
         warn_truncated(args.input, traces, partial=args.partial)
         return traces
     traces = []

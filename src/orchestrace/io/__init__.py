@@ -36,6 +36,7 @@ from orchestrace.io.importers import (
     ImportResult,
     export_bytes,
     import_path,
+    sniff_value,
 )
 from orchestrace.io.json import dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
@@ -56,6 +57,7 @@ __all__ = [
     "dump",
     "dumps",
     "export_bytes",
+    "foreign_format",
     "from_upstream",
     "import_path",
     "iter_jsonl",
@@ -117,6 +119,46 @@ def detect_format(path: PathLike) -> str:
     )
 
 
+#: Top-level keys that make a JSON value an orchestrace or survey-schema trace, or a record of a
+#: streamed recording, rather than another tool's output.
+_TRACE_KEYS = frozenset(
+    {"trace_id", "task_id", "events", "edges", "schema_version", "meta"}
+    | {"header", "event", "edge", "footer"}
+)
+
+
+def foreign_format(path: PathLike) -> str | None:
+    """The import format of a JSON/JSONL file that is not a trace, told from its structure.
+
+    Readers call this only after a file failed to read as a native or survey-schema trace,
+    so reading traces costs nothing extra. The file's first JSON value (the document, or its
+    first line) is a trace when it is an object with a trace's keys (``events``,
+    ``trace_id``...) or a recording's (``header``...); then ``None`` is returned and the
+    reader's own errors stand. Otherwise the importers' ``sniff`` functions decide.
+
+    Raises:
+        TraceFormatError: The file is neither a trace nor a format an importer recognises:
+            one line naming the file and the ``--from`` choices.
+    """
+    from orchestrace.io.importers import _json_values
+
+    try:
+        values, _cut = _json_values(path)
+    except (TraceFormatError, RecursionError):
+        return None  # not JSON (or nested too deep): the reader's error says where
+    if not values or (isinstance(values[0], dict) and not _TRACE_KEYS.isdisjoint(values[0])):
+        return None
+    found = sniff_value(values[0])
+    if found is None:
+        raise TraceFormatError(
+            str(path),
+            "file",
+            "not an orchestrace trace, a survey-schema trace, or a format orchestrace can import",
+            f"pass --from (one of {', '.join(IMPORT_FORMATS)}) if it is one of those",
+        )
+    return found
+
+
 def _is_dir(p: Path) -> bool:
     try:
         return stat.S_ISDIR(os.stat(p).st_mode)
@@ -147,7 +189,9 @@ def load_all(
 
     Args:
         path: A trace file or Parquet dataset.
-        format: One of :data:`FORMATS` (default: from the name).
+        format: One of :data:`FORMATS` or :data:`IMPORT_FORMATS` (default: from the name, and
+            for a JSON/JSONL file that is not a trace, from its structure: see
+            :func:`foreign_format`).
         keep_going: JSONL only: skip damaged lines instead of raising.
         check: Run ``check_trace`` and raise on errors.
         partial: With ``check``: accept (``True``) or refuse (``False``) a truncated
@@ -160,6 +204,18 @@ def load_all(
     fmt = _check_format(format or detect_format(path), FORMATS + IMPORT_FORMATS)
     if fmt in IMPORT_FORMATS:
         return import_path(path, format=fmt).traces
+    try:
+        return _load_native(path, fmt, keep_going=keep_going, check=check, partial=partial)
+    except (TraceFormatError, TraceValidationError):
+        foreign = foreign_format(path) if format is None and fmt in ("json", "jsonl") else None
+        if foreign is None:
+            raise
+    return import_path(path, format=foreign).traces
+
+
+def _load_native(
+    path: PathLike, fmt: str, *, keep_going: bool, check: bool, partial: bool | None
+) -> list[Trace]:
     if fmt == "jsonl":
         return read_jsonl(
             path, keep_going=keep_going, check=check, partial=True if partial is None else partial
@@ -210,18 +266,28 @@ def load(
 def iter_traces(
     path: PathLike, *, format: str | None = None, keep_going: bool = False
 ) -> Iterator[Trace]:
-    """Yield the traces of ``path`` one at a time (JSONL is streamed line by line)."""
-    fmt = _check_format(format or detect_format(path))
+    """Yield the traces of ``path`` one at a time (JSONL is streamed line by line).
+
+    Without ``format``, a JSON/JSONL file written by another tool is imported (see
+    :func:`foreign_format`).
+    """
+    fmt = _check_format(format or detect_format(path), FORMATS + IMPORT_FORMATS)
     if fmt != "jsonl":
-        yield from load_all(path, format=fmt, keep_going=keep_going)
+        yield from load_all(path, format=format, keep_going=keep_going)
         return
+    first = True
     for item in iter_jsonl(path, keep_going=keep_going, partial=True, check=False):
         if item.trace is None or (
             not keep_going and any(p.severity == "error" for p in item.problems)
         ):
             if keep_going:
                 continue
+            foreign = foreign_format(path) if first and format is None else None
+            if foreign is not None:
+                yield from import_path(path, format=foreign).traces
+                return
             raise TraceValidationError(item.problems, source=str(path))
+        first = False
         yield item.trace
 
 

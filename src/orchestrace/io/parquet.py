@@ -56,6 +56,7 @@ __all__ = [
     "read_graph",
     "read_parquet",
     "read_tables",
+    "trace_ids",
     "write_parquet",
 ]
 
@@ -736,6 +737,24 @@ _GRAPH_COLUMNS = [
 ]
 
 
+def trace_ids(path: PathLike) -> list[str]:
+    """The ids of a dataset's traces, in the order written (reads only the ``traces`` table).
+
+    Raises:
+        TraceFormatError: Not a dataset, or its ``traces`` table is damaged or empty.
+    """
+    pa, pq = _pa()
+    p = _check_dataset(path)
+    try:
+        _check_schema(pq.read_schema(p / _FILES[2]), _TRACE_KINDS, _FILES[2], str(path))
+        ids = pq.read_table(p / _FILES[2], columns=["trace_id"]).column("trace_id").to_pylist()
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, _FILES[2], err) from None
+    if not ids:
+        raise _no_traces(str(path))
+    return [x if isinstance(x, str) else f"#{k}" for k, x in enumerate(ids)]
+
+
 def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph, dict[str, Any]]:
     """Compile one trace of a dataset straight from its columns (no event objects).
 
@@ -747,7 +766,8 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         trace_id: Which trace (required when the dataset holds several).
 
     Returns:
-        ``(graph, header)``: the compiled graph and the trace's row of the ``traces`` table.
+        ``(graph, header)``: the compiled graph and the trace's row of the ``traces`` table,
+        plus ``n_errors``: how many of its events record an ``error``.
 
     Raises:
         TraceFormatError: Not a dataset, several traces and no ``trace_id``, or unknown id.
@@ -786,12 +806,15 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
                 str(path),
                 "traces.parquet",
                 f"dataset holds {len(ids)} traces",
-                f"pick one with trace_id= (first: {ids[:3]})",
+                f"pick one with trace_id= (`--trace-id` on the command line; first: {ids[:3]})",
             )
         trace_id = ids[0]
     elif trace_id not in ids:
         raise TraceFormatError(
-            str(path), "traces.parquet", f"no trace {trace_id!r}", f"use one of {ids[:5]}"
+            str(path),
+            "traces.parquet",
+            f"no trace {_short(trace_id)!r}",
+            f"pick one of {[_short(str(x)) for x in ids[:5]]}",
         )
     k = ids.index(trace_id)
     row = traces[k]
@@ -825,6 +848,8 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
 
         pos = 0
         for batch in batches:
+            if "error" in batch.schema.names:
+                n_errors[0] += batch.num_rows - batch.column("error").null_count
             same = pc.equal(batch.column("trace_id"), trace_id)
             if batch.num_rows and not pc.all(pc.fill_null(same, False)).as_py():
                 raise TraceFormatError(
@@ -836,7 +861,7 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
             found = _value_problems(batch, kinds, what, members)
             if "attrs" in batch.schema.names:
                 for i, text in enumerate(batch.column("attrs").to_pylist()):
-                    _, problem = _json_object(text, "$.events[{i}].attrs")
+                    _, problem = _json_object(text, f"$.events[{i}].attrs")
                     if problem is not None:
                         found.append((i, problem))
             if found:
@@ -845,6 +870,8 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
             pos += batch.num_rows
             yield batch
 
+    n_errors = [0]
+
     def edge_ref(k: int, end: str) -> str:
         table = pq.read_table(p / _FILES[1], columns=[end])
         return str(table.column(end)[ed_lo + k].as_py())
@@ -852,7 +879,12 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     try:
         graph = TraceGraph.from_batches(
             checked(
-                rows(_FILES[0], [*_GRAPH_COLUMNS, "trace_id", "attrs"], ev_lo, row["n_events"]),
+                rows(
+                    _FILES[0],
+                    [*_GRAPH_COLUMNS, "trace_id", "attrs", "error"],
+                    ev_lo,
+                    row["n_events"],
+                ),
                 _EVENT_KINDS,
                 "events",
                 _EVENT_MEMBERS,
@@ -873,4 +905,4 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         ) from None
     except (pa.ArrowException, OSError, KeyError) as err:
         raise _read_error(path, "dataset", err) from None
-    return graph, row
+    return graph, {**row, "n_errors": n_errors[0]}
