@@ -6,17 +6,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from viewer_browser import HOSTILE
 
 from orchestrace.io import dump
 from orchestrace.trace.generate import generate_trace
 from orchestrace.trace.model import Event, Trace
-
-#: Strings that must display as text and never run.
-HOSTILE = (
-    "<script>window.__pwned = 1; alert('x')</script>",
-    '<img src=x onerror="window.__pwned=2;alert(2)">',
-    "\x1b[31mred\x1b[0m \u202eevil\u202c </pre></div><b>bold</b>",
-)
 
 
 @pytest.fixture(scope="session")

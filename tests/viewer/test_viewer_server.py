@@ -15,9 +15,9 @@ from orchestrace.trace.generate import generate_trace
 from orchestrace.viewer.data import TraceView, diff_traces
 
 pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from orchestrace.viewer.server import CSP, ViewerState, create_app  # noqa: E402
+from orchestrace.viewer.server import CSP, ViewerState, create_app
 
 
 def client(*paths: Path, **kw: object) -> TestClient:
@@ -283,7 +283,7 @@ def test_a_recording_being_written_is_read_again(tmp_path: Path) -> None:
 def test_unreadable_files_raise_the_cli_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"trace_id": ')
-    with pytest.raises(TraceFormatError, match="bad.json"):
+    with pytest.raises(TraceFormatError, match=r"bad\.json"):
         ViewerState(bad)
     with pytest.raises(ConfigError, match="--trace-id takes one of"):
         ViewerState(_two(tmp_path), trace_id="nope")

@@ -1,0 +1,113 @@
+"""Helpers for the browser tests: find Chromium, start ``orchestrace view``, wait on page state."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Strings that must display as text and never run.
+HOSTILE = (
+    "<script>window.__pwned = 1; alert('x')</script>",
+    '<img src=x onerror="window.__pwned=2;alert(2)">',
+    "\x1b[31mred\x1b[0m \u202eevil\u202c </pre></div><b>bold</b>",
+)
+
+
+def chromium_path() -> str | None:
+    """The Chromium binary: $ORCHESTRACE_CHROMIUM, the Debian package's, or one on PATH."""
+    candidates = [
+        os.environ.get("ORCHESTRACE_CHROMIUM"),
+        "/usr/lib/chromium/chromium",  # Debian: /usr/bin/chromium is a shell wrapper
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+        shutil.which("google-chrome"),
+    ]
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def launch(pw: Any) -> Any:
+    """A headless Chromium (the system one when present, else Playwright's own)."""
+    args = ["--no-sandbox"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    path = chromium_path()
+    try:
+        return pw.chromium.launch(executable_path=path, headless=True, args=args)
+    except Exception as err:  # no browser at all: skip, the other tests still run
+        pytest.skip(f"Chromium cannot be started ({str(err).splitlines()[0][:200]})")
+
+
+def artifacts(tmp_path: Path) -> Path:
+    """Where screenshots go: $ORCHESTRACE_TEST_ARTIFACTS, else the test's tmp dir."""
+    env = os.environ.get("ORCHESTRACE_TEST_ARTIFACTS")
+    d = Path(env) / "viewer" if env else tmp_path
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@contextmanager
+def viewer(*args: object) -> Iterator[str]:
+    """Run ``orchestrace view ARGS`` and yield its URL; stop it afterwards."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "orchestrace", "view", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = p.stdout.readline() if p.stdout else ""
+        m = re.match(r"orchestrace viewer: (http://\S+)", line)
+        if not m:
+            err = p.stderr.read() if p.stderr else ""
+            raise AssertionError(f"the viewer did not start: {line!r} {err[-2000:]!r}")
+        yield m.group(1)
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def state(page: Any, expr: str = "") -> Any:
+    """``window.__orchestrace`` (or an expression over it, as ``s``) read from the page."""
+    body = f"(s) => ({expr or 's'})"
+    return page.evaluate(f"(() => {{ const s = window.__orchestrace; return ({body})(s); }})()")
+
+
+def wait_for(page: Any, cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """Poll ``cond`` (reading the page) until it is truthy; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what or 'the page'}")
+        page.wait_for_timeout(100)
+
+
+def open_page(browser: Any, url: str, *, width: int = 1500, height: int = 950) -> Any:
+    """A page on ``url`` once its first view is drawn; dialogs are recorded in ``page.dialogs``."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.dialogs = []
+    page.errors = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]", state="attached", timeout=60_000)
+    return page
