@@ -181,7 +181,9 @@ def test_verdict_agrees_with_jsonschema_on_a_fuzzed_corpus(schema, example):
     assert 0.1 < sum(verdicts) / len(verdicts) < 0.9
 
 
-def test_cli_gives_the_schema_verdict_and_lists_semantic_problems(schema, example, tmp_path):
+def test_cli_gives_the_schema_verdict_and_lists_semantic_problems(
+    schema, example, tmp_path, capsys
+):
     from orchestrace.cli import main
 
     good = copy.deepcopy(example)
@@ -195,8 +197,11 @@ def test_cli_gives_the_schema_verdict_and_lists_semantic_problems(schema, exampl
     out = tmp_path / "out.json"
     assert main(["validate", "--schema", "upstream", str(tmp_path / "good.json")]) == 0
     assert main(["validate", "--schema", "upstream", str(tmp_path / "bad.json")]) == 1
+    capsys.readouterr()
     assert main(["convert", "--from", "upstream", str(tmp_path / "good.json"), "-o", str(out)]) == 0
     assert out.exists()
+    err = capsys.readouterr().err
+    assert "semantic: causal cycle" in err and "semantic: agent 'ghost' returns" in err
 
 
 def test_cli_output_names_levels(example, tmp_path, capsys):

@@ -87,13 +87,16 @@ def _read(args: argparse.Namespace) -> list[Trace]:
     if fmt in IMPORT_FORMATS:
         return _import(args.input, fmt)
     if not args.keep_going or fmt != "jsonl":
+        notes: list[Problem] = []
         try:
-            traces = load_all(args.input, format=fmt, check=True, partial=True)
+            traces = load_all(args.input, format=fmt, check=True, partial=True, problems=notes)
         except TraceError:
             foreign = foreign_format(args.input) if args.src is None else None
             if foreign is None:
                 raise
             return _import(args.input, foreign)  # another tool's file, told by its structure
+        for p in [p for p in notes if p.severity == "semantic"][:20]:
+            print(f"warning: {p}", file=sys.stderr)  # an imported trace's own-rule problems
         warn_truncated(args.input, traces, partial=args.partial)
         return traces
     traces = []

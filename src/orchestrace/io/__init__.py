@@ -27,8 +27,15 @@ from typing import Literal
 
 import msgspec
 
-from orchestrace.errors import TraceFormatError, TraceValidationError
-from orchestrace.io._common import BOM, PathLike, atomic_write, open_input, peek_stream
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.io._common import (
+    BOM,
+    PathLike,
+    atomic_write,
+    open_input,
+    peek_stream,
+    read_bytes,
+)
 from orchestrace.io._output import OutputError, check_output, is_our_dataset
 from orchestrace.io.importers import (
     EXPORT_FORMATS,
@@ -181,6 +188,7 @@ def load_all(
     keep_going: bool = False,
     check: bool = False,
     partial: bool | None = None,
+    problems: list[Problem] | None = None,
 ) -> list[Trace]:
     """Read every trace in ``path``.
 
@@ -196,6 +204,8 @@ def load_all(
         check: Run ``check_trace`` and raise on errors.
         partial: With ``check``: accept (``True``) or refuse (``False``) a truncated
             recording (``meta.partial``). ``None``: JSONL accepts it, other formats refuse.
+        problems: JSON: receives the problems that did not stop reading (warnings, and with
+            ``check`` the ``"semantic"`` problems of an imported survey-schema trace).
 
     Raises:
         TraceFormatError: The file cannot be parsed.
@@ -205,7 +215,9 @@ def load_all(
     if fmt in IMPORT_FORMATS:
         return import_path(path, format=fmt).traces
     try:
-        return _load_native(path, fmt, keep_going=keep_going, check=check, partial=partial)
+        return _load_native(
+            path, fmt, keep_going=keep_going, check=check, partial=partial, problems=problems
+        )
     except (TraceFormatError, TraceValidationError):
         foreign = foreign_format(path) if format is None and fmt in ("json", "jsonl") else None
         if foreign is None:
@@ -214,7 +226,13 @@ def load_all(
 
 
 def _load_native(
-    path: PathLike, fmt: str, *, keep_going: bool, check: bool, partial: bool | None
+    path: PathLike,
+    fmt: str,
+    *,
+    keep_going: bool,
+    check: bool,
+    partial: bool | None,
+    problems: list[Problem] | None,
 ) -> list[Trace]:
     if fmt == "jsonl":
         return read_jsonl(
@@ -222,19 +240,23 @@ def _load_native(
         )
     if fmt == "parquet":
         out: list[Trace] = []
-        for label, trace, problems in parse_parquet(path, partial=bool(partial), check=check):
-            if trace is None or any(p.severity == "error" for p in problems):
-                raise TraceValidationError(problems, source=f"{path}[{label}]")
-            out.append(trace)
+        for label, item, found in parse_parquet(path, partial=bool(partial), check=check):
+            if item is None or any(p.severity == "error" for p in found):
+                raise TraceValidationError(found, source=f"{path}[{label}]")
+            out.append(item)
         return out
-    return [
-        read_json(
-            path,
-            upstream=True if fmt == "upstream" else None,
-            check=check,
-            partial=bool(partial),
-        )
-    ]
+    trace, found = parse(
+        read_bytes(path),
+        source=str(path),
+        upstream=True if fmt == "upstream" else None,
+        check=check,
+        partial=bool(partial),
+    )
+    if trace is None or any(p.severity == "error" for p in found):
+        raise TraceValidationError(found, source=str(path))
+    if problems is not None:
+        problems.extend(found)
+    return [trace]
 
 
 def load(
