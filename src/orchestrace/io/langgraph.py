@@ -551,12 +551,10 @@ class RunMapper:
             kind = "llm"
         elif rec["run_type"] in _TOOLS:
             kind = "tool"
+        elif _is_node(rec):
+            kind = "node"  # also a node of a subgraph, or one whose graph run is missing
         elif parent is None or parent not in self._runs:
             kind = "graph"
-        elif _is_node(rec) and self._node_of(parent) is None:
-            kind = "node"
-        elif _is_node(rec):
-            kind = "node"  # a node of a subgraph
         else:
             kind = "inner"
         run = _Run(rec, ts if ts is not None else self.t0, kind)
@@ -738,6 +736,7 @@ class RunMapper:
             # a tool executor (ToolNode): not an agent; its tool results feed the next step
             self._open.get(rec["name"], set()).discard(me)
             self.nodes.get(me, {})["tool_executor"] = True
+            self._barrier(run, graph, me, step)
             if step is not None:
                 self._closing.setdefault((graph, step), []).extend(
                     (r, "tool_result", None) for r in run.tool_results
@@ -747,6 +746,7 @@ class RunMapper:
             self._from_messages(run, me, t, end, step)
             if run.tool_results and run.sender is None and not gotos and not interrupted:
                 self.nodes.get(me, {})["tool_executor"] = True
+                self._barrier(run, graph, me, step)
                 if step is not None:
                     self._closing.setdefault((graph, step), []).extend(
                         (r, "tool_result", None) for r in run.tool_results
@@ -820,23 +820,27 @@ class RunMapper:
             self._feed(
                 closing.to, closing.id, close_t, "spawn" if closing.type == "spawn" else "message"
             )
-        # data flow over the superstep barrier: the tasks of the step before feed this one
-        if step is not None and run.first_event is not None:
-            before = self._closing.get((graph, step - 1), [])
-            for eid, kind, to in before:
-                etype = (
-                    "return"
-                    if kind == "return" and to == me
-                    else "aggregate"
-                    if len(before) > 1
-                    else "causal"
-                )
-                self._edge(eid, run.first_event[1], etype)
+        self._barrier(run, graph, me, step)
         if step is not None:
             self._closing.setdefault((graph, step), []).append(
                 (closing.id, closing.type, closing.to)
             )
         self._last_node = (end, me, step)
+
+    def _barrier(self, run: _Run, graph: str, me: str, step: int | None) -> None:
+        """Data flow over the superstep barrier: the tasks of the step before feed this one."""
+        if step is None or run.first_event is None:
+            return
+        before = self._closing.get((graph, step - 1), [])
+        for eid, kind, to in before:
+            etype = (
+                "return"
+                if kind == "return" and to == me
+                else "aggregate"
+                if len(before) > 1
+                else "causal"
+            )
+            self._edge(eid, run.first_event[1], etype)
 
     def _from_messages(self, run: _Run, me: str, t: float, end: float, step: int | None) -> None:
         """Tool and LLM calls seen only in a node's update (a stream without callbacks).
@@ -935,6 +939,8 @@ class RunMapper:
         mine = [(et, e) for et, e in self._events_of.get(child, []) if et >= t - _EPS]
         if mine:
             self._edge(eid, min(mine)[1], "spawn" if fresh else "message")
+        else:
+            self._feed(child, eid, t, "spawn" if fresh else "message")
 
     def meta(self) -> dict[str, Any]:
         """What the run's footer records: the graph's nodes and unmapped items."""

@@ -608,6 +608,7 @@ def _prepare(
         )
 
     by_id: dict[str, dict[str, Any]] = {}
+    raws: dict[str, object] = {}
     order: list[dict[str, Any]] = []
     for where, raw in spans:
         sp = dict(raw)
@@ -623,7 +624,7 @@ def _prepare(
             )
             sp["id"] = sid
         if sid in by_id:
-            if by_id[sid] == raw or by_id[sid] == sp:
+            if raws[sid] == raw:
                 warn(
                     "duplicate-id",
                     where,
@@ -684,6 +685,7 @@ def _prepare(
             end = start
         sp["_start"], sp["_end"], sp["_where"] = start, end, where
         by_id[sid] = sp
+        raws[sid] = raw
         order.append(sp)
     # parents: missing ones and cycles make a span a root
     for sp in order:
