@@ -905,7 +905,22 @@ class _Mapper:
         return sp.status_message or "error"
 
     def own_events(self, n: _Node) -> None:
-        """Create the entry (and exit) events of one span."""
+        """Create the entry (and exit) events of one span.
+
+        While recording live, a span still open has only its entry event: its return, result or
+        stop is written once it ends.
+        """
+        self._own_events(n)
+        still_open = (n.sp is None and any(c.sp and c.sp.end is None for c in n.children)) or (
+            n.sp is not None and n.sp.end is None
+        )
+        if self.live and still_open:
+            for eid in n.exits:
+                if eid != n.entry:
+                    del self.events[eid]
+            n.exits = [n.entry] if n.entry is not None else []
+
+    def _own_events(self, n: _Node) -> None:
         sp = n.sp
         parent_agent = n.parent.agent if n.parent is not None else n.agent
         first_child = n.children[0].start if n.children else n.end
