@@ -12,6 +12,14 @@ five sub-decisions:
 | O4 aggregate: how to combine at the end | vote, trust (vote weighted by role), judge (an LLM picks), first |
 | O5 stop: stop now or continue | continue, stop |
 
+Communication is recorded: each new worker that hears answers gets one ``message`` event from
+the orchestrator (``attrs.data.peers``), which its revision reads (a message edge). The
+orchestrator and its workers run in :mod:`orchestrace.runtime.rounds`. Every episode's trace
+records what re-runs it (``meta.runner``: the env id, task, seed, reset ``options``,
+``train_step`` and the episode's limits; ``meta.backend``: the simulator with its options), so
+``replay``, ``fork`` and counterfactual credit work on it as on a topology's trace: a fork
+keeps the recorded decisions (open loop) and changes what the intervention changes.
+
 Each worker answers the whole task (a task instance whose size, hence difficulty, varies per
 episode); workers that hear answers revise theirs in a second call. The episode ends when the
 orchestrator stops (``terminated``) or runs out of rounds, workers or Critical Steps
@@ -45,12 +53,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
 import math
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +68,16 @@ from orchestrace.rewards.parl import Anneal, parl_components
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import VirtualTimeLoop
 from orchestrace.runtime.config import RunConfig
-from orchestrace.runtime.core import Context, Result, Runtime
+from orchestrace.runtime.core import Runtime
+from orchestrace.runtime.rounds import (
+    AGGREGATES,
+    COMMS,
+    ROLES,
+    SPAWNS,
+    Rounds,
+    RoundsSpec,
+)
+from orchestrace.runtime.rounds import key_of as _key
 from orchestrace.runtime.tasks import make_task
 from orchestrace.trace.model import Trace
 
@@ -77,11 +92,6 @@ __all__ = [
     "make_env",
 ]
 
-SPAWNS = (0, 1, 2, 4, 8)
-ROLES = ("novice", "worker", "expert")
-COMMS = ("none", "broadcast", "p2p")
-AGGREGATES = ("vote", "trust", "judge", "first")
-_TRUST = {"novice": 1.0, "worker": 2.0, "expert": 3.0}
 _FAMILIES = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0")
 #: Task size range per task (difficulty varies per episode).
 SIZE_RANGES = {"arith-mapreduce-v0": (6, 24), "wide-search-v0": (20, 70), "multihop-v0": (1, 5)}
@@ -224,14 +234,14 @@ class OrchestrationEnv:
         task = make_task(self.task_name, seed=seed, size=int(size))
         self.seed = seed
         self.task = task
-        self.state = {
-            "answers": [],
-            "confidence": [],
-            "rounds": 0,
-            "tokens": 0,
-            "size": int(size),
-            "truncated_by": None,
-        }
+        spec = RoundsSpec(
+            max_rounds=self.config.max_rounds,
+            max_workers=self.config.max_workers,
+            steps_budget=budget,
+            learned=tuple(self.learned),
+        )
+        self.rounds = Rounds(spec, task, int(size), self._ask)
+        self.state = self.rounds.state
         loop, backend = self._episode_loop(seed)
         self._loop = loop
         rt = Runtime(
@@ -242,12 +252,21 @@ class OrchestrationEnv:
             ),
             topology="centralized",
             meta={
-                "runner": {"env": self.id, "task": self.task_name, "episode": uuid.uuid4().hex[:12]}
+                "runner": {
+                    "env": self.id,
+                    "task": self.task_name,
+                    "episode": uuid.uuid4().hex[:12],
+                    "seed": seed,
+                    "options": _jsonable(opts),
+                    "train_step": self.train_step,
+                    "rounds": spec.to_dict(),
+                }
             },
         )
+        self.rounds.runtime = rt
         self.runtime = rt
         self._req = loop.create_future()
-        self._run = loop.create_task(rt.run(self._orchestrator))
+        self._run = loop.create_task(rt.run(self.rounds.orchestrator))
         obs = self._advance()
         assert obs is not None
         return obs, self._info()
@@ -392,83 +411,6 @@ class OrchestrationEnv:
         self._req.set_result(self._observe())
         return await self._act
 
-    async def _orchestrator(self, ctx: Context) -> Any:
-        st = self.state
-        cfg = self.config
-        results: list[Result] = []
-        while True:
-            d = await self._ask()
-            ctx.record_decision(
-                "stop" if d["stop"] else "spawn",
-                attrs={
-                    "turn": st["rounds"],
-                    "prompt": self.prompt(),
-                    "completion": json.dumps(d, sort_keys=True),
-                    "learned": list(self.learned),
-                },
-            )
-            room = cfg.max_workers - len(results)
-            limit = (
-                "max_workers"
-                if room <= 0
-                else "max_rounds"
-                if st["rounds"] >= cfg.max_rounds
-                else "steps_budget"
-                if self._over_budget()
-                else None
-            )
-            if d["stop"] or limit is not None:
-                if not d["stop"]:
-                    st["truncated_by"] = limit
-                return await self._finish(ctx, results, d["aggregate"])
-            k = min(int(d["spawn"]), room)
-            st["rounds"] += 1
-            if k == 0:
-                continue
-            heard = [r.value for r in results if r.ok]
-            hs = []
-            for j in range(k):
-                hint: list[Any] = []
-                if d["comm"] == "broadcast":
-                    hint = heard
-                elif d["comm"] == "p2p" and heard:
-                    hint = [heard[int(ctx.random() * len(heard))]]
-                hs.append(await ctx.spawn(d["role"], _worker, hint=hint, index=j))
-            for r in await ctx.wait(hs):
-                out = r.value if isinstance(r.value, dict) else {"answer": None}
-                r = dataclasses.replace(r, value=out.get("answer"))
-                results.append(r)
-                if r.ok:
-                    st["answers"].append((r.value, r.agent))
-                    st["confidence"].append(out.get("confidence"))
-            st["tokens"] = self.runtime.tokens
-            ctx.remember(_vote([r.value for r in results if r.ok]))
-
-    async def _finish(self, ctx: Context, results: list[Result], method: str) -> Any:
-        ok = [r for r in results if r.ok]
-        if not ok:
-            return None
-        if method == "trust":
-            roles = {a.name: a.role for a in self.runtime.agents.values()}
-            weights = [_TRUST.get(roles.get(r.agent, "worker"), 1.0) for r in ok]
-            return await ctx.aggregate(ok, "trust", weights=weights)
-        if method == "judge":
-            return await ctx.aggregate(
-                ok, "judge", payload={"prompt": self.task.question, "truth": self.task.answer}
-            )
-        return await ctx.aggregate(ok, method)
-
-    def _over_budget(self) -> bool:
-        """Whether the Critical Steps so far (this decision included) reach the budget."""
-        budget = self._steps_budget
-        if budget is None:
-            return False
-        rt = self.runtime
-        so_far = Trace(
-            trace_id="so-far", task_id="so-far", events=tuple(rt.events), edges=tuple(rt.edges)
-        )
-        return bool(so_far.graph.critical_steps() >= budget)
-
     def _observe(self) -> np.ndarray:
         st = self.state
         cfg = self.config
@@ -512,20 +454,7 @@ class OrchestrationEnv:
 
     def prompt(self) -> str:
         """The current state as text: what an LLM orchestrator would read for this decision."""
-        st = self.state
-        values = [v for v, _ in st["answers"]]
-        counts = Counter(_key(v) for v in values).most_common(3)
-        tally = ", ".join(f"{k} x{c}" for k, c in counts) or "none yet"
-        return (
-            f"Task ({self.task_name}, size {st['size']}): {self.task.question}\n"
-            f"Answers so far: {len(values)} of at most {self.config.max_workers} workers; "
-            f"top answers: {tally}; leading confidence {st.get('top_conf', 0.0):.2f}.\n"
-            f"Budget used: {st['tokens']} tokens, round {st['rounds']} of "
-            f"{self.config.max_rounds}.\n"
-            "Decide as JSON: spawn (0, 1, 2, 4 or 8 workers), role (novice, worker, expert), "
-            "comm (none, broadcast, p2p), aggregate (vote, trust, judge, first), stop (true or "
-            "false)."
-        )
+        return self.rounds.prompt()
 
     def _info(self) -> dict[str, Any]:
         st = self.state
@@ -561,21 +490,6 @@ class OrchestrationEnv:
             for x in (self.config.lambda1, self.config.lambda2)
         )
         return r_perf + lam1 * c["r_parallel"] + lam2 * c["r_finish"], comps
-
-
-async def _worker(ctx: Context, hint: Sequence[Any], index: int) -> Any:
-    """Answer the whole task (with a confidence); revise after hearing others' answers."""
-    task = ctx.task
-    whole = task.whole()
-    r = await ctx.generate("solve", ctx.payload(whole, attempt=index))
-    answer, confidence = r.answer, r.confidence
-    if hint:
-        r2 = await ctx.generate(
-            "revise",
-            {"prompt": task.question, "own": answer, "peers": list(hint), "truth": task.answer},
-        )
-        answer, confidence = r2.answer, r2.confidence
-    return {"answer": answer, "confidence": confidence}
 
 
 def _check_latency(weight: Any, norm: Any, budget: Any, where: str) -> None:
@@ -616,16 +530,19 @@ def _declared_budget(fn: Any) -> int | None:
     return min(found, default=None)
 
 
-def _key(v: Any) -> str:
-    return repr(v)
-
-
-def _vote(values: Sequence[Any]) -> Any:
-    if not values:
-        return None
-    counts = Counter(_key(v) for v in values)
-    best = max(counts.values())
-    return next(v for v in values if counts[_key(v)] == best)
+def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
+    """Reset options as recorded in the trace (numbers as numbers, anything else as text)."""
+    out: dict[str, Any] = {}
+    for k, v in options.items():
+        if isinstance(v, bool | str) or v is None:
+            out[str(k)] = v
+        elif isinstance(v, int | np.integer):
+            out[str(k)] = int(v)
+        elif isinstance(v, float | np.floating):
+            out[str(k)] = float(v)
+        else:
+            out[str(k)] = repr(v)
+    return out
 
 
 #: Registered environment ids.

@@ -59,6 +59,7 @@ from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import ROOT, Runtime
 from orchestrace.runtime.recorder import Recorder
+from orchestrace.runtime.rounds import recorded_root
 from orchestrace.runtime.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.runtime.topologies import get_topology
 from orchestrace.trace.model import Event, Trace
@@ -222,6 +223,8 @@ class ReplaceMessage(Intervention):
 
         * an object with ``answer`` (debate, critic and pipeline answers) or ``value`` (a
           swarm worker's result): that field takes the value, the others are kept;
+        * an object with ``peers`` (the answers a learning environment's worker hears): the
+          worker hears the value alone;
         * a string (a verdict such as ``accept``, a command such as ``finish``): the value;
         * none: none (the consumer reads only the text);
         * anything else: kept, and only the text changes.
@@ -240,6 +243,8 @@ class ReplaceMessage(Intervention):
         data: Any
         if isinstance(old, dict) and ("answer" in old or "value" in old):
             data = {**old, ("answer" if "answer" in old else "value"): value}
+        elif isinstance(old, dict) and "peers" in old:
+            data = {**old, "peers": [value]}
         elif isinstance(old, str):
             data = value if isinstance(value, str) else str(value)
         else:
@@ -704,7 +709,9 @@ def _runtime(
 ) -> tuple[Runtime, Any]:
     meta = trace.meta
     try:
-        topo = get_topology(meta["runner"]["topology"])
+        runner = meta["runner"]
+        episode = isinstance(runner, dict) and "env" in runner  # a learning environment's
+        topo = None if episode else get_topology(runner["topology"])
         spec = meta["task"]
         name, seed, size = spec["name"], spec["seed"], spec["size"]
         if not isinstance(meta["config"], dict):
@@ -719,7 +726,7 @@ def _runtime(
     except KeyError as err:
         raise TraceError(
             f"trace {_shown(trace)} does not say how to re-run it (missing meta {err}); only "
-            "traces recorded by `orchestrace run` can be replayed"
+            "traces recorded by `orchestrace run` or a learning environment can be replayed"
         ) from None
     except (TypeError, ValueError, AttributeError) as err:
         raise TraceError(
@@ -743,6 +750,8 @@ def _runtime(
         judge=_judge(trace, task, rerun_checks),
         label_answers=fork_of is not None,
     )
+    if topo is None:
+        return rt, recorded_root(trace, rt, task)
     return rt, topo.root
 
 
