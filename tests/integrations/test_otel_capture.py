@@ -12,20 +12,20 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from orchestrace.integrations.otel import (  # noqa: E402
+from orchestrace.integrations.otel import (
     OrchestraceSpanExporter,
     OrchestraceSpanProcessor,
 )
-from orchestrace.io import load, load_all  # noqa: E402
-from orchestrace.io._output import OutputError  # noqa: E402
-from orchestrace.io.otel import import_values  # noqa: E402
-from orchestrace.trace.check import check_trace  # noqa: E402
+from orchestrace.io import load, load_all
+from orchestrace.io._output import OutputError
+from orchestrace.io.otel import import_values
+from orchestrace.trace.check import check_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,21 +109,23 @@ def test_exporter_with_the_sdk_processor_and_several_traces(tmp_path: Path) -> N
     provider.add_span_processor(SimpleSpanProcessor(OrchestraceSpanExporter(path)))
     tracer = provider.get_tracer("t")
     for name in ("a", "b"):
-        with tracer.start_as_current_span(
-            f"invoke_agent {name}",
-            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name},
-        ):
-            with tracer.start_as_current_span(
+        with (
+            tracer.start_as_current_span(
+                f"invoke_agent {name}",
+                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name},
+            ),
+            tracer.start_as_current_span(
                 "execute_tool calc",
                 attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "calc"},
-            ):
-                pass
+            ),
+        ):
+            pass
     mid = load_all(path)
     assert len(mid) == 2 and all(t.meta.get("partial") for t in mid)
     provider.shutdown()
     final = load_all(path)
-    from orchestrace.io.otel import import_spans
     from orchestrace.integrations.otel import span_from_sdk
+    from orchestrace.io.otel import import_spans
 
     assert final == import_spans([span_from_sdk(s) for s in mem.get_finished_spans()]).traces
     assert [t.events[0].agent for t in final] == ["a", "b"]
@@ -134,19 +136,21 @@ def test_open_parent_attributes_children_while_it_runs(tmp_path: Path) -> None:
     provider = TracerProvider()
     provider.add_span_processor(OrchestraceSpanProcessor(path, min_interval=0))
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span(
-        "invoke_agent lead",
-        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "lead"},
-    ):
-        with tracer.start_as_current_span(
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent lead",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "lead"},
+        ),
+        tracer.start_as_current_span(
             "invoke_agent w",
             attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "w"},
-        ):
-            with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
-                pass
-            tr = load(path, partial=True)
-            assert [(e.type, e.agent) for e in tr.events] == [("spawn", "lead"), ("llm_call", "w")]
-            assert [(d.src, d.type) for d in tr.edges] == [(tr.events[0].id, "spawn")]
+        ),
+    ):
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+            pass
+        tr = load(path, partial=True)
+        assert [(e.type, e.agent) for e in tr.events] == [("spawn", "lead"), ("llm_call", "w")]
+        assert [(d.src, d.type) for d in tr.edges] == [(tr.events[0].id, "spawn")]
     provider.shutdown()
     assert [e.type for e in load(path).events] == [
         "spawn",
