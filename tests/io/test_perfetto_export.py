@@ -378,6 +378,21 @@ def test_cli_convert_to_perfetto(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
+def test_cli_time_beyond_the_format_is_one_line_and_no_file(tmp_path, capsys):
+    tr = Trace(
+        trace_id="x", task_id="t", events=(Event(id="e7", t=1e12, type="message", agent="a"),)
+    )
+    src, out = tmp_path / "big.json", tmp_path / "big.perfetto.json"
+    dump(tr, src)
+    assert main(["convert", str(src), "--to", "perfetto", "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: trace 'x', event 'e7': t=1000000000000.0 s cannot be written in the Chrome "
+        "trace format (at most 9.01e+09 s); shift the trace's times so that it starts near 0"
+    )
+    assert not out.exists()
+
+
 def test_to_chrome_trace_preview_option():
     tr = every_edge_trace()
     doc = to_chrome_trace([tr], preview=3)

@@ -44,6 +44,7 @@ import heapq
 import math
 import re
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -102,7 +103,7 @@ def to_chrome_trace(traces: Sequence[Trace], *, preview: int = PREVIEW) -> dict[
         meta.append(_Process(tr, pid, preview, flow_ids, tids, records, timed).summary)
     # metadata first, then every timed record in time order (ties: slices, flow starts,
     # flow ends, counters), the order in which readers bind flows to slices
-    timed.sort(key=lambda x: x[:4])
+    timed.sort(key=itemgetter(0, 1, 2, 3))
     records += [x[4] for x in timed]
     return {
         "displayTimeUnit": "ms",

@@ -39,6 +39,8 @@ def short(text: object, limit: int = 80) -> str:
     escape it for the markup it goes into.
     """
     s = text if isinstance(text, str) else str(text)
+    if len(s) <= limit and s.isprintable():  # the common case, checked in C
+        return s
     if len(s) > limit:
         s = s[: max(limit - 1, 0)] + "…"
     return _UNSAFE.sub("\ufffd", s)
