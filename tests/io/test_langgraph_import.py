@@ -450,9 +450,14 @@ def test_rule_7_send_fan_out_spawns_and_returns():
         e["w1.spawn"].content,
         e["w1.spawn"].t,
         e["w1.spawn"].step,
-    ) == ("orch", "w", '{"topic":"b"}', 2.0, 1)
-    assert e["w2.spawn"].to == "w#2" and e["w2.spawn"].content == '{"topic":"a"}'
-    assert (e["w1.return"].type, e["w1.return"].agent, e["w1.return"].to) == ("return", "w", "orch")
+    ) == ("orch", "w#2", '{"topic":"b"}', 2.0, 1)
+    # the k-th Send runs as instance k, whichever run starts first
+    assert e["w2.spawn"].to == "w" and e["w2.spawn"].content == '{"topic":"a"}'
+    assert (e["w1.return"].type, e["w1.return"].agent, e["w1.return"].to) == (
+        "return",
+        "w#2",
+        "orch",
+    )
     ed = edges(tr)
     assert ed[("w1.spawn", "w1.return")] == "spawn"  # a worker with no LLM call only returns
     assert ed[("w1.return", "n.update")] == ed[("w2.return", "n.update")] == "aggregate"

@@ -408,6 +408,10 @@ def _gotos(value: object) -> tuple[list[str], Any]:
     return [], None
 
 
+def _instance(base: str, k: int) -> str:
+    return base if k == 1 else f"{base}#{k}"
+
+
 # ---------------------------------------------------------------------- the mapper
 @dataclass
 class _Run:
@@ -472,7 +476,7 @@ class RunMapper:
     _done: dict[str, list[tuple[float, str, float]]] = field(default_factory=dict)
     _pending: dict[str, list[_Pending]] = field(default_factory=dict)
     _events_of: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
-    _sends: dict[str, list[tuple[str, float, Any, int | None]]] = field(default_factory=dict)
+    _sends: dict[str, list[tuple[str, float, Any, int | None, int]]] = field(default_factory=dict)
     _asked: dict[str, str] = field(default_factory=dict)  # tool_call id -> asking agent
     _closing: dict[tuple[str, int], list[tuple[str, str, str | None]]] = field(
         default_factory=dict
@@ -567,24 +571,26 @@ class RunMapper:
             return
         base = rec["name"]
         busy = self._open.setdefault(base, set())
-        k = 1
-        while (base if k == 1 else f"{base}#{k}") in busy:
-            k += 1
-        run.agent = base if k == 1 else f"{base}#{k}"
-        busy.add(run.agent)
-        info = self.nodes.setdefault(run.agent, {"node": base, "runs": 0})
-        info["runs"] += 1
+        ordinal = 0
         triggers = rec["metadata"].get("langgraph_triggers")
         if isinstance(triggers, list | tuple) and "__pregel_push" in triggers:
             queue = self._sends.get(base, [])
             inputs = rec.get("inputs")
             pick = next((i for i, s in enumerate(queue) if s[2] == inputs), 0 if queue else None)
             if pick is not None:
-                sender, t, _, sstep = queue.pop(pick)
+                sender, t, _, sstep, ordinal = queue.pop(pick)
                 run.sender, run.send_t, run.send_step = sender, t, sstep
             elif self._last_node is not None:
                 run.sender, run.send_t = self._last_node[1], self._last_node[0]
                 run.send_step = self._last_node[2]
+        # the k-th Send of a fan-out runs as instance k (whatever order the runs start in)
+        k = ordinal if ordinal and _instance(base, ordinal) not in busy else 1
+        while _instance(base, k) in busy:
+            k += 1
+        run.agent = _instance(base, k)
+        busy.add(run.agent)
+        info = self.nodes.setdefault(run.agent, {"node": base, "runs": 0})
+        info["runs"] += 1
 
     def end(self, rec: dict[str, Any], *, at: float | None = None) -> None:
         """A run ended (``rec``: :func:`run_record` with outputs); ``at`` overrides its end."""
@@ -676,8 +682,7 @@ class RunMapper:
             return
         if run.kind == "inner":
             if node is not None and node.agent:
-                for target, arg in _sends(rec.get("outputs")):
-                    self._sends.setdefault(target, []).append((node.agent, end, arg, step))
+                self._queue_sends(node.agent, end, rec.get("outputs"), step)
             return
         if run.kind == "graph":
             return
@@ -714,8 +719,7 @@ class RunMapper:
         outputs = rec.get("outputs")
         for tcid in _tool_call_ids(outputs):
             self._asked[tcid] = me
-        for target, arg in _sends(outputs):
-            self._sends.setdefault(target, []).append((me, end, arg, step))
+        self._queue_sends(me, end, outputs, step)
         gotos, update = _gotos(outputs)
         attrs = {**attrs, "node": rec["name"]}
         triggers = rec["metadata"].get("langgraph_triggers")
@@ -826,6 +830,13 @@ class RunMapper:
                 (closing.id, closing.type, closing.to)
             )
         self._last_node = (end, me, step)
+
+    def _queue_sends(self, sender: str, t: float, outputs: object, step: int | None) -> None:
+        """Remember the ``Send``s in ``outputs``, numbered per target node in their order."""
+        seen: dict[str, int] = {}
+        for target, arg in _sends(outputs):
+            seen[target] = seen.get(target, 0) + 1
+            self._sends.setdefault(target, []).append((sender, t, arg, step, seen[target]))
 
     def _barrier(self, run: _Run, graph: str, me: str, step: int | None) -> None:
         """Data flow over the superstep barrier: the tasks of the step before feed this one."""
