@@ -39,10 +39,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--intervention",
-        choices=("drop", "replace", "resample"),
-        help="counterfactual: what happens to each message in the intervened arm: drop "
-        "(default), replace (with --replace-with TEXT) or resample (the sender's LLM call drawn "
-        "again in the same context; recommended for traces of a real LLM)",
+        choices=("drop", "replace", "resample", "spawn-one-more", "stop-at"),
+        help="counterfactual: what the intervened arm changes. On each message (--unit "
+        "message): drop (default), replace (with --replace-with TEXT) or resample (the sender's "
+        "LLM call drawn again in the same context; recommended for traces of a real LLM). On "
+        "each turn (--unit turn): stop-at (the agent stops on entering the turn; the credit is "
+        "what continuing gained) or spawn-one-more (the turn's team-size decision takes one "
+        "more worker; the credit is what the recorded decision gained over that)",
     )
     p.add_argument(
         "--replace-with",

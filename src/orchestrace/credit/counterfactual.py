@@ -34,6 +34,16 @@ reachable in the recorded dependency graph from each message (``resample``: from
 call), for each arm and sample. That bounds from above what forks of an unchanged structure
 draw again; a fork whose structure changes (more rounds, another agent) can make more.
 
+Two interventions act on a turn (unit ``turn``, rows ``agent@step``) instead of a message, with
+the same paired scheme (the kept arm redraws every LLM call reachable from the turn's first
+event): ``stop-at`` makes the agent stop on entering the turn (the orchestrator ends the run
+with its best answer so far; another agent returns its best answer), so a turn's credit is
+what continuing from there gained; ``spawn-one-more`` gives the team-size decision taken in
+the turn (``n_workers``; a topology takes it before its first event, so its row is the
+orchestrator's first turn; a learning environment takes one per round) one more worker, so the
+credit is what the recorded decision gained over one more worker (negative when one more
+would have helped).
+
 Changed calls reach the backend that recorded the trace (rebuilt from ``meta.backend``; see
 :func:`orchestrace.runtime.replay.backend_for`) unless ``backend=`` names another; a trace whose
 backend cannot be rebuilt is refused with an error naming ``--backend``.
@@ -55,15 +65,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.credit.base import CreditTable, check_unit, table
 from orchestrace.credit.loo import LeaveOneOutCredit
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, TraceError
 from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
 __all__ = [
     "INTERVENTIONS",
+    "TURN_INTERVENTIONS",
     "CounterfactualMessageCredit",
     "CounterfactualTable",
     "LeaveOneOutCredit",
@@ -71,8 +83,11 @@ __all__ = [
     "llm_descendants",
 ]
 
-#: What the intervened arm does to a message.
-INTERVENTIONS = ("drop", "replace", "resample")
+#: What the intervened arm does: to a message (drop, replace, resample) or to a turn
+#: (spawn-one-more, stop-at).
+INTERVENTIONS = ("drop", "replace", "resample", "spawn-one-more", "stop-at")
+#: The interventions on a turn (``--unit turn``).
+TURN_INTERVENTIONS = ("spawn-one-more", "stop-at")
 
 
 def llm_descendants(trace: Trace) -> dict[str, int]:
@@ -177,9 +192,12 @@ class CounterfactualMessageCredit:
     Args:
         samples: Paired samples per message (``K``); sample ``k`` of both arms draws on the
             simulator with the recorded seed plus ``k``.
-        intervention: ``drop`` (default), ``replace`` (needs ``replace_with``) or
-            ``resample`` (the sender's call drawn again; recommended for messages written by a
-            real LLM).
+        intervention: On messages: ``drop`` (default), ``replace`` (needs ``replace_with``)
+            or ``resample`` (the sender's call drawn again; recommended for messages written by
+            a real LLM). On turns (unit ``turn``): ``stop-at`` (the agent stops on entering the
+            turn: the credit is what continuing from there gained) or ``spawn-one-more`` (the
+            turn's team-size decision takes one more worker: the credit is what the recorded
+            decision gained over one more worker).
         replace_with: The text of a ``replace`` intervention (its value replaces the data
             consumers read); passing it alone selects ``replace``.
         reward_fn: The reward (default: team reward).
@@ -260,20 +278,63 @@ class CounterfactualMessageCredit:
             iv = ReplaceMessage.parsed(trace, mid, self.replace_with)
         return [kept], [kept, iv]
 
+    def _turn_arms(self, trace: Trace) -> dict[str, tuple[list[Any], list[Any]]]:
+        """Kept and intervened arms of each turn a turn intervention applies to, by turn id."""
+        from orchestrace.runtime.replay import (
+            ForceDecision,
+            ForceStop,
+            RedrawDownstream,
+            recorded_decisions,
+        )
+
+        firsts: dict[tuple[str, int], str] = {}
+        for e in trace.events:
+            if e.type != "tool_result" and e.step is not None:
+                firsts.setdefault((e.agent, int(e.step)), e.id)
+        out: dict[str, tuple[list[Any], list[Any]]] = {}
+        if self.intervention == "stop-at":
+            for (agent, step), eid in firsts.items():
+                kept = RedrawDownstream.after(trace, eid)
+                out[f"{agent}@{step}"] = [kept], [kept, ForceStop(step, agent, eid)]
+            return out
+        for agent, step, name, value in recorded_decisions(trace):
+            if name != "n_workers" or isinstance(value, bool) or not isinstance(value, int):
+                continue
+            at = max(step, 0)  # a team size decided before the first event: the first turn
+            first = firsts.get((agent, at))
+            if first is None:
+                continue
+            kept = RedrawDownstream.after(trace, first)
+            more = ForceDecision("n_workers", value + 1, agent, step if step >= 0 else None)
+            out[f"{agent}@{at}"] = [kept], [kept, more]
+        if not out:
+            raise TraceError(
+                f"trace {display(trace.trace_id, 80)} takes no team-size decision (n_workers), "
+                "so spawn-one-more has nothing to change; use --intervention stop-at"
+            )
+        return out
+
     def assign(
         self, trace: Trace, unit: str = "message", reward: float | None = None
     ) -> CreditTable:
-        """Credit table at ``message`` (the only unit this method defines)."""
+        """Credit table at ``message`` (message interventions) or ``turn`` (turn ones)."""
         from orchestrace.runtime.replay import fork
 
-        if check_unit(unit) != "message":
+        turns = self.intervention in TURN_INTERVENTIONS
+        if check_unit(unit) != ("turn" if turns else "message"):
             raise ConfigError(
-                "counterfactual credit is defined for messages; use shapley or "
-                "loo for agents, discounted or uniform for other units"
+                f"counterfactual credit with --intervention {self.intervention} is defined for "
+                f"{'turns (--unit turn)' if turns else 'messages (--unit message)'}; use shapley "
+                "or loo for agents, discounted or uniform for other units"
             )
         base = self._reward(trace, forked=False) if reward is None else finite_reward(reward)
         llm_calls = sum(e.type == "llm_call" for e in trace.events)
-        descendants = llm_descendants(trace)
+        plans = self._turn_arms(trace) if turns else {}
+        descendants = (
+            {k: len(kept[0].redraws()) for k, (kept, _) in plans.items()}
+            if turns
+            else llm_descendants(trace)
+        )
         factory = self.backend_factory or _Backends(self.backend, self.backend_options)
         deterministic = self.backend_factory is None and deterministic_backend(factory(trace, 0))
         k_used = 1 if deterministic else self.samples
@@ -285,7 +346,7 @@ class CounterfactualMessageCredit:
         calls = 0
         reach = 0  # LLM calls reachable from what each intervention changes
         for mid in descendants:
-            arms = self._arms(trace, mid)
+            arms = plans[mid] if turns else self._arms(trace, mid)
             if arms is not None and self.intervention == "resample":
                 reach += len(arms[1][-1].redraws())
             else:
@@ -340,7 +401,9 @@ class CounterfactualMessageCredit:
             # stochastic backend draws each arm on its own
             "paired": not deterministic and getattr(factory(trace, 1), "name", "") == "sim",
             "backend_calls": calls,
-            "calls_per_message": calls / len(descendants) if descendants else 0.0,
+            f"calls_per_{'turn' if turns else 'message'}": (
+                calls / len(descendants) if descendants else 0.0
+            ),
             "naive_calls": naive,
             "descendant_calls": upper,
             "vs_naive": calls / naive if naive else 0.0,
@@ -352,7 +415,9 @@ class CounterfactualMessageCredit:
             )
         elif k_used == 1:
             stats["note"] = "one sample per message: no error bar (pass --samples K >= 2)"
-        plain = table("message", values, reward=base, method=self.name, efficient=False)
+        plain = table(
+            "turn" if turns else "message", values, reward=base, method=self.name, efficient=False
+        )
         return CounterfactualTable(plain.rows, base, self.name, False, stats, estimates=estimates)
 
 

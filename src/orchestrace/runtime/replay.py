@@ -345,6 +345,17 @@ class RedrawDownstream(Intervention):
         """The redraw downstream of message ``event_id`` of ``trace``."""
         return cls(event_id, _llm_keys(trace, message_readers(trace, event_id), True))
 
+    @classmethod
+    def after(cls, trace: Trace, event_id: str) -> RedrawDownstream:
+        """Draw again every LLM call reachable from event ``event_id`` (itself included).
+
+        The kept arm of a counterfactual on a turn (stop-at, spawn-one-more): the run
+        resampled from that point on, unchanged.
+        """
+        ev = _event(trace, event_id, "an event")
+        position = next(i for i, e in enumerate(trace.events) if e.id == ev.id)
+        return cls(event_id, _llm_keys(trace, [position], True))
+
     def redraws(self) -> frozenset[str]:
         """The calls downstream of the message."""
         return frozenset(self.keys)
