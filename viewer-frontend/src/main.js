@@ -322,6 +322,7 @@ async function fetchWindow() {
     }));
     if (seq !== S.seq) return;
     timeline.layers = ls.map((layer, k) => ({ ...layer, data: results[k] }));
+    S.windowArrived = true;
     timeline.draw();
     exposed.windowTotal = results.reduce((s, r) => s + (r.total || 0), 0);
     S.lastTotal = results[0].total;
@@ -349,11 +350,9 @@ function onPaint(drawn) {
   exposed.markers = { total: timeline.markers.length, shown: timeline.markersShown };
   if (exposed.diff) { exposed.diff.marked = marked; exposed.diff.ghosts = ghosts; }
   exposed.window = timeline.visibleTime();
-  if (real + ghosts > 0 && exposed.firstRenderMs == null) {
+  if (S.windowArrived && !exposed.ready) {
+    // the first view: the first window of events the server sent, drawn
     exposed.firstRenderMs = performance.now();
-    exposed.ready = true;
-    document.body.dataset.ready = "1";
-  } else if (!exposed.ready && S.meta && !drawn.length && S.windowsDone) {
     exposed.ready = true;
     document.body.dataset.ready = "1";
   }
@@ -458,7 +457,6 @@ async function load(keepZoom) {
   if (!wasFit) timeline.zoomTo(before[0], before[1]);
   await rebuild();
   if (S.meta.error) banner(S.meta.error); else banner(null);
-  S.windowsDone = true;
 }
 
 async function poll() {

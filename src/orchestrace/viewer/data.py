@@ -174,7 +174,7 @@ class TraceView:
             np.maximum.at(last, ac, g.t + g.dur)
         tools = set(np.flatnonzero(g.tool_mask()).tolist()) if g.n else set()
         code_of = {name: c for c, name in enumerate(names)}
-        lanes = []
+        lanes: list[dict[str, Any]] = []
         for i, (name, depth) in enumerate(order):
             code = code_of.get(name, -1)
             parent = parents.get(name)
@@ -237,7 +237,9 @@ class TraceView:
         from orchestrace.trace.check import check_trace
 
         problems = check_trace(tr, partial=True)
-        type_counts = np.bincount(self.type_code, minlength=len(_TYPE_NAMES)) if self.n else []
+        type_counts: list[int] = (
+            np.bincount(self.type_code, minlength=len(_TYPE_NAMES)).tolist() if self.n else []
+        )
         out = {
             "source": self.source,
             "note": self.note,
@@ -505,11 +507,9 @@ class TraceView:
                     "critical": (a, b) in crit_pairs,
                 }
             )
+        spawn_pairs = {(e["src"], e["dst"]) for e in edges if e["type"] == "spawn"}
         for ln in self.lanes:
-            if ln["parent"] >= 0 and not any(
-                e["src"] == ln["parent"] and e["dst"] == ln["i"] and e["type"] == "spawn"
-                for e in edges
-            ):
+            if ln["parent"] >= 0 and (ln["parent"], ln["i"]) not in spawn_pairs:
                 edges.append(
                     {
                         "src": ln["parent"],
@@ -981,6 +981,16 @@ def load_views(path: str | os.PathLike[str], *, trace_id: str | None = None) -> 
     Raises:
         TraceFormatError: The file cannot be read (the message names the place and the fix).
         ConfigError: ``trace_id`` is not in the file, or the file holds no trace.
+
+    Example:
+        >>> import tempfile, os
+        >>> from orchestrace.io import dump
+        >>> from orchestrace.trace.generate import generate_trace
+        >>> path = os.path.join(tempfile.mkdtemp(), "two.jsonl")
+        >>> dump([generate_trace(agents=2, steps=10, seed=s) for s in (1, 2)], path)
+        >>> view = load_views(path)
+        >>> view.n, "holds 2 traces" in view.note
+        (10, True)
     """
     from orchestrace.io import load_all
 
@@ -1014,6 +1024,16 @@ def load_credit_file(path: str | os.PathLike[str], view: TraceView) -> list[dict
     Raises:
         ConfigError: The file cannot be read, a line is not such a row (its number is named),
             or no row names a unit of the trace.
+
+    Example:
+        >>> import tempfile, os
+        >>> from orchestrace.trace.generate import generate_trace
+        >>> view = TraceView(generate_trace(agents=3, steps=20, seed=0), source="t")
+        >>> path = os.path.join(tempfile.mkdtemp(), "credit.jsonl")
+        >>> with open(path, "w") as fh:
+        ...     _ = fh.write('{"unit": "agent", "id": "orchestrator", "value": 0.5}\\n')
+        >>> load_credit_file(path, view)[0]["value"]
+        0.5
     """
     from orchestrace.credit.base import UNITS, unit_members
 

@@ -75,7 +75,7 @@ def _view_bundle(v: TraceView, credit: bool) -> dict[str, Any]:
     }
     ok = (g.src >= 0) & (g.dst >= 0)
     overlays: dict[str, Any] = {}
-    kinds = [("credit:file", None)] if credit else []
+    kinds: list[tuple[str, str | None]] = [("credit:file", None)] if credit else []
     kinds += [(k, "agent" if k.startswith("credit:") else None) for k in OVERLAYS]
     for kind, unit in kinds:
         try:

@@ -41,7 +41,7 @@ from orchestrace.viewer.data import (
     load_views,
 )
 
-__all__ = ["CSP", "ViewerState", "create_app", "serve", "static_dir"]
+__all__ = ["CSP", "ViewerState", "create_app", "error_line", "serve", "static_dir"]
 
 #: Content-Security-Policy of every response: the page's own scripts and styles only.
 CSP = (
@@ -60,12 +60,22 @@ _INSTALL_HINT = "the viewer needs starlette and uvicorn: pip install 'orchestrac
 
 
 def static_dir() -> Path:
-    """The directory of the built front-end shipped with the package."""
+    """The directory of the built front-end shipped with the package.
+
+    Example:
+        >>> sorted(p.name for p in static_dir().iterdir())
+        ['index.html', 'viewer.css', 'viewer.js']
+    """
     return Path(str(resources.files("orchestrace.viewer") / "static"))
 
 
 def error_line(err: BaseException) -> str:
-    """The one line the command line prints for ``err`` (``error: ...``)."""
+    """The one line the command line prints for ``err`` (``error: ...``).
+
+    Example:
+        >>> error_line(ConfigError("--port 1: cannot listen"))
+        'error: --port 1: cannot listen'
+    """
     return f"error: {bounded(redact(str(err)))}"
 
 
