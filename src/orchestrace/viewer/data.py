@@ -1019,7 +1019,7 @@ def load_views(path: str | os.PathLike[str], *, trace_id: str | None = None) -> 
 
 
 def load_credit_file(path: str | os.PathLike[str], view: TraceView) -> list[dict[str, Any]]:
-    """Read ``orchestrace credit --json`` output: one ``{unit, id, value}`` row per line.
+    r"""Read ``orchestrace credit --json`` output: one ``{unit, id, value}`` row per line.
 
     Raises:
         ConfigError: The file cannot be read, a line is not such a row (its number is named),
@@ -1031,7 +1031,7 @@ def load_credit_file(path: str | os.PathLike[str], view: TraceView) -> list[dict
         >>> view = TraceView(generate_trace(agents=3, steps=20, seed=0), source="t")
         >>> path = os.path.join(tempfile.mkdtemp(), "credit.jsonl")
         >>> with open(path, "w") as fh:
-        ...     _ = fh.write('{"unit": "agent", "id": "orchestrator", "value": 0.5}\\n')
+        ...     _ = fh.write('{"unit": "agent", "id": "orchestrator", "value": 0.5}\n')
         >>> load_credit_file(path, view)[0]["value"]
         0.5
     """
