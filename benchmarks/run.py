@@ -19,7 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 
-BENCHMARKS = ["bench_trace", "bench_runtime", "bench_credit", "bench_counterfactual", "bench_learn"]
+BENCHMARKS = [
+    "bench_trace",
+    "bench_runtime",
+    "bench_credit",
+    "bench_counterfactual",
+    "bench_learn",
+    "bench_import",
+]
 
 
 def main() -> int:

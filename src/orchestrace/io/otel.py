@@ -261,6 +261,8 @@ def any_value(v: Any) -> Any:
     """Decode an OTLP ``AnyValue`` (``{"stringValue": ...}``, ``{"intValue": "3"}`` ...)."""
     if not isinstance(v, dict):
         return v
+    if "stringValue" in v:  # the common case first
+        return v["stringValue"]
     for key, val in v.items():
         tag = _ANY_KEYS.get(key)
         if tag is None:
@@ -293,8 +295,17 @@ def attributes(raw: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(raw, list):
         for kv in raw:
-            if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-                out[kv["key"]] = any_value(kv.get("value"))
+            try:
+                key = kv["key"]
+                v = kv["value"]
+            except (TypeError, KeyError):
+                if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+                    out[kv["key"]] = None
+                continue
+            if isinstance(key, str):
+                out[key] = (
+                    v["stringValue"] if type(v) is dict and "stringValue" in v else any_value(v)
+                )
     return out
 
 
