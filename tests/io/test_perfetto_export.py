@@ -439,3 +439,14 @@ def test_perfetto_trace_processor_loads_the_file(tmp_path):
             "select name, value from stats where severity in ('error', 'data_loss') and value > 0"
         ).as_pandas_dataframe()
         assert bad.empty, bad.to_dict("records")
+
+
+@pytest.mark.slow
+def test_hundred_thousand_events_export_is_complete():
+    tr = generate_trace(agents=60, steps=100_000, depth=3, seed=2)
+    data = export_bytes([tr])
+    got = check_chrome_trace(msgspec.json.decode(data))
+    assert len(got["slices"]) == 100_000
+    assert len(got["flows"]) == len(tr.edges)
+    # each event's content preview and args stay small: under 1 KB a record on average
+    assert len(data) < 1000 * (tr.n_events + len(tr.edges)), len(data)
