@@ -15,8 +15,12 @@ Two flows, each an orchestrator with parallel workers, tools and a handoff:
 - OpenInference: the OpenAI Agents SDK flow of ``scripts/make_framework_fixtures.py`` (scripted
   model, two workers run as tools in parallel, a function tool, an input guardrail, a handoff
   to a writer) traced by ``openinference-instrumentation-openai-agents`` into an OTel SDK
-  ``TracerProvider``. Written as ``openinference_agents.json`` (OTLP JSON). Its times and ids
-  come from the run.
+  ``TracerProvider``. Written as ``openinference_agents.json`` (OTLP JSON).
+- OpenInference: the LangGraph flow of the same script (``GenericFakeChatModel`` nodes, two
+  parallel workers via ``Send``, a ``ToolNode``, a ``Command`` handoff to a writer) traced by
+  ``openinference-instrumentation-langchain``. Written as ``openinference_langgraph.json``.
+
+The OpenInference files' times and ids come from the run.
 
 Usage::
 
@@ -192,6 +196,38 @@ def run_genai_flow(processors: Sequence[Any], seed: int = 7) -> None:
     tp.shutdown()
 
 
+def _framework_flows() -> Any:
+    """``scripts/make_framework_fixtures.py``, where the Agents SDK and LangGraph flows live."""
+    name = "_framework_fixtures"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parent / "make_framework_fixtures.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # LangGraph reads the state schema's annotations from it
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_langchain_flow(processors: Sequence[Any]) -> str:
+    """Run the LangGraph flow traced by ``openinference-instrumentation-langchain``."""
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    mod = _framework_flows()
+    tp = _provider(processors)
+    inst = LangChainInstrumentor()
+    inst.instrument(tracer_provider=tp)
+    try:
+        graph = mod.build_graph()
+        out = graph.invoke({"question": "question"}, {"configurable": {"thread_id": "otel"}})
+    finally:
+        inst.uninstrument()
+    tp.force_flush()
+    tp.shutdown()
+    return str(out.get("answer"))
+
+
 def run_openinference_flow(processors: Sequence[Any]) -> str:
     """Run the OpenAI Agents SDK flow traced by the OpenInference instrumentor's processor."""
     from openinference.instrumentation import OITracer, TraceConfig
@@ -199,11 +235,7 @@ def run_openinference_flow(processors: Sequence[Any]) -> str:
         OpenInferenceTracingProcessor,
     )
 
-    path = Path(__file__).resolve().parent / "make_framework_fixtures.py"
-    spec = importlib.util.spec_from_file_location("_framework_fixtures", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _framework_flows()
     tp = _provider(processors)
     tracer = OITracer(
         tp.get_tracer("openinference.instrumentation.openai_agents"), config=TraceConfig()
@@ -238,7 +270,12 @@ def main(argv: list[str]) -> int:
     (out / "genai_console.txt").write_text(buf.getvalue())
     oi = collect(run_openinference_flow)
     (out / "openinference_agents.json").write_text(json.dumps(otlp_json(oi), indent=1) + "\n")
-    print(f"wrote {out}: {len(spans)} GenAI spans, {len(oi)} OpenInference spans")
+    lc = collect(run_langchain_flow)
+    (out / "openinference_langgraph.json").write_text(json.dumps(otlp_json(lc), indent=1) + "\n")
+    print(
+        f"wrote {out}: {len(spans)} GenAI spans, {len(oi)} OpenInference Agents SDK spans, "
+        f"{len(lc)} OpenInference LangGraph spans"
+    )
     return 0
 
 

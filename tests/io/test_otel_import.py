@@ -840,6 +840,36 @@ def test_real_openinference_agents_flow_event_by_event() -> None:
     assert tr.events[-1].decision == "stop"
 
 
+def test_real_openinference_langgraph_flow_event_by_event() -> None:
+    res = import_path(FIX / "openinference_langgraph.json")
+    assert res.problems == []
+    tr = res.traces[0]
+    assert check_trace(tr) == []
+    # LangGraph nodes are CHAIN spans: never agents; everything runs under the graph's root
+    assert {e.agent for e in tr.events if e.type != "tool_result"} == {"LangGraph"}
+    names = {e.id: e.attrs["otel"]["name"] for e in tr.events if e.attrs}
+    counts: dict[str, int] = {}
+    for e in tr.events:
+        counts[e.type] = counts.get(e.type, 0) + 1
+    assert counts == {
+        "orchestrator_decision": 10,
+        "llm_call": 4,
+        "tool_call": 1,
+        "tool_result": 1,
+    }
+    assert sorted(e.tokens_in for e in tr.events if e.type == "llm_call") == [10, 10, 20, 30]
+    assert [e.tool for e in tr.events if e.type == "tool_call"] == ["lookup"]
+    fan_out = next(i for i, n in names.items() if n == "fan_out")
+    workers = [i for i, n in names.items() if n == "worker"]
+    ask = next(i for i, n in names.items() if n == "ask_tool")
+    g = edges(tr)
+    assert all((fan_out, w, "causal") in g for w in workers)  # the routing fans out
+    into_ask = [d.src for d in tr.edges if d.dst == ask]
+    assert len(into_ask) == 2  # both worker branches join before ask_tool
+    assert tr.events[-1].decision == "stop"
+    assert tr.graph.critical_steps() == 4
+
+
 @pytest.mark.slow
 def test_live_packages_regenerate_fixtures_that_import_alike(tmp_path: Path) -> None:
     pytest.importorskip("opentelemetry.sdk")
@@ -863,3 +893,9 @@ def test_live_packages_regenerate_fixtures_that_import_alike(tmp_path: Path) -> 
         (e.type, e.agent, e.to, e.tokens) for e in b.events
     ]
     assert sorted(d.type for d in a.edges) == sorted(d.type for d in b.edges)
+    a = import_path(tmp_path / "openinference_langgraph.json").traces[0]
+    b = import_path(FIX / "openinference_langgraph.json").traces[0]
+    assert sorted((e.type, e.agent, e.tokens) for e in a.events) == sorted(
+        (e.type, e.agent, e.tokens) for e in b.events
+    )
+    assert len(a.edges) == len(b.edges)
