@@ -749,3 +749,58 @@ def test_bad_truncated_stream(tmp_path):
     tr = res.traces[0]
     assert tr.meta["partial"] is True
     assert [p for p in check_trace(tr, partial=True) if p.severity == "error"] == []
+
+
+JUNK = [
+    None,
+    0,
+    -1,
+    1e308,
+    "",
+    "x",
+    [],
+    {},
+    [1],
+    {"a": 1},
+    True,
+    "2026-13-45T99:99",
+    3.5,
+    send(3, None),
+    command(None),
+]
+
+
+def mutate(v, rng, p):
+    """A copy of ``v`` with values replaced by junk, keys dropped and items repeated."""
+    if isinstance(v, dict):
+        return {
+            k: (rng.choice(JUNK) if rng.random() < p else mutate(x, rng, p))
+            for k, x in v.items()
+            if rng.random() > p / 2
+        }
+    if isinstance(v, list):
+        out = [rng.choice(JUNK) if rng.random() < p else mutate(x, rng, p) for x in v]
+        if out and rng.random() < p:
+            out.append(rng.choice(out))
+        return out
+    return v
+
+
+def test_bad_damaged_input_never_raises_a_traceback():
+    import random
+
+    sources = [
+        [json.loads(RUNS.read_text())],
+        [json.loads(line) for line in STREAM.read_text().splitlines()],
+        [json.loads(HISTORY.read_text())],
+    ]
+    for seed in range(240):
+        rng = random.Random(seed)
+        values = mutate(sources[seed % 3], rng, rng.choice([0.01, 0.05, 0.2]))
+        try:
+            res = import_values(values, source="f")
+        except TraceFormatError as err:
+            assert "\n" not in str(err)
+            continue
+        for tr in res.traces:
+            assert [p for p in check_trace(tr) if p.severity == "error"] == [], seed

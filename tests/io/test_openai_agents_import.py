@@ -599,3 +599,69 @@ def test_epoch_times_and_jsonl_lines_accepted():
     res = import_values(items, source="lines.jsonl")  # one item per line
     assert by_id(res.traces[0])["g"].t == 0.5
     assert msgspec.json.decode(msgspec.json.encode(res.traces[0]))["trace_id"] == "trace_1"
+
+
+def test_bad_lost_times_are_placed_and_named():
+    items = [
+        head(),
+        span("a", None, "agent", 0, 3, name="lead"),
+        span("g", "a", "generation", 1, 2),
+        span("h", "a", "handoff", 2, 3, from_agent="lead", to_agent="writer"),
+        {**span("b", None, "agent", 3, 6, name="writer"), "started_at": None, "ended_at": None},
+        {**span("bg", "b", "generation", 3, 4), "started_at": None, "ended_at": None},
+    ]
+    res = run(items)
+    assert codes(res) == ["missing-time", "missing-time"]
+    assert [p.event_id for p in res.problems] == ["b", "bg"]
+    assert [p for p in check_trace(res.traces[0]) if p.severity == "error"] == []
+
+
+def test_bad_events_before_their_spawn_are_moved_and_named():
+    from orchestrace.io.openai_agents import settle_spawns
+    from orchestrace.trace.model import Event
+
+    evs = [
+        Event(id="s", t=2.0, type="spawn", agent="a", to="b"),
+        Event(id="x", t=0.5, type="llm_call", agent="b", dur=1.0),
+        Event(id="y", t=3.0, type="llm_call", agent="b"),
+    ]
+    found: list = []
+    out = settle_spawns(evs, found, "f.json")
+    assert [(e.id, e.t, e.dur) for e in out] == [("s", 2.0, 0.0), ("x", 2.0, 1.0), ("y", 3.0, 0.0)]
+    (p,) = found
+    assert (p.code, p.event_id, p.severity) == ("event-before-spawn", "x", "warning")
+    assert "moved to the spawn's time" in p.fix
+
+
+JUNK = [None, 0, -1, 1e308, "", "x", [], {}, [1], {"a": 1}, True, "2026-13-45T99:99", 3.5]
+
+
+def mutate(v, rng, p):
+    """A copy of ``v`` with values replaced by junk, keys dropped and items repeated."""
+    if isinstance(v, dict):
+        return {
+            k: (rng.choice(JUNK) if rng.random() < p else mutate(x, rng, p))
+            for k, x in v.items()
+            if rng.random() > p / 2
+        }
+    if isinstance(v, list):
+        out = [rng.choice(JUNK) if rng.random() < p else mutate(x, rng, p) for x in v]
+        if out and rng.random() < p:
+            out.append(rng.choice(out))
+        return out
+    return v
+
+
+def test_bad_damaged_exports_never_raise_a_traceback(fixture_items):
+    import random
+
+    for seed in range(200):
+        rng = random.Random(seed)
+        value = mutate({"data": fixture_items}, rng, rng.choice([0.01, 0.05, 0.2]))
+        try:
+            res = import_values([value], source="f.json")
+        except TraceFormatError as err:
+            assert "\n" not in str(err)
+            continue
+        for tr in res.traces:
+            assert [p for p in check_trace(tr) if p.severity == "error"] == [], seed

@@ -198,12 +198,14 @@ def _classes() -> tuple[type[Any], type[Any]]:
             thread = meta.get("thread_id")
             graph = rec["name"]
             src: dict[str, Any] = {"format": SYSTEM, "root_run_id": rec["id"], "graph": graph}
-            if isinstance(thread, str):
+            if not isinstance(thread, str) or not thread:
+                thread = None
+            else:
                 src["thread_id"] = thread
             self._writer = StreamWriter(
                 self.path,
                 trace_id=rec["id"],
-                task_id=thread if isinstance(thread, str) else graph,
+                task_id=thread or graph,
                 system=SYSTEM,
                 meta={"source": src, "clock": "wall"},
                 fsync=self.fsync,

@@ -60,7 +60,7 @@ from typing import Any
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io.importers import ImportResult
-from orchestrace.io.openai_agents import _int, _prepare, _replay, _text, _time
+from orchestrace.io.openai_agents import _int, _prepare, _replay, _text, _time, settle_spawns
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Edge, Event, Trace
 
@@ -404,7 +404,7 @@ def _gotos(value: object) -> tuple[list[str], Any]:
             kw = _kwargs(v)
             goto = kw.get("goto")
             names = [goto] if isinstance(goto, str) else goto if isinstance(goto, list) else []
-            return [g for g in names if isinstance(g, str)], kw.get("update")
+            return [g for g in names if isinstance(g, str) and g], kw.get("update")
     return [], None
 
 
@@ -1335,6 +1335,7 @@ def _import_runs(
                 mapper.end(rec, at=r["_end"])
         if extra_unmapped:
             mapper.unmapped_items.extend(extra_unmapped)
+        events = settle_spawns(events, problems, source)
         for k, c in mapper.unmapped.items():
             unmapped[k] = unmapped.get(k, 0) + c
         if not events:
@@ -1352,7 +1353,9 @@ def _import_runs(
             "source": {"format": SYSTEM, "root_run_id": rid, "graph": graph_name},
             "clock": clock,
         }
-        if isinstance(thread, str):
+        if not isinstance(thread, str) or not thread:
+            thread = None
+        else:
             m["source"]["thread_id"] = thread
         m.update(mapper.meta())
         if meta:

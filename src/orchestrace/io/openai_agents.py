@@ -54,12 +54,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io.importers import ImportResult
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Edge, Event, Trace
 
-__all__ = ["SYSTEM", "SpanMapper", "import_values", "iter_items", "sniff"]
+__all__ = ["SYSTEM", "SpanMapper", "import_values", "iter_items", "settle_spawns", "sniff"]
 
 #: ``Trace.system`` of imported and live-captured traces.
 SYSTEM = "openai-agents"
@@ -163,8 +165,6 @@ def _text(value: object) -> str | None:
         return None
     if isinstance(value, str):
         return value
-    import msgspec
-
     try:
         return msgspec.json.encode(value).decode()
     except (TypeError, ValueError, OverflowError):
@@ -909,6 +909,7 @@ def _import_one(
             )
         )
         return None
+    events = settle_spawns(events, problems, source)
     meta = trace_meta(tid, head, workflow)
     meta.update(mapper.meta())
     tr = Trace(
@@ -921,6 +922,52 @@ def _import_one(
         meta=meta,
     )
     return tr
+
+
+def settle_spawns(events: list[Event], problems: list[Problem], source: str) -> list[Event]:
+    """Move events of a spawned agent that start before its first spawn to the spawn's time.
+
+    Only input with broken times (lost or skewed span times) has such events; each agent
+    moved is named in ``problems``.
+
+    Example:
+        >>> evs = [Event(id="s", t=2.0, type="spawn", agent="a", to="b"),
+        ...        Event(id="x", t=0.0, type="llm_call", agent="b")]
+        >>> found = []
+        >>> [e.t for e in settle_spawns(evs, found, "f")], found[0].code
+        ([2.0, 2.0], 'event-before-spawn')
+    """
+    first: dict[str, tuple[float, str]] = {}
+    for e in events:
+        if (
+            e.type == "spawn"
+            and e.to
+            and e.to != e.agent
+            and (e.to not in first or e.t < first[e.to][0])
+        ):
+            first[e.to] = (e.t, e.id)
+    out: list[Event] = []
+    named: set[str] = set()
+    for e in events:
+        limit = first.get(e.agent)
+        if limit is not None and e.type != "tool_result" and e.t < limit[0] - _EPS:
+            if e.agent not in named:
+                named.add(e.agent)
+                problems.append(
+                    Problem(
+                        "event-before-spawn",
+                        f"agent {_short(e.agent)!r} acts at t={e.t} before its spawn "
+                        f"{_short(limit[1])!r} at t={limit[0]} (lost or skewed times)",
+                        "its earlier events were moved to the spawn's time; export complete "
+                        "span times",
+                        event_id=e.id,
+                        severity="warning",
+                        source=source,
+                    )
+                )
+            e = msgspec.structs.replace(e, t=limit[0])
+        out.append(e)
+    return out
 
 
 def trace_meta(trace_id: str, head: Mapping[str, Any], workflow: str) -> dict[str, Any]:
