@@ -74,6 +74,18 @@ def test_page_loads_a_trace_with_lanes_and_critical_path(
         page.evaluate("window.__orchestrace.setGroupBy('role')")
         wait_for(page, lambda: state(page, "s.rows[0].kind") == "group", what="role groups")
         page.evaluate("window.__orchestrace.setGroupBy('tree')")
+        # filters: by agent name, by role, by event type
+        page.locator("#filter-agent").fill("debater1")
+        wait_for(page, lambda: [r["label"] for r in state(page, "s.rows")] == ["debater1"])
+        page.locator("#filter-agent").fill("")
+        page.locator("#filter-role").select_option("judge")
+        wait_for(page, lambda: [r["label"] for r in state(page, "s.rows")] == ["judge1"])
+        page.locator("#filter-role").select_option("")
+        page.evaluate("window.__orchestrace.setFilter({types: ['llm_call']})")
+        n_llm = sum(e.type == "llm_call" for e in tr.events)
+        wait_for(page, lambda: state(page, "s.windowTotal") == n_llm, what="the type filter")
+        page.evaluate("window.__orchestrace.setFilter({types: null})")
+        wait_for(page, lambda: state(page, "s.windowTotal") == tr.n_events, what="all events")
         page.screenshot(path=str(artifacts(tmp_path) / "debate.png"))
         assert not page.errors
 
@@ -135,6 +147,7 @@ def test_fork_diff_marks_changed_and_disappeared_events(
         wait_for(
             page, lambda: state(page, "s.diff.mode") == "a" and state(page, "s.diff.marked") > 0
         )
+        assert not page.errors
 
 
 @pytest.mark.slow
@@ -161,6 +174,7 @@ def test_hostile_strings_never_run(browser: Any, hostile_path: Path, tmp_path: P
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert page.dialogs == []
         assert page.locator("#inspector script, #inspector img").count() == 0
+        assert not page.errors
 
 
 def test_self_contained_html_opens_offline_and_runs_nothing(

@@ -313,3 +313,15 @@ def test_window_on_a_parquet_dataset_matches_json(tmp_path: Path) -> None:
     assert wa == wb
     assert json.dumps(wa)  # JSON-ready
     assert np.isfinite(wa["t"]).all()
+
+
+@pytest.mark.parametrize("fmt", ["upstream", "jsonl"])
+def test_survey_schema_and_jsonl_traces_display(tmp_path: Path, fmt: str) -> None:
+    tr = generate_trace(agents=4, steps=50, seed=11)
+    p = tmp_path / ("t.json" if fmt == "upstream" else "t.jsonl")
+    dump(tr, p, format=fmt)
+    c = client(p)
+    s = c.get("/api/meta").json()["views"][0]["summary"]
+    assert s["n_events"] == 50
+    assert c.get(f"/api/window?t0=0&t1={s['t_end']}&px=100000").json()["total"] == 50
+    assert c.get("/api/critical").json()["length"] == pytest.approx(tr.graph.critical_path().length)

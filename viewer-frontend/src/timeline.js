@@ -263,7 +263,7 @@ export class Timeline {
     if (this.showEdges) {
       for (const layer of this.layers) {
         const e = layer.data && layer.data.edges;
-        if (!e || layer.ghost) continue;
+        if (!e || !e.ends || !e.ends.idx || layer.ghost) continue;
         const pos = new Map();
         e.ends.idx.forEach((i, k) => pos.set(i, [e.ends.t[k], e.ends.dur[k], this.hooks.rowOf(layer.v, e.ends.lane[k])]));
         c.lineWidth = 1;

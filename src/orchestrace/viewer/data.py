@@ -390,7 +390,12 @@ class TraceView:
         g = self.graph
         idx = np.asarray(idx, dtype=np.int64)
         if not len(g.src) or not len(idx):
-            return {"src": [], "dst": [], "type": [], "ends": {}}
+            return {
+                "src": [],
+                "dst": [],
+                "type": [],
+                "ends": {"idx": [], "t": [], "dur": [], "lane": []},
+            }
         chosen = np.zeros(g.n, dtype=bool)
         chosen[idx] = True
         ok = (g.src >= 0) & (g.dst >= 0)
