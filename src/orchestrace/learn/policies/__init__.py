@@ -6,7 +6,16 @@ from orchestrace.learn.policies.heuristic import (
     Heuristic,
     KAgree,
     MaxParallel,
+    SizeAware,
     heuristics,
 )
 
-__all__ = ["ConfThreshold", "FixedN", "Heuristic", "KAgree", "MaxParallel", "heuristics"]
+__all__ = [
+    "ConfThreshold",
+    "FixedN",
+    "Heuristic",
+    "KAgree",
+    "MaxParallel",
+    "SizeAware",
+    "heuristics",
+]

@@ -32,9 +32,18 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace.errors import ConfigError
 from orchestrace.learn.env import ROLES, SPAWNS, OrchestrationEnv
 
-__all__ = ["ConfThreshold", "FixedN", "Heuristic", "KAgree", "MaxParallel", "heuristics"]
+__all__ = [
+    "ConfThreshold",
+    "FixedN",
+    "Heuristic",
+    "KAgree",
+    "MaxParallel",
+    "SizeAware",
+    "heuristics",
+]
 
 
 @dataclass(kw_only=True)
@@ -141,6 +150,46 @@ class ConfThreshold(Heuristic):
 
     def __str__(self) -> str:
         return f"conf-{self.tau}" + (f"-or-agree-{self.k}" if self.k else "")
+
+
+@dataclass
+class SizeAware(Heuristic):
+    """One stopping rule per range of task sizes (the size the environment shows).
+
+    ``buckets`` are inclusive ``(lo, hi)`` size ranges and ``rules`` the rule of each; a size
+    outside every range uses the rule of the nearest one.
+
+    Example:
+        >>> rule = SizeAware(buckets=((1, 2), (3, 5)), rules=(KAgree(k=2), FixedN(n=1)))
+        >>> str(rule)
+        'size-aware(1-2: agree-2; 3-5: fixed-1)'
+        >>> str(rule.rule_for(4)), str(rule.rule_for(9))
+        ('fixed-1', 'fixed-1')
+    """
+
+    buckets: tuple[tuple[int, int], ...] = ()
+    rules: tuple[Heuristic, ...] = ()
+    name: str = "size-aware"
+
+    def __post_init__(self) -> None:
+        if not self.buckets or len(self.buckets) != len(self.rules):
+            raise ConfigError("SizeAware needs one rule per size bucket, and at least one bucket")
+
+    def rule_for(self, size: int) -> Heuristic:
+        """The rule of the bucket holding ``size`` (else of the nearest bucket)."""
+        dist = [
+            0 if lo <= size <= hi else min(abs(size - lo), abs(size - hi))
+            for lo, hi in self.buckets
+        ]
+        return self.rules[int(np.argmin(dist))]
+
+    def stop(self, info: dict[str, Any], env: OrchestrationEnv) -> bool:
+        """Whether to stop now: the rule of this episode's task size decides."""
+        return self.rule_for(int(info["size"])).stop(info, env)
+
+    def __str__(self) -> str:
+        parts = [f"{lo}-{hi}: {r}" for (lo, hi), r in zip(self.buckets, self.rules, strict=True)]
+        return "size-aware(" + "; ".join(parts) + ")"
 
 
 def heuristics(kind: str = "stopping") -> list[Heuristic]:
