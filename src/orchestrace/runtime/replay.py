@@ -3,17 +3,20 @@
 Every nondeterministic input of a run (LLM answers, tool outputs) is recorded in the trace under
 a key of (agent, hash of the call's inputs, how many times the agent made that exact call): an
 ``llm_call`` event keeps the answer text, parsed answer, tokens, cost and latency (``dur``); a
-``tool_call``/``tool_result`` pair keeps the output. :func:`replay` re-executes the run from the
-trace alone and reproduces it exactly (same events, edges, ids) for runs on virtual time.
+``tool_call``/``tool_result`` pair keeps the output. :func:`replay` rebuilds the run's
+:class:`~orchestrace.runtime.cache.ReplayCache` from the trace, re-executes the run (a
+topology's, or a learning environment's episode with its recorded decisions) and reproduces it
+exactly (same events, edges, ids) for runs on virtual time.
 
-:func:`fork` re-executes with interventions: drop or replace a message, force a stop, force a
-decision (spawn one more worker). Calls whose inputs did not change come from the cache; only
+:func:`fork` re-executes with interventions (:mod:`orchestrace.runtime.interventions`, all
+re-exported here): drop, replace or resample a message, stop an agent at a step or an event
+(stop-at), force a decision (spawn one more worker). Calls whose inputs did not change come from the cache; only
 calls downstream of the change reach the backend, and :class:`ForkResult` says how many did.
 That backend is the one the trace records (``meta.backend``: name and the options that rebuild
 it, never a secret), unless the caller names another (``backend=``; ``--backend`` on the command
 line). A trace that does not record enough to rebuild its backend, or whose backend cannot answer
 (server down, model missing), is refused with an error naming ``--backend``: the simulator never
-stands in silently. The forked trace says who answered each changed call and what it is a fork of.
+stands in silently (:mod:`orchestrace.runtime.fork_backend`). The forked trace says who answered each changed call and what it is a fork of.
 
 Neither ever runs a recorded answer as code. A re-executed run whose final answer equals the
 recorded one reuses the verdict recorded with it (``meta.result.verdict``). A new answer is
@@ -34,17 +37,13 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from orchestrace._safe import display, redact
+from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime.backends.base import (
     Backend,
@@ -53,16 +52,31 @@ from orchestrace.runtime.backends.base import (
     LLMResponse,
     backend_spec,
 )
-from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import ROOT, Runtime
+from orchestrace.runtime.fork_backend import OnVirtualTime, backend_for, check_answered, how
+from orchestrace.runtime.interventions import (
+    DropMessage,
+    ForceDecision,
+    ForceStop,
+    Intervention,
+    RedrawDownstream,
+    ReplaceMessage,
+    ResampleMessage,
+    Silence,
+    find_event,
+    message_readers,
+    sender_call,
+    shown_id,
+    shown_trace,
+)
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.rounds import recorded_root
 from orchestrace.runtime.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.runtime.topologies import get_topology
-from orchestrace.trace.model import Event, Trace
+from orchestrace.trace.model import Trace
 
 _ENC = msgspec.json.Encoder(order="deterministic")
 
@@ -80,425 +94,12 @@ __all__ = [
     "backend_for",
     "cache_from_trace",
     "fork",
+    "message_readers",
     "recorded_decisions",
     "replay",
+    "sender_call",
     "spawn_one_more",
 ]
-
-
-class Intervention:
-    """A change to a run. Subclasses override the hooks they need."""
-
-    def forces_stop(self, agent: str, step: int) -> bool:
-        """Whether ``agent`` must stop on entering ``step``."""
-        return False
-
-    def decision(self, agent: str, name: str, value: Any) -> Any:
-        """The value of decision ``name`` of ``agent`` (default: unchanged)."""
-        return value
-
-    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
-        """The value of decision ``name`` that ``agent`` takes in ``step``.
-
-        ``step`` is the agent's current step (-1 before its first event). By default the same
-        as :meth:`decision`; override it to target one decision of several.
-        """
-        return self.decision(agent, name, value)
-
-    def message(
-        self, sender: str, step: int, index: int, to: str, content: str, data: Any
-    ) -> tuple[str, Any] | None:
-        """The message to send (``None`` drops it)."""
-        return content, data
-
-    def returned(self, agent: str, value: Any) -> Any:
-        """The value ``agent`` returns (default: unchanged)."""
-        return value
-
-    def redraws(self) -> frozenset[str]:
-        """Keys of recorded LLM calls whose answers are discarded and drawn again (default: none).
-
-        A fork answers these calls from the backend even when their inputs are unchanged.
-        """
-        return frozenset()
-
-    def describe(self) -> dict[str, Any]:
-        """JSON description (recorded in the forked trace's meta)."""
-        return {"kind": type(self).__name__, **{k: v for k, v in vars(self).items()}}
-
-
-def _id_shown(event_id: Any) -> str:
-    return repr(display(event_id, 80)) if isinstance(event_id, str) else repr(event_id)[:80]
-
-
-def _event(trace: Trace, event_id: str, kind: str) -> Event:
-    """Event ``event_id`` of ``trace``; an error naming the id and ``kind`` when there is none."""
-    try:
-        return trace.event(event_id)
-    except (KeyError, TypeError):
-        raise TraceError(
-            f"no event {_id_shown(event_id)} in trace {_shown(trace)}; pick the id of {kind} "
-            "from the trace"
-        ) from None
-
-
-def _message_address(trace: Trace, event_id: str) -> tuple[str, int, int]:
-    shown = _id_shown(event_id)
-    ev = _event(trace, event_id, "a message event")
-    if ev.type != "message":
-        raise TraceError(
-            f"event {shown} of trace {_shown(trace)} is a {ev.type}, not a message; pick a "
-            "message event id"
-        )
-    index = 0
-    for e in trace.events:
-        if e.id == event_id:
-            break
-        if e.type == "message" and e.agent == ev.agent and e.step == ev.step:
-            index += 1
-    return ev.agent, int(ev.step or 0), index
-
-
-@dataclass
-class DropMessage(Intervention):
-    """The message never gets sent.
-
-    Attributes:
-        sender: Sending agent.
-        step: The sender's step.
-        index: Which message of that step (0-based).
-    """
-
-    sender: str
-    step: int
-    index: int
-
-    @classmethod
-    def of(cls, trace: Trace, event_id: str) -> DropMessage:
-        """The intervention that drops message ``event_id`` of ``trace``."""
-        return cls(*_message_address(trace, event_id))
-
-    def message(
-        self, sender: str, step: int, index: int, to: str, content: str, data: Any
-    ) -> tuple[str, Any] | None:
-        """Drop the targeted message, pass the others."""
-        if (sender, step, index) == (self.sender, self.step, self.index):
-            return None
-        return content, data
-
-
-@dataclass
-class ReplaceMessage(Intervention):
-    """The message is sent with other content (and, optionally, other data)."""
-
-    sender: str
-    step: int
-    index: int
-    content: str
-    data: Any = None
-    replace_data: bool = False
-
-    @classmethod
-    def of(
-        cls, trace: Trace, event_id: str, content: str, data: Any = None, replace_data: bool = False
-    ) -> ReplaceMessage:
-        """The intervention that rewrites message ``event_id`` of ``trace``."""
-        return cls(*_message_address(trace, event_id), content, data, replace_data)
-
-    def message(
-        self, sender: str, step: int, index: int, to: str, content: str, data: Any
-    ) -> tuple[str, Any] | None:
-        """Rewrite the targeted message, pass the others."""
-        if (sender, step, index) == (self.sender, self.step, self.index):
-            return self.content, (self.data if self.replace_data else data)
-        return content, data
-
-    @classmethod
-    def parsed(cls, trace: Trace, event_id: str, text: str) -> ReplaceMessage:
-        """Replace message ``event_id`` with ``text``, and its data with what ``text`` says.
-
-        Consumers read a message's data, so the new text must reach it. The value of ``text``
-        is the one after ``ANSWER:`` when there is one, else the whole text (an integer when
-        it is one). The recorded data decides where the value goes:
-
-        * an object with ``answer`` (debate, critic and pipeline answers) or ``value`` (a
-          swarm worker's result): that field takes the value, the others are kept;
-        * an object with ``peers`` (the answers a learning environment's worker hears): the
-          worker hears the value alone;
-        * a string (a verdict such as ``accept``, a command such as ``finish``): the value;
-        * none: none (the consumer reads only the text);
-        * anything else: kept, and only the text changes.
-
-        Example:
-            >>> from orchestrace.runtime import run
-            >>> tr = run("debate", "arith", agents=3, seed=5, rounds=1, task_size=16).trace
-            >>> m = next(e for e in tr.events if e.type == "message")
-            >>> ReplaceMessage.parsed(tr, m.id, "ANSWER: 7").data
-            {'round': 0, 'answer': 7}
-        """
-        address = _message_address(trace, event_id)
-        attrs = trace.event(event_id).attrs or {}
-        old = attrs.get("data")
-        value = _text_value(text)
-        data: Any
-        if isinstance(old, dict) and ("answer" in old or "value" in old):
-            data = {**old, ("answer" if "answer" in old else "value"): value}
-        elif isinstance(old, dict) and "peers" in old:
-            data = {**old, "peers": [value]}
-        elif isinstance(old, str):
-            data = value if isinstance(value, str) else str(value)
-        else:
-            data = old
-        return cls(*address, text, data, True)
-
-
-def _text_value(text: str) -> Any:
-    """The value a message text states: after ``ANSWER:``, else the text (an int if it is one)."""
-    from orchestrace.runtime.prompts import parse
-
-    found = parse(text)
-    if found is not None:
-        return found
-    stripped = text.strip()
-    try:
-        return int(stripped)
-    except ValueError:
-        return stripped
-
-
-def _llm_keys(trace: Trace, starts: Sequence[int], include_starts: bool) -> tuple[str, ...]:
-    """Replay keys of the LLM calls reachable from event indices ``starts`` along any edge."""
-    index = {e.id: i for i, e in enumerate(trace.events)}
-    succ: dict[int, list[int]] = {}
-    for edge in trace.edges:
-        u, v = index.get(edge.src), index.get(edge.dst)
-        if u is not None and v is not None:
-            succ.setdefault(u, []).append(v)
-    seen = set(starts) if include_starts else set()
-    stack = list(starts)
-    while stack:
-        for v in succ.get(stack.pop(), ()):
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    keys = []
-    for i in sorted(seen):
-        e = trace.events[i]
-        key = (e.attrs or {}).get("key")
-        if e.type == "llm_call" and isinstance(key, str):
-            keys.append(key)
-    return tuple(keys)
-
-
-def message_readers(trace: Trace, event_id: str) -> list[int]:
-    """Indices of the events that read message ``event_id`` (its message, return or spawn edges).
-
-    The sender's own later events are not readers: they follow the message, they do not read it.
-    """
-    _message_address(trace, event_id)
-    index = {e.id: i for i, e in enumerate(trace.events)}
-    return sorted(
-        index[edge.dst]
-        for edge in trace.edges
-        if edge.src == event_id and edge.type != "causal" and edge.dst in index
-    )
-
-
-def sender_call(trace: Trace, event_id: str) -> str:
-    """Id of the LLM call of the sender that produced message ``event_id``.
-
-    That is the sender's last LLM call before the message.
-
-    Raises:
-        TraceError: The sender made no LLM call before the message.
-    """
-    sender, _, _ = _message_address(trace, event_id)
-    position = next(i for i, e in enumerate(trace.events) if e.id == event_id)
-    for e in reversed(trace.events[:position]):
-        if e.agent == sender and e.type == "llm_call" and (e.attrs or {}).get("key"):
-            return e.id
-    raise TraceError(
-        f"message {display(event_id, 80)!r} of trace {_shown(trace)} was not produced by an LLM "
-        f"call of its sender {display(sender, 60)!r}, so it cannot be resampled; use the drop "
-        "or replace intervention (--intervention drop|replace)"
-    )
-
-
-@dataclass
-class RedrawDownstream(Intervention):
-    """Keep message ``event`` but draw again every LLM call that read it, and all after them.
-
-    The kept arm of a counterfactual estimate: the run resampled from the point the message
-    was read, with the message as it was. Calls that did not depend on the message keep their
-    recorded answers.
-
-    Attributes:
-        event: The message's event id.
-        keys: Replay keys of the calls drawn again.
-    """
-
-    event: str
-    keys: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, trace: Trace, event_id: str) -> RedrawDownstream:
-        """The redraw downstream of message ``event_id`` of ``trace``."""
-        return cls(event_id, _llm_keys(trace, message_readers(trace, event_id), True))
-
-    @classmethod
-    def after(cls, trace: Trace, event_id: str) -> RedrawDownstream:
-        """Draw again every LLM call reachable from event ``event_id`` (itself included).
-
-        The kept arm of a counterfactual on a turn (stop-at, spawn-one-more): the run
-        resampled from that point on, unchanged.
-        """
-        ev = _event(trace, event_id, "an event")
-        position = next(i for i, e in enumerate(trace.events) if e.id == ev.id)
-        return cls(event_id, _llm_keys(trace, [position], True))
-
-    def redraws(self) -> frozenset[str]:
-        """The calls downstream of the message."""
-        return frozenset(self.keys)
-
-    def describe(self) -> dict[str, Any]:
-        """Kind, message and how many calls are drawn again."""
-        return {"kind": type(self).__name__, "event": self.event, "calls": len(self.keys)}
-
-
-@dataclass
-class ResampleMessage(Intervention):
-    """Draw again the sender's LLM call that produced message ``event``, in the same context.
-
-    The call's inputs are unchanged; only its answer is drawn again (on the simulator: with the
-    fork's seed), and every LLM call downstream of it is drawn again too. A call that produced
-    several messages (a broadcast) redraws all of them, and the sender's own later steps see
-    the new answer: the intervention is on the call, as a sampled policy would make it. The
-    simulator answers a request the same way for the same seed, so a new draw needs a backend
-    with another seed (``backend_for(trace, seed_offset=k)``; ``replay --resample-message``
-    uses the recorded seed plus 1).
-
-    Attributes:
-        event: The message's event id.
-        call: The event id of the sender's LLM call.
-        keys: Replay keys of the calls drawn again (the sender's call first).
-    """
-
-    event: str
-    call: str = ""
-    keys: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, trace: Trace, event_id: str) -> ResampleMessage:
-        """Resample message ``event_id`` of ``trace`` from its sender."""
-        call = sender_call(trace, event_id)
-        position = next(i for i, e in enumerate(trace.events) if e.id == call)
-        return cls(event_id, call, _llm_keys(trace, [position], True))
-
-    def redraws(self) -> frozenset[str]:
-        """The sender's call and the calls downstream of it."""
-        return frozenset(self.keys)
-
-    def describe(self) -> dict[str, Any]:
-        """Kind, message, the sender's call and how many calls are drawn again."""
-        return {
-            "kind": type(self).__name__,
-            "event": self.event,
-            "call": self.call,
-            "calls": len(self.keys),
-        }
-
-    def downstream(self) -> frozenset[str]:
-        """The calls downstream of the sender's call (what the kept arm draws again)."""
-        return frozenset(self.keys[1:])
-
-
-@dataclass
-class ForceStop(Intervention):
-    """The agent (by default the orchestrator) stops on entering ``step`` (O5 stop-now).
-
-    The orchestrator's forced stop ends the run with its best answer so far (what it last
-    aggregated or remembered); another agent returns its best answer to its parent.
-    :meth:`of` stops the agent of an event at that event's step (``replay --stop-at EVENT``).
-
-    Attributes:
-        step: The step the agent stops on entering.
-        agent: The agent.
-        event: The event the stop was asked at (``None`` when given by step).
-    """
-
-    step: int
-    agent: str = ROOT
-    event: str | None = None
-
-    @classmethod
-    def of(cls, trace: Trace, event_id: str) -> ForceStop:
-        """The agent of event ``event_id`` stops on entering that event's step.
-
-        The event and everything its agent does from the start of that step on do not happen.
-
-        Raises:
-            TraceError: No such event, or an event no agent acts in (a tool's result).
-        """
-        ev = _event(trace, event_id, "an event of an agent")
-        shown = _id_shown(event_id)
-        if ev.type == "tool_result" or ev.step is None:
-            raise TraceError(
-                f"event {shown} of trace {_shown(trace)} is a {ev.type} of "
-                f"{display(ev.agent, 60)!r}, which no agent takes; pick an event of an agent "
-                "(its llm_call, message, spawn, tool_call or decision)"
-            )
-        return cls(int(ev.step), ev.agent, event_id)
-
-    def forces_stop(self, agent: str, step: int) -> bool:
-        """True once the agent reaches the step."""
-        return agent == self.agent and step >= self.step
-
-
-@dataclass
-class ForceDecision(Intervention):
-    """Decision ``name`` of ``agent`` takes ``value`` (e.g. ``n_workers``: spawn one more).
-
-    Attributes:
-        name: The decision (``n_workers``: how many workers to use).
-        value: Its forced value.
-        agent: The deciding agent.
-        step: Only the decision taken in this step of the agent (``None``: every one).
-    """
-
-    name: str
-    value: Any
-    agent: str = ROOT
-    step: int | None = None
-
-    def decision(self, agent: str, name: str, value: Any) -> Any:
-        """The forced value for the targeted decision."""
-        return self.value if (agent, name) == (self.agent, self.name) else value
-
-    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
-        """The forced value for the targeted decision (in its step, when one is set)."""
-        if self.step is not None and step != self.step:
-            return value
-        return self.decision(agent, name, value)
-
-
-@dataclass
-class Silence(Intervention):
-    """The agent's work is lost: its messages are never sent and it returns nothing (``None``).
-
-    Used for coalition values (Shapley) and leave-one-out credit: the team without the agent.
-    """
-
-    agent: str
-
-    def message(
-        self, sender: str, step: int, index: int, to: str, content: str, data: Any
-    ) -> tuple[str, Any] | None:
-        """Drop every message of the silenced agent."""
-        return None if sender == self.agent else (content, data)
-
-    def returned(self, agent: str, value: Any) -> Any:
-        """The silenced agent returns ``None``."""
-        return None if agent == self.agent else value
 
 
 @dataclass
@@ -564,10 +165,10 @@ def spawn_one_more(trace: Trace, event_id: str | None = None) -> ForceDecision:
     n = config.get("agents", 1) if isinstance(config, dict) else 1
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise TraceError(
-            f"trace {_shown(trace)} records no usable team size (meta.config.agents = "
+            f"trace {shown_trace(trace)} records no usable team size (meta.config.agents = "
             f"{display(repr(n), 40)}); spawn-one-more needs the number of workers the run used"
         )
-    ev = None if event_id is None else _event(trace, event_id, "a spawn decision")
+    ev = None if event_id is None else find_event(trace, event_id, "a spawn decision")
     sizes = [
         (agent, step, value)
         for agent, step, name, value in recorded_decisions(trace)
@@ -580,7 +181,7 @@ def spawn_one_more(trace: Trace, event_id: str | None = None) -> ForceDecision:
         if len(start) == 1 and len(sizes) == 1:
             return ForceDecision("n_workers", start[0][1] + 1)
         raise TraceError(
-            f"trace {_shown(trace)} does not decide its team size once when it starts (it "
+            f"trace {shown_trace(trace)} does not decide its team size once when it starts (it "
             f"decides it {len(sizes)} time(s)); name the spawn decision to change: "
             f"--spawn-one-more EVENT (spawn_one_more(trace, event_id)), one of: {where}"
         )
@@ -594,7 +195,7 @@ def spawn_one_more(trace: Trace, event_id: str | None = None) -> ForceDecision:
         else "this run decides its team size once, when it starts: leave out the id"
     )
     raise TraceError(
-        f"event {_id_shown(event_id)} of trace {_shown(trace)} is a {ev.type} of "
+        f"event {shown_id(event_id)} of trace {shown_trace(trace)} is a {ev.type} of "
         f"{display(ev.agent, 60)!r} at step {ev.step}, where no team-size decision (n_workers) "
         f"is taken; {pick}"
     )
@@ -732,20 +333,20 @@ def _runtime(
         config = RunConfig.from_dict(dict(meta["config"]))
     except ConfigError as err:
         raise TraceError(
-            f"trace {_shown(trace)} holds an unusable run config: {err}; record the run again"
+            f"trace {shown_trace(trace)} holds an unusable run config: {err}; record the run again"
         ) from None
     except KeyError as err:
         raise TraceError(
-            f"trace {_shown(trace)} does not say how to re-run it (missing meta {err}); only "
+            f"trace {shown_trace(trace)} does not say how to re-run it (missing meta {err}); only "
             "traces recorded by `orchestrace run` or a learning environment can be replayed"
         ) from None
     except (TypeError, ValueError, AttributeError) as err:
         raise TraceError(
-            f"trace {_shown(trace)} holds an unusable run config ({type(err).__name__}: "
+            f"trace {shown_trace(trace)} holds an unusable run config ({type(err).__name__}: "
             f"{str(err)[:200]}); record the run again"
         ) from None
     # a bad seed or size: the message names the trace and the meta.task field
-    task = make_task(name, seed=seed, size=size, source=f"trace {_shown(trace)}: meta.task")
+    task = make_task(name, seed=seed, size=size, source=f"trace {shown_trace(trace)}: meta.task")
     extra: dict[str, Any] = {"runner": meta["runner"]}
     if fork_of is not None:
         extra["fork"] = fork_of
@@ -764,10 +365,6 @@ def _runtime(
     if topo is None:
         return rt, recorded_root(trace, rt, task)
     return rt, topo.root
-
-
-def _shown(trace: Trace) -> str:
-    return trace.trace_id.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
 
 
 def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
@@ -795,196 +392,6 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
             f"replay of {trace.trace_id} diverged: {rt.backend_calls} call(s) were not in the trace"
         )
     return ForkResult(new, rt.backend_calls, rt.cache_hits)
-
-
-# ---------------------------------------------------------------------- which backend answers
-_FLAGS = "--backend sim to fork it on the simulator, or --backend openai --base-url URL"
-
-
-def _recorded_spec(trace: Trace) -> dict[str, Any]:
-    spec = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
-    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-        raise ConfigError(
-            f"trace {_shown(trace)!r} does not record which backend produced it (no "
-            f"meta.backend); pass {_FLAGS} (backend= in Python)"
-        )
-    return spec
-
-
-def _describe(spec: dict[str, Any]) -> str:
-    name = str(spec.get("name"))
-    raw = spec.get("options")
-    opts: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    model = spec.get("model") or opts.get("model")
-    url = spec.get("base_url") or opts.get("base_url")
-    where = (f"model {model!r}" if model else "") + (f" at {url}" if url else "")
-    return f"{name} ({where.strip()})" if where.strip() else name
-
-
-def backend_for(
-    trace: Trace,
-    backend: Backend | str | None = None,
-    *,
-    seed_offset: int = 0,
-    check: bool = False,
-    **options: Any,
-) -> Backend:
-    """The backend that answers the changed calls of a fork of ``trace``.
-
-    By default the backend the trace records (``meta.backend``) is rebuilt, secrets coming
-    from the environment. A name (``sim``, ``openai``, ``hf``) overrides it: the recorded
-    options are kept when the name is the recorded one, else the backend is built from
-    ``options`` (the simulator with the run's seed). A backend object is used as it is.
-
-    Args:
-        trace: A trace recorded by the runtime.
-        backend: ``None`` (the recorded backend), a backend name, or a backend object.
-        seed_offset: Added to the simulator's seed (the k-th sample of a counterfactual).
-        check: Check now that the backend can answer (an OpenAI-compatible server accepts
-            connections, a transformers model loads); :func:`fork` checks at the first call.
-        **options: Options that replace the recorded ones (``model``, ``base_url``...;
-            ``None`` values are ignored).
-
-    Raises:
-        ConfigError: The trace records no backend, or not enough to rebuild it, or the
-            rebuilt backend cannot answer; the message names the flag to pass.
-    """
-    from orchestrace.runtime.backends import backend_from_spec, make_backend
-
-    if backend is not None and not isinstance(backend, str):
-        if not callable(getattr(backend, "complete", None)) or not hasattr(backend, "virtual"):
-            raise ConfigError(
-                f"backend must be None (the recorded backend), a name ('sim', 'openai', 'hf') or "
-                f"a backend object with complete() and virtual (got {display(repr(backend), 60)})"
-            )
-        if seed_offset and isinstance(backend, SimBackend):
-            import dataclasses
-
-            return dataclasses.replace(backend, seed=backend.seed + seed_offset, calls=0)
-        return backend
-    given = {k: v for k, v in options.items() if v is not None}
-    spec: dict[str, Any] | None = None
-    if backend is None:
-        spec = _recorded_spec(trace)
-        if not isinstance(spec.get("options"), dict):
-            raise ConfigError(
-                f"trace {_shown(trace)!r} records backend {_describe(spec)} but not the options "
-                f"that rebuild it (recorded by an older version, or by a wrapped backend); "
-                f"pass {_FLAGS} (backend= in Python)"
-            )
-    else:
-        recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
-        if (
-            isinstance(recorded, dict)
-            and recorded.get("name") == backend
-            and isinstance(recorded.get("options"), dict)
-        ):
-            spec = recorded
-    if spec is not None:
-        opts = dict(spec["options"])
-        seed = opts.get("seed", 0)
-        if spec["name"] == "sim" and seed_offset and isinstance(seed, int):
-            opts["seed"] = seed + seed_offset
-        try:
-            built = backend_from_spec({**spec, "options": opts}, **given)
-        except ConfigError as err:
-            raise ConfigError(
-                f"cannot rebuild backend {_describe(spec)} of trace {_shown(trace)!r}: {err}; "
-                f"pass {_FLAGS} (backend= in Python)"
-            ) from None
-        if "base_url" not in given and _trusted_url(built) is False:
-            built.api_key = None  # type: ignore[attr-defined]  # never sent to a traced URL
-    else:
-        assert backend is not None
-        kw = dict(given)
-        if backend == "sim" and "seed" not in kw:
-            config = trace.meta.get("config") if isinstance(trace.meta, dict) else None
-            seed = config.get("seed", 0) if isinstance(config, dict) else 0
-            kw["seed"] = (seed if isinstance(seed, int) and not isinstance(seed, bool) else 0) + (
-                seed_offset
-            )
-        if backend == "hf" and "model" not in kw:
-            raise ConfigError("the hf backend needs a model: pass --model DIR (model= in Python)")
-        built = make_backend(backend, **kw)
-    if check:
-        _check_can_answer(built, _how(trace, built))
-    return built
-
-
-#: Where a server may be named that the API key can be sent to.
-_URL_ENV = ("ORCHESTRACE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
-_KEY_ENV = ("ORCHESTRACE_OPENAI_API_KEY", "OPENAI_API_KEY")
-
-
-def _trusted_url(backend: Any) -> bool | None:
-    """Whether an ``openai`` backend's server is the one the environment names.
-
-    ``None`` for other backends. A base URL read from a trace is not trusted with the API
-    key: a trace could name any server. The key goes only to a server named by the caller
-    (``--base-url``, ``base_url=``) or by ``ORCHESTRACE_OPENAI_BASE_URL``/``OPENAI_BASE_URL``.
-    """
-    if getattr(backend, "name", "") != "openai":
-        return None
-    import os
-
-    url = str(getattr(backend, "base_url", "")).rstrip("/")
-    return any((os.environ.get(n) or "").rstrip("/") == url for n in _URL_ENV if os.environ.get(n))
-
-
-def _key_withheld(backend: Any) -> bool:
-    import os
-
-    return (
-        getattr(backend, "name", "") == "openai"
-        and getattr(backend, "api_key", None) is None
-        and any(os.environ.get(n) for n in _KEY_ENV)
-    )
-
-
-def _how(trace: Trace, backend: Any) -> str:
-    """The subject of an error about ``backend`` answering a fork of ``trace``."""
-    spec = backend_spec(backend)
-    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
-    was = recorded.get("options") if isinstance(recorded, dict) else None
-    now = spec.get("options")
-    if (
-        isinstance(recorded, dict)
-        and recorded.get("name") == spec.get("name")
-        and isinstance(was, dict)
-        and isinstance(now, dict)
-        and all(now.get(k) == v for k, v in was.items() if v is not None)
-    ):
-        return f"trace {_shown(trace)!r} was recorded with backend {_describe(spec)}, which"
-    return f"backend {_describe(spec)}"
-
-
-def _check_can_answer(backend: Any, how: str) -> None:
-    """A cheap check that ``backend`` can answer (server reachable, model loadable)."""
-    name = getattr(backend, "name", "")
-    if name == "openai" and getattr(backend, "transport", None) is None:
-        import socket
-        from urllib.parse import urlsplit
-
-        url = urlsplit(str(backend.base_url))
-        try:
-            port = url.port or (443 if url.scheme == "https" else 80)
-            host = url.hostname or ""
-            with socket.create_connection((host, port), timeout=min(5.0, backend.timeout_s)):
-                pass
-        except (OSError, ValueError) as err:
-            raise ConfigError(
-                f"{how} cannot be reached ({type(err).__name__}: {err}); start that server, pass "
-                "--base-url URL to use another, or --backend sim to fork on the simulator "
-                "(backend= in Python)"
-            ) from None
-    elif name == "hf":
-        try:
-            backend.load()
-        except (ImportError, ConfigError) as err:
-            raise ConfigError(
-                f"{how} cannot be loaded ({err}); pass --model DIR (a local model directory), or "
-                "--backend sim to fork on the simulator (backend= in Python)"
-            ) from None
 
 
 def fork(
@@ -1034,7 +441,7 @@ def fork(
     # a fork runs on virtual time whatever answers it: waits for a dropped message end at
     # once; a real backend answers each changed call while the virtual clock stands still
     runner: Any = (
-        answering if answering.virtual else _OnVirtualTime(answering, _how(trace, answering))
+        answering if answering.virtual else OnVirtualTime(answering, how(trace, answering))
     )
     rt, root = _runtime(trace, runner, interventions, cache, rerun_checks, fork_of)
 
@@ -1045,86 +452,8 @@ def fork(
             await runner.aclose()
 
     new = run_virtual(go())
-    if isinstance(runner, _OnVirtualTime) and runner.failure is not None:
+    if isinstance(runner, OnVirtualTime) and runner.failure is not None:
         raise runner.failure
     if not answering.virtual:
-        _check_answered(trace, new, answering)
+        check_answered(trace, new, answering)
     return ForkResult(new, rt.backend_calls, rt.cache_hits, described)
-
-
-class _OnVirtualTime:
-    """A real backend for a run on virtual time: one call at a time, on its own event loop.
-
-    Each call blocks the virtual clock until the backend answers, then takes its measured
-    time on the virtual clock, so no timer (a patience, a budget) fires while it is in flight.
-    The first call checks that the backend can answer (:func:`_check_can_answer`); a backend
-    that cannot, or that fails other than with :class:`BackendError`, sets :attr:`failure`
-    (raised once the run ends) and every call fails without reaching it.
-    """
-
-    def __init__(self, inner: Backend, how: str) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.virtual = True
-        self.how = how
-        self.failure: ConfigError | None = None
-        self._checked = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def spec(self) -> dict[str, Any]:
-        """The wrapped backend's spec."""
-        return backend_spec(self.inner)
-
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Answer on the real backend (blocking this loop), timed on the wall clock."""
-        if self.failure is None and not self._checked:
-            self._checked = True
-            try:
-                _check_can_answer(self.inner, self.how)
-            except ConfigError as err:
-                self.failure = err
-        if self.failure is not None:
-            raise BackendError(str(self.failure))
-        t0 = time.perf_counter()
-        try:
-            fut = asyncio.run_coroutine_threadsafe(self.inner.complete(request), self._loop)
-            resp = fut.result()
-        except BackendError:
-            raise
-        except Exception as err:  # e.g. a model that fails to load on first use
-            self.failure = ConfigError(
-                f"{self.how} failed ({type(err).__name__}: {redact(str(err))[:300]}); pass "
-                "--backend sim to fork on the simulator, or fix the backend (backend= in Python)"
-            )
-            raise BackendError(str(self.failure)) from None
-        return dataclasses.replace(resp, latency=round(time.perf_counter() - t0, 9))
-
-    async def aclose(self) -> None:
-        """Close the wrapped backend and stop its loop."""
-        try:
-            asyncio.run_coroutine_threadsafe(self.inner.aclose(), self._loop).result()
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
-
-
-def _check_answered(original: Trace, new: Trace, backend: Any) -> None:
-    """Refuse a fork whose real backend answered none of the calls that reached it."""
-    changed = [e for e in new.events if e.type == "llm_call" and "answered_by" in (e.attrs or {})]
-    if changed and all(e.error is not None for e in changed):
-        key = (
-            "; the API key is sent only to a server named by --base-url (base_url=) or "
-            "ORCHESTRACE_OPENAI_BASE_URL, never to one read from a trace: pass --base-url URL "
-            "if this server needs it"
-            if _key_withheld(backend)
-            else ""
-        )
-        raise ConfigError(
-            f"backend {_describe(backend_spec(backend))} answered none of the {len(changed)} "
-            f"changed call(s) of the fork of {_shown(original)!r} ({changed[0].error}){key}; "
-            "check the server, pass --base-url URL to use another, or --backend sim to fork on "
-            "the simulator (backend= in Python)"
-        )
