@@ -14,12 +14,13 @@ import argparse
 import time
 from collections import Counter
 
-from orchestrace.learn.env import SIZE_RANGES, _worker, make_env
+from orchestrace.learn.env import SIZE_RANGES, make_env
 from orchestrace.learn.policies import KAgree
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import VirtualTimeLoop
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import Runtime
+from orchestrace.runtime.rounds import rounds_worker
 from orchestrace.runtime.tasks import make_task
 
 from _common import report
@@ -33,7 +34,7 @@ def _bare(seed: int, size: int) -> None:
     async def orchestrator(ctx):
         answers: list = []
         while len(answers) < 12:
-            h = await ctx.spawn("worker", _worker, hint=[], index=0)
+            h = await ctx.spawn("worker", rounds_worker, hears=False, index=0)
             (r,) = await ctx.wait([h])
             if r.ok:
                 answers.append(repr(r.value["answer"]))
