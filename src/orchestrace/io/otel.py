@@ -649,6 +649,7 @@ class _Mapper:
         self.problems: list[Problem] = []
         self.counts: dict[str, int] = {}
         self.unmapped: dict[str, int] = {}
+        self.attr_keys: dict[str, int] = {}  # unmapped attribute keys kept, by key
         self.events: dict[str, tuple[tuple[float, int, int, int], dict[str, Any]]] = {}
         self.edges: list[tuple[str, str, str]] = []
         self.extra_edges: list[tuple[str, str, str, str]] = []  # src, dst, type, why
@@ -743,7 +744,7 @@ class _Mapper:
             node = _Node(sp, role, sp.start, end)
             by_id[sp.span_id] = node
             nodes.append(node)
-        tops: list[_Node] = []
+        parent_of: dict[int, _Node | None] = {}
         for node in nodes:
             assert node.sp is not None
             pid = node.sp.parent_id
@@ -757,15 +758,11 @@ class _Mapper:
                     "truncated export dropped the parent)",
                     node.sp,
                 )
-            if parent is not None and self._closes_cycle(node, parent):
-                self.problem(
-                    "parent-cycle",
-                    f"span {node.sp.span_id} ({_short(node.sp.name)!r}) is its own ancestor "
-                    f"through parent {pid}",
-                    "imported as a top-level span; fix the parent ids",
-                    node.sp,
-                )
-                parent = None
+            parent_of[id(node)] = parent
+        self._break_cycles(nodes, parent_of)
+        tops: list[_Node] = []
+        for node in nodes:
+            parent = parent_of[id(node)]
             if parent is None:
                 tops.append(node)
             else:
@@ -776,18 +773,28 @@ class _Mapper:
         tops.sort(key=_order)
         return self._root(tops), nodes
 
-    @staticmethod
-    def _closes_cycle(node: _Node, parent: _Node) -> bool:
-        p: _Node | None = parent
-        steps = 0
-        while p is not None:
-            if p is node:
-                return True
-            p = p.parent
-            steps += 1
-            if steps > 1_000_000:
-                return True
-        return False
+    def _break_cycles(self, nodes: list[_Node], parent_of: dict[int, _Node | None]) -> None:
+        """Make the span that closes a cycle of parent ids top-level (linear time)."""
+        state: dict[int, int] = {}  # 1: on the path being walked, 2: known to reach a root
+        for node in nodes:
+            path: list[_Node] = []
+            x: _Node | None = node
+            while x is not None and id(x) not in state:
+                state[id(x)] = 1
+                path.append(x)
+                x = parent_of[id(x)]
+            if x is not None and state[id(x)] == 1:
+                assert x.sp is not None
+                self.problem(
+                    "parent-cycle",
+                    f"span {x.sp.span_id} ({_short(x.sp.name)!r}) is its own ancestor through "
+                    f"parent {x.sp.parent_id}",
+                    "imported as a top-level span; fix the parent ids",
+                    x.sp,
+                )
+                parent_of[id(x)] = None
+            for y in path:
+                state[id(y)] = 2
 
     def _root(self, tops: list[_Node]) -> _Node:
         if len(tops) == 1 and tops[0].role == "agent":
@@ -878,8 +885,9 @@ class _Mapper:
 
     def otel_attrs(self, sp: OtelSpan, used: set[str]) -> dict[str, Any]:
         kept = {k: v for k, v in sp.attrs.items() if k not in used}
+        keys = self.attr_keys
         for k in kept:
-            self.keep(f"attribute {k.split('.', 1)[0]}.*" if "." in k else f"attribute {k}")
+            keys[k] = keys.get(k, 0) + 1
         out: dict[str, Any] = {"span_id": sp.span_id, "name": sp.name}
         if sp.parent_id:
             out["parent_span_id"] = sp.parent_id
@@ -1230,8 +1238,10 @@ class _Mapper:
     # -------------------------------------------------------------- the trace
     def run(self) -> Trace:
         root, nodes = self.build_tree()
-        self.resource = _most_common([n.sp.resource for n in nodes if n.sp is not None])
-        self.scope = _most_common([n.sp.scope for n in nodes if n.sp is not None])
+        # the trace's resource and scope: its first span's (a span with others keeps its own)
+        first_span = nodes[0].sp
+        assert first_span is not None
+        self.resource, self.scope = first_span.resource, first_span.scope
         order = self.walk(root)
         self.t0 = min(n.start for n in order)
         self.agents(root, order)
@@ -1268,6 +1278,8 @@ class _Mapper:
         if self.scope:
             meta["source"]["scope"] = self.scope
         self._summarise()
+        for k, c in self.attr_keys.items():
+            self.keep(f"attribute {k.split('.', 1)[0]}.*" if "." in k else f"attribute {k}", c)
         return Trace(
             trace_id=trace_id,
             task_id=top.name or "otel",
@@ -1368,13 +1380,6 @@ def _shift(node: _Node, delta: int) -> None:
         x.start += delta
         x.end += delta
         stack.extend(x.children)
-
-
-def _most_common(items: list[dict[str, Any]]) -> dict[str, Any]:
-    if not items:
-        return {}
-    first = items[0]
-    return first
 
 
 # ---------------------------------------------------------------------- entry points
