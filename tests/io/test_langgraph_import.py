@@ -296,6 +296,26 @@ def test_rule_2_times_and_order_clock():
     assert [(e.agent, e.t, e.dur) for e in tr.events] == [("a", 0.0, 1.0), ("b", 2.0, 1.0)]
 
 
+def test_rule_2_updates_only_stream_in_order():
+    chunks = [
+        ["updates", {"plan": {"x": 1}}],
+        ["updates", {"act": {"y": 2}}],
+        ["updates", {"__interrupt__": [{"value": "ok?"}]}],
+    ]
+    res = import_values(chunks, source="u.jsonl")
+    assert res.problems == [] and res.unmapped == {}
+    tr = res.traces[0]
+    assert [(e.type, e.agent, e.t, e.step) for e in tr.events] == [
+        ("message", "plan", 0.0, 1),
+        ("message", "act", 1.0, 2),
+        ("human_intervention", "interrupt", 2.0, 3),
+    ]
+    assert [(x.src, x.dst, x.type) for x in tr.edges] == [
+        ("update0:plan.update", "update1:act.update", "causal"),
+        ("update1:act.update", "update2:__interrupt__.interrupt", "causal"),
+    ]
+
+
 def test_rule_3_node_runs_are_agents_parallel_ones_distinct():
     items = [
         graph_run(),
@@ -804,3 +824,17 @@ def test_bad_damaged_input_never_raises_a_traceback():
             continue
         for tr in res.traces:
             assert [p for p in check_trace(tr) if p.severity == "error"] == [], seed
+
+
+def test_rewards_and_non_re_executing_credit_work_on_the_import():
+    from orchestrace.credit import ASSIGNERS, check_credit
+    from orchestrace.rewards import make
+
+    tr = import_path(RUNS).traces[0].replace(rewards={"team": 1.0})
+    for name in ("orchestration", "process", "tool", "critical_steps"):
+        (value,) = make(name)([tr])
+        assert value is not None, name
+    assert make("critical_steps")([tr]) == [-float(critical_steps(tr))]
+    for name in ("uniform", "discounted"):
+        table = ASSIGNERS[name]().assign(tr)
+        assert check_credit(table, tr) == [], name

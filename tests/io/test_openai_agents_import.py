@@ -665,3 +665,17 @@ def test_bad_damaged_exports_never_raise_a_traceback(fixture_items):
             continue
         for tr in res.traces:
             assert [p for p in check_trace(tr) if p.severity == "error"] == [], seed
+
+
+def test_rewards_and_non_re_executing_credit_work_on_the_import():
+    from orchestrace.credit import ASSIGNERS, check_credit
+    from orchestrace.rewards import make
+
+    tr = import_path(RUN).traces[0].replace(rewards={"team": 1.0})
+    for name in ("orchestration", "process", "tool", "critical_steps"):
+        (value,) = make(name)([tr])
+        assert value is not None, name
+    assert make("critical_steps")([tr]) == [-float(critical_steps(tr))]
+    for name in ("uniform", "discounted"):
+        table = ASSIGNERS[name]().assign(tr)
+        assert check_credit(table, tr) == [], name

@@ -114,6 +114,14 @@ def run_json(run: Any, *, children: bool = True) -> dict[str, Any]:
     Args:
         run: The run (a ``langsmith`` ``RunTree`` / ``langchain_core`` ``Run``).
         children: Include ``child_runs`` (nested).
+
+    Example:
+        >>> from types import SimpleNamespace as Run
+        >>> r = Run(id=1, name="n", run_type="chain", start_time=None, end_time=None,
+        ...         parent_run_id=None, inputs={"q": (1,)}, outputs=None, error=None, extra={},
+        ...         tags=[], child_runs=[])
+        >>> run_json(r)["inputs"]
+        {'q': [1]}
     """
 
     def iso(value: Any) -> Any:

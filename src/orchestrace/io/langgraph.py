@@ -972,6 +972,45 @@ class _Stream:
     unmapped: dict[str, int] = field(default_factory=dict)
     unmapped_items: list[Any] = field(default_factory=list)
     timed: bool = False
+    has_tasks: bool = False
+    _updates: int = 0
+
+    def _update(
+        self,
+        ns: list[str],
+        where: str,
+        data: object,
+        k: float,
+        calls: list[tuple[str, str]],
+        v: object,
+    ) -> list[tuple[str, str]]:
+        """An ``updates`` chunk of a stream with no task chunks: one finished task per node.
+
+        Each chunk is taken as one step (the order of the updates is all there is to go by).
+        """
+        if not isinstance(data, dict):
+            self.keep("stream mode 'updates'", v)
+            return calls
+        gid = self._graph(ns, k, calls)
+        self._updates += 1
+        for name, update in data.items():
+            rid = f"update{int(k)}:{name}"
+            interrupted = name == "__interrupt__"
+            node = "interrupt" if interrupted else str(name)
+            self.run(
+                rid,
+                where,
+                name=node,
+                parent_run_id=gid,
+                start_time=k,
+                end_time=k + 1,
+                outputs=None if interrupted else update,
+                error=f"GraphInterrupt({_text(update)})" if interrupted else None,
+                extra={"metadata": {"langgraph_node": node, "langgraph_step": self._updates}},
+                tags=[f"graph:step:{self._updates}"],
+            )
+            calls += [("start", rid), ("end", rid)]
+        return calls
 
     def run(self, rid: str, where: str, **fields: Any) -> dict[str, Any]:
         rec = self.runs.get(rid)
@@ -1029,8 +1068,10 @@ class _Stream:
                 if mode == "checkpoints"
                 else ("task_result" if isinstance(data, dict) and "result" in data else "task")
             )
+        elif mode == "updates" and not self.timed and not self.has_tasks:
+            return self._update(ns, where, data, k, calls, v)
         elif mode in ("tasks", "checkpoints", "updates"):
-            return calls  # the debug chunks carry the same, with times
+            return calls  # the debug (or tasks) chunks carry the same
         else:
             self.keep(f"stream mode {mode!r}", v)
             return calls
@@ -1134,8 +1175,8 @@ def stream_runs(values: Iterable[tuple[str, object]]) -> _Stream:
         ['LangGraph', 'a']
     """
     items = list(values)
-    has_debug = any((c := _chunk(v)) is not None and c[1] == "debug" for _, v in items)
-    st = _Stream(timed=has_debug)
+    modes = {c[1] for _, v in items if (c := _chunk(v)) is not None}
+    st = _Stream(timed="debug" in modes, has_tasks="tasks" in modes)
     for k, (where, v) in enumerate(items):
         st.feed(where, v, float(k))
     return st
@@ -1190,6 +1231,15 @@ def import_values(values: Iterable[object], *, source: str) -> ImportResult:
 
     Raises:
         TraceFormatError: Nothing in the file maps to an event (one line naming the fix).
+
+    Example:
+        >>> res = import_values([["updates", {"a": {"x": 1}}]], source="s.jsonl")
+        >>> res.unmapped
+        {}
+        >>> import_values([["values", {"x": 1}]], source="s.jsonl")
+        Traceback (most recent call last):
+        ...
+        orchestrace.errors.TraceFormatError: s.jsonl: file: holds no LangGraph run, task or ...
     """
     vals = list(values)
     many = len(vals) > 1

@@ -788,7 +788,13 @@ def import_values(values: Iterable[object], *, source: str) -> ImportResult:
     """Import the Agents SDK items in a file's JSON values (see the module docstring).
 
     Raises:
-        TraceFormatError: No trace or span item was found (one line naming the fix).
+        TraceFormatError: No span maps to an event (one line naming the fix).
+
+    Example:
+        >>> import_values([{"object": "trace", "id": "t", "workflow_name": "w"}], source="f")
+        Traceback (most recent call last):
+        ...
+        orchestrace.errors.TraceFormatError: f: file: holds no Agents SDK span that maps to ...
     """
     problems: list[Problem] = []
     groups: dict[str, _Group] = {}
