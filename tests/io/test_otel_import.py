@@ -231,9 +231,19 @@ def test_rule3_agent_name_falls_back_to_graph_node_and_span_name() -> None:
         agent("1", None, 0, 10, "lead"),
         span("2", "1", 0, 2, "x", openinference__span__kind="AGENT", graph__node__id="node_a"),
         span("3", "1", 2, 4, "invoke_agent planner", gen_ai__operation__name="invoke_agent"),
+        span(
+            "4",
+            "1",
+            4,
+            5,
+            "invoke_agent",
+            gen_ai__operation__name="invoke_agent",
+            gen_ai__agent__id="asst_7",
+        ),
     )
     assert ev(tr, "2").to == "node_a"
     assert ev(tr, "3").to == "planner"
+    assert ev(tr, "4").to == "asst_7"
 
 
 # ---------------------------------------------------------------------- rule 4: concurrency

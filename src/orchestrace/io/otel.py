@@ -109,7 +109,7 @@ _TOKENS_OUT = (
     "llm.token_count.completion",
 )
 _MODEL = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "embedding.model_name")
-_AGENT_NAME = ("gen_ai.agent.name", "agent.name", "graph.node.id")
+_AGENT_NAME = ("gen_ai.agent.name", "agent.name", "graph.node.id", "gen_ai.agent.id")
 _TOOL_NAME = ("gen_ai.tool.name", "tool.name")
 _TOOL_ARGS = ("gen_ai.tool.call.arguments", "input.value")
 _TOOL_RESULT = ("gen_ai.tool.call.result", "output.value")
