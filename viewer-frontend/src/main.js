@@ -267,6 +267,8 @@ function overlayName(k) {
 }
 
 async function setOverlay(kind, unit) {
+  const sel = $("overlay");
+  if (sel) sel.value = kind || "";
   if (!kind) { S.overlay = null; timeline.overlay = null; renderLegend(); refresh(); exposed.overlay = null; return; }
   try {
     const u = kind === "credit:uniform" || kind === "credit:discounted" ? unit : null;
@@ -289,7 +291,7 @@ function renderLegend() {
     const m = S.overlay.meta;
     const bar = el("span", { class: "scale" });
     for (let k = 0; k <= 10; k++) { const c = el("span", { class: "cell" }); c.style.background = overlayColour(m.min + (m.max - m.min) * k / 10, m.min, m.max); bar.append(c); }
-    box.append(el("strong", null, short(m.label, 60)), " ", fmtNum(m.min), bar, fmtNum(m.max), el("span", { class: "muted" }, ` ${fmtNum(m.n)} events scored; grey: none`));
+    box.append(el("strong", null, short(m.label, 60)), " ", fmtNum(m.min), bar, fmtNum(m.max), el("span", { class: "muted" }, ` ${fmtNum(m.n)} events scored${m.max > m.min ? "" : ", all " + fmtNum(m.min)}; grey: none`));
   } else {
     for (const [t, c] of Object.entries(TYPE_COLOURS)) { const sw = el("span", { class: "swatch" }); sw.style.background = c; box.append(el("span", { class: "leg" }, sw, t)); }
   }

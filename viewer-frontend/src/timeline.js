@@ -313,10 +313,14 @@ export class Timeline {
     c.font = "11px system-ui, sans-serif";
     c.textBaseline = "top";
     let markersShown = 0;
+    const taken = new Set();
     for (const m of this.markers) {
       if (m.row < r0 || m.row > r1 || m.row < 0) continue;
       const px = x(m.t);
       if (px < -10 || px > this.width + 10) continue;
+      const slot = `${m.row}:${m.kind}:${Math.round(px / 8)}`; // one glyph per 8 px of a row
+      if (taken.has(slot)) continue;
+      taken.add(slot);
       const [g, col] = glyph[m.kind] || ["\u25cf", "#000"];
       c.fillStyle = col;
       c.fillText(g, px - 4, this.rowY(m.row) - 2);
@@ -326,7 +330,7 @@ export class Timeline {
     // ---- selection
     if (this.selected) {
       for (const r of drawn) {
-        if (r[0] === this.selected.v && r[1] === this.selected.idx && !r[6]) {
+        if (r[0] === this.selected.v && r[1] === this.selected.idx) {
           c.strokeStyle = "#000";
           c.lineWidth = 2;
           c.strokeRect(r[2] - 2, r[3] - 3, r[4] + 4, r[5] + 6);

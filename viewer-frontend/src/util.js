@@ -98,8 +98,9 @@ export const DIFF_COLOURS = {
 export function overlayColour(v, lo, hi) {
   if (v == null || !isFinite(v)) return "#dee2e6";
   let x;
-  if (lo < 0 && hi > 0) x = v >= 0 ? 0.5 + 0.5 * (v / hi) : 0.5 - 0.5 * (v / lo);
-  else x = hi > lo ? (v - lo) / (hi - lo) : 1;
+  if (!(hi > lo)) x = 0.5; // one value for every event: no scale to show
+  else if (lo < 0 && hi > 0) x = v >= 0 ? 0.5 + 0.5 * (v / hi) : 0.5 - 0.5 * (v / lo);
+  else x = (v - lo) / (hi - lo);
   x = Math.max(0, Math.min(1, x));
   // red (0) -> light grey (0.5) -> blue (1)
   const a = [201, 42, 42], m = [222, 226, 230], b = [25, 113, 194];
