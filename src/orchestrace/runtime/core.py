@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,7 +51,7 @@ from orchestrace.runtime.backends.base import (
     backend_spec,
     redact,
 )
-from orchestrace.runtime.cache import CallKey, ReplayCache, ToolOutcome
+from orchestrace.runtime.cache import CallKey, ReplayCache
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.context import (
     AgentFn,
@@ -73,6 +72,7 @@ from orchestrace.runtime.tasks.base import (
     Verdict,
     unknown_verdict,
 )
+from orchestrace.runtime.tools import call_tool
 from orchestrace.trace.model import Edge, Event, Trace
 
 __all__ = [
@@ -237,16 +237,6 @@ class Runtime:
         self.recorder.event(ev, edges)
         return eid
 
-    def _record_tool_result(self, tool: str, call_id: str, t: float, **fields: Any) -> str:
-        eid = f"e{len(self.events) + 1}"
-        fields = scrub_known(fields)
-        ev = Event(id=eid, t=t, type="tool_result", agent=tool, tool=tool, **fields)
-        edge = Edge(call_id, eid, "tool_dependency")
-        self.events.append(ev)
-        self.edges.append(edge)
-        self.recorder.event(ev, [edge])
-        return eid
-
     # ------------------------------------------------------------------ calls
     async def generate(
         self,
@@ -330,62 +320,7 @@ class Runtime:
 
     async def call_tool(self, a: AgentState, name: str, args: dict[str, Any]) -> ToolResult:
         """:meth:`Context.call_tool`: answer (cache or tool), record the call and its result."""
-        self.check_alive(a)
-        fn = self.tools.get(name)
-        self.open_step(a)
-        key = CallKey.tool(
-            a.name, name, args, a.occurrence("tool", CallKey.tool_inputs(name, args))
-        )
-        t0 = self.now()
-        cached = self.cache.tool(key)
-        if cached is not None:
-            self.cache_hits += 1
-            value, error = cached.value, cached.error
-            await asyncio.sleep(cached.latency)
-        else:
-            value, error, latency = self._run_tool(fn, name, args, key)
-            if self.backend.virtual:
-                await asyncio.sleep(latency)
-            else:
-                latency = self.now() - t0
-            self.cache.put(key, ToolOutcome(value, error, round(latency, 9)))
-        call_id = self.record(
-            a, "tool_call", t0, tool=name, content=_text(args), attrs={"key": key.id}
-        )
-        res_id = self._record_tool_result(
-            name,
-            call_id,
-            self.now(),
-            content=None if error else _text(value),
-            error=error,
-            trusted=False,
-        )
-        a.pending.append((res_id, "causal"))
-        a.turn_open = False
-        if error is not None and self.config.on_error == "stop":
-            self.request_stop(f"tool failure: {error}")
-        return ToolResult(name, value, error is None, error, res_id)
-
-    def _run_tool(
-        self,
-        fn: Callable[[dict[str, Any]], Any] | None,
-        name: str,
-        args: dict[str, Any],
-        key: CallKey,
-    ) -> tuple[Any, str | None, float]:
-        """Run a tool (failures injected at ``tool_failure_rate``): value, error, latency."""
-        if fn is None:
-            return None, f"unknown tool {name!r}; registered: {sorted(self.tools)}", 0.0
-        rng = random.Random(f"{self.config.seed}:tool:{key.id}")
-        latency = self.config.tool_latency_s * rng.uniform(0.5, 1.5)
-        try:
-            if self.config.tool_failure_rate and rng.random() < self.config.tool_failure_rate:
-                raise RuntimeError("injected tool failure")
-            value = fn(args)
-            _ENC.encode(value)
-        except Exception as err:
-            return None, f"{type(err).__name__}: {str(err)[:300]}", latency
-        return value, None, latency
+        return await call_tool(self, a, name, args)
 
     # ------------------------------------------------------------------ agents
     def _new_agent(

@@ -1,0 +1,114 @@
+"""Tool calls: answered from the replay cache, or run (with injected failures), and recorded.
+
+A call records a ``tool_call`` event of the calling agent and a ``tool_result`` event of the tool
+(a ``tool_dependency`` edge between them); the result feeds the agent's next event. The tool's
+output is stored in the run's :class:`~orchestrace.runtime.cache.ReplayCache` under the call's
+:class:`~orchestrace.runtime.cache.CallKey`, so a replay answers it from the trace. Failures
+(an unknown tool, an exception, a value that is not JSON, a failure injected at
+``RunConfig.tool_failure_rate``) are recorded as the result's ``error``, never raised.
+
+Example:
+    >>> from orchestrace.runtime.config import RunConfig
+    >>> run_tool(lambda args: args["x"] * 2, "double", {"x": 4}, "k1", RunConfig(), ["double"])[:2]
+    (8, None)
+    >>> run_tool(None, "nope", {}, "k1", RunConfig(), ["double"])[1]
+    "unknown tool 'nope'; registered: ['double']"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from orchestrace._safe import scrub_known
+from orchestrace.runtime.aggregate import text_of
+from orchestrace.runtime.cache import CallKey, ToolOutcome
+from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.context import AgentState, ToolResult
+from orchestrace.trace.model import Edge, Event
+
+if TYPE_CHECKING:
+    from orchestrace.runtime.core import Runtime
+
+__all__ = ["call_tool", "run_tool"]
+
+_ENC = msgspec.json.Encoder(order="deterministic")
+
+
+async def call_tool(rt: Runtime, a: AgentState, name: str, args: dict[str, Any]) -> ToolResult:
+    """Agent ``a`` of ``rt`` calls tool ``name``: answer it, record the call and its result."""
+    rt.check_alive(a)
+    fn = rt.tools.get(name)
+    rt.open_step(a)
+    key = CallKey.tool(a.name, name, args, a.occurrence("tool", CallKey.tool_inputs(name, args)))
+    t0 = rt.now()
+    cached = rt.cache.tool(key)
+    if cached is not None:
+        rt.cache_hits += 1
+        value, error = cached.value, cached.error
+        await asyncio.sleep(cached.latency)
+    else:
+        value, error, latency = run_tool(fn, name, args, key.id, rt.config, rt.tools)
+        if rt.backend.virtual:
+            await asyncio.sleep(latency)
+        else:
+            latency = rt.now() - t0
+        rt.cache.put(key, ToolOutcome(value, error, round(latency, 9)))
+    call_id = rt.record(a, "tool_call", t0, tool=name, content=text_of(args), attrs={"key": key.id})
+    res_id = _record_result(
+        rt,
+        name,
+        call_id,
+        rt.now(),
+        content=None if error else text_of(value),
+        error=error,
+        trusted=False,
+    )
+    a.pending.append((res_id, "causal"))
+    a.turn_open = False
+    if error is not None and rt.config.on_error == "stop":
+        rt.request_stop(f"tool failure: {error}")
+    return ToolResult(name, value, error is None, error, res_id)
+
+
+def run_tool(
+    fn: Callable[[dict[str, Any]], Any] | None,
+    name: str,
+    args: dict[str, Any],
+    key_id: str,
+    config: RunConfig,
+    registered: Iterable[str],
+) -> tuple[Any, str | None, float]:
+    """Run a tool: its value, its error (``None`` when it succeeded) and its latency (seconds).
+
+    Latency and injected failures are drawn from the run's seed and the call's key, so a run
+    repeats them exactly.
+    """
+    if fn is None:
+        return None, f"unknown tool {name!r}; registered: {sorted(registered)}", 0.0
+    rng = random.Random(f"{config.seed}:tool:{key_id}")
+    latency = config.tool_latency_s * rng.uniform(0.5, 1.5)
+    try:
+        if config.tool_failure_rate and rng.random() < config.tool_failure_rate:
+            raise RuntimeError("injected tool failure")
+        value = fn(args)
+        _ENC.encode(value)  # a tool's value must be JSON
+    except Exception as err:
+        return None, f"{type(err).__name__}: {str(err)[:300]}", latency
+    return value, None, latency
+
+
+def _record_result(rt: Runtime, tool: str, call_id: str, t: float, **fields: Any) -> str:
+    """Record a ``tool_result`` event of ``tool`` with its ``tool_dependency`` edge."""
+    eid = f"e{len(rt.events) + 1}"
+    fields = scrub_known(fields)
+    ev = Event(id=eid, t=t, type="tool_result", agent=tool, tool=tool, **fields)
+    edge = Edge(call_id, eid, "tool_dependency")
+    rt.events.append(ev)
+    rt.edges.append(edge)
+    rt.recorder.event(ev, [edge])
+    return eid
