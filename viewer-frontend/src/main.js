@@ -161,7 +161,7 @@ async function loadAnalyses() {
 // ------------------------------------------------------------------ summary header
 function renderSummary() {
   const s = view(primary()).summary;
-  const cp = S.critical[primary()] || {};
+  const cp = S.critical[primary()] || { idx: [], pending: true };
   const box = clear($("summary"));
   const item = (k, v, id) => el("span", { class: "stat", id }, el("span", { class: "k" }, k), " ", el("span", { class: "v" }, v));
   append(box, [
@@ -178,7 +178,8 @@ function renderSummary() {
     s.partial ? el("span", { class: "stat partial" }, "recording (partial)") : null,
   ]);
   const cbox = clear($("critical-stats"));
-  if (cp.error) cbox.append(el("span", { class: "muted" }, short(cp.error, 200)));
+  if (cp.pending) cbox.append(el("span", { class: "cp-title" }, "critical path"), " ", el("span", { class: "muted" }, "computing\u2026"));
+  else if (cp.error) cbox.append(el("span", { class: "muted" }, short(cp.error, 200)));
   else append(cbox, [
     el("span", { class: "cp-title" }, "critical path"),
     item("length", fmtTime(cp.length), "cp-length"),
@@ -449,7 +450,11 @@ async function rebuild() {
 async function load(keepZoom) {
   S.meta = await S.src.meta();
   exposed.version = S.meta.version;
-  await loadAnalyses();
+  // the first window is asked for at once; the analyses (critical path, detections, diff)
+  // arrive alongside and are drawn when they come
+  S.critical = {};
+  S.markers = {};
+  const analyses = loadAnalyses();
   const [t0, t1] = fullRange();
   timeline.types = views()[0].summary.types;
   timeline.edgeTypes = views()[0].summary.edge_types;
@@ -457,6 +462,14 @@ async function load(keepZoom) {
   const wasFit = !keepZoom || timeline.transform.k === 1;
   timeline.setDomain(t0, t1);
   if (!wasFit) timeline.zoomTo(before[0], before[1]);
+  buildDisplayLanes();
+  buildRows();
+  renderSummary();
+  renderControls();
+  renderLegend();
+  const first = fetchWindow();
+  await analyses;
+  await first;
   await rebuild();
   if (S.meta.error) banner(S.meta.error); else banner(null);
 }
