@@ -153,3 +153,47 @@ def test_missing_packages_give_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "langgraph", None)
     with pytest.raises(ImportError, match=r"pip install 'orchestrace\[langgraph\]'"):
         next(langgraph.record_stream(object(), {}, path="x.jsonl"))
+
+
+@needs_langgraph
+def test_runs_as_langchain_serialises_them_import_like_run_trees(tmp_path):
+    """Every run as LangSmith's client serialises it, one per line (flat; ``Send`` as its
+    ``repr``, ``Command`` as a plain object), imports as the nested run tree does."""
+    from langchain_core.tracers.base import BaseTracer
+    from langsmith._internal._serde import dumps_json
+
+    from orchestrace.integrations.langgraph import run_json
+
+    class Keep(BaseTracer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.roots: list = []
+
+        def _persist_run(self, run) -> None:
+            self.roots.append(run)
+
+    def walk(run):
+        yield run
+        for c in run.child_runs:
+            yield from walk(c)
+
+    keep = Keep()
+    m = flow_module()
+    m.build_graph().invoke(
+        {"question": "q"}, {"configurable": {"thread_id": "z"}, "callbacks": [keep]}
+    )
+    (root,) = keep.roots
+    flat = tmp_path / "runs.jsonl"
+    flat.write_bytes(
+        b"".join(dumps_json(r.model_dump(exclude={"child_runs"})) + b"\n" for r in walk(root))
+    )
+    nested = tmp_path / "tree.json"
+    nested.write_text(json.dumps([run_json(root)]))
+    a, b = import_path(flat), import_path(nested)
+    assert a.problems == [] and b.problems == []
+    ta, tb = a.traces[0], b.traces[0]
+    assert ta.task_id == tb.task_id == "z"
+    assert [(e.id, e.type, e.agent, e.tokens) for e in sorted(ta.events, key=lambda e: e.id)] == [
+        (e.id, e.type, e.agent, e.tokens) for e in sorted(tb.events, key=lambda e: e.id)
+    ]
+    assert {e.agent for e in ta.events if e.type == "spawn"} == {"orchestrator", "review"}

@@ -838,3 +838,56 @@ def test_rewards_and_non_re_executing_credit_work_on_the_import():
     for name in ("uniform", "discounted"):
         table = ASSIGNERS[name]().assign(tr)
         assert check_credit(table, tr) == [], name
+
+
+def test_rule_7_and_8_langsmith_serialised_send_and_command():
+    items = [
+        graph_run(),
+        run("o", "g", "orch", 0, 2, step=1),
+        run(
+            "r",
+            "o",
+            "fan_out",
+            1,
+            2,
+            step=1,
+            node=False,
+            outputs={
+                "output": [
+                    "Send(node='w', arg={'topic': 'a'})",
+                    "Send(node='w', arg=__import__('os'))",
+                ]
+            },
+        ),
+        run("w1", "g", "w", 2, 4, step=2, triggers=["__pregel_push"], inputs={"topic": "a"}),
+        run("w2", "g", "w", 2, 5, step=2, triggers=["__pregel_push"], inputs={"topic": "b"}),
+        run(
+            "h",
+            "g",
+            "review",
+            5,
+            6,
+            step=3,
+            outputs={
+                "output": {"graph": None, "update": {"k": 1}, "resume": None, "goto": "writer"}
+            },
+        ),
+        run("x", "g", "writer", 6, 7, step=4),
+    ]
+    tr = one(items)
+    e = ev(tr)
+    assert (e["w1.spawn"].agent, e["w1.spawn"].to, e["w1.spawn"].content) == (
+        "orch",
+        "w",
+        '{"topic":"a"}',
+    )
+    assert e["w2.spawn"].to == "w#2" and e["w2.spawn"].content == '{"topic":"b"}'
+    # an argument that is not a literal is kept as text, never evaluated
+    from orchestrace.io.langgraph import _as_send
+
+    assert _as_send("Send(node='w', arg=__import__('os'))") == ("w", "__import__('os')")
+    assert (e["h.handoff"].type, e["h.handoff"].to, e["h.handoff"].decision) == (
+        "spawn",
+        "writer",
+        "delegate",
+    )

@@ -49,10 +49,12 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import base64
 import dataclasses
 import datetime as _dt
 import math
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -233,7 +235,9 @@ def _kind(v: object) -> str | None:
 
 
 def _first(value: object) -> object:
-    if isinstance(value, list) and value and not _is_chunk(value):
+    if _kind(value) is not None:
+        return value
+    if isinstance(value, list) and value:
         return value[0]
     if isinstance(value, dict):
         for key in ("runs", "history", "chunks", "events", "states"):
@@ -386,25 +390,52 @@ def _result_tool_call_id(outputs: object, inputs: object) -> str | None:
     return None
 
 
+_SEND_REPR = re.compile(r"\ASend\(node='([^']+)', arg=(.*)\)\Z", re.DOTALL)
+_COMMAND_KEYS = frozenset({"graph", "update", "resume", "goto"})
+
+
+def _as_send(v: object) -> tuple[str, Any] | None:
+    """``(node, arg)`` of a serialised ``Send``.
+
+    A constructor record, or the ``repr`` string LangSmith's serialiser writes (its argument
+    is read as a Python literal, never run).
+    """
+    if _lg_type(v) == "Send":
+        kw = _kwargs(v)
+        return (kw["node"], kw.get("arg")) if isinstance(kw.get("node"), str) else None
+    if isinstance(v, str) and v.startswith("Send("):
+        m = _SEND_REPR.match(v)
+        if m is None:
+            return None
+        try:
+            arg: Any = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            arg = m.group(2)
+        return m.group(1), arg
+    return None
+
+
 def _sends(value: object) -> list[tuple[str, Any]]:
     """The ``Send(node, arg)`` packets in a run's output (also inside ``Command.goto``)."""
-    out: list[tuple[str, Any]] = []
-    for v in _walk(value):
-        if _lg_type(v) == "Send":
-            kw = _kwargs(v)
-            if isinstance(kw.get("node"), str):
-                out.append((kw["node"], kw.get("arg")))
-    return out
+    return [s for v in _walk(value) if (s := _as_send(v)) is not None]
 
 
 def _gotos(value: object) -> tuple[list[str], Any]:
-    """Node names a ``Command`` in a run's output goes to, and its state update."""
+    """Node names a ``Command`` in a run's output goes to, and its state update.
+
+    A ``Command`` is a constructor record, or the plain object (``graph``, ``update``,
+    ``resume``, ``goto``) LangSmith's serialiser writes.
+    """
     for v in _walk(value):
         if _lg_type(v) == "Command":
             kw = _kwargs(v)
-            goto = kw.get("goto")
-            names = [goto] if isinstance(goto, str) else goto if isinstance(goto, list) else []
-            return [g for g in names if isinstance(g, str) and g], kw.get("update")
+        elif isinstance(v, dict) and set(v) == _COMMAND_KEYS:
+            kw = v
+        else:
+            continue
+        goto = kw.get("goto")
+        names = [goto] if isinstance(goto, str) else goto if isinstance(goto, list) else []
+        return [g for g in names if isinstance(g, str) and g], kw.get("update")
     return [], None
 
 
