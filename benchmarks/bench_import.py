@@ -179,8 +179,8 @@ def bench_import(n_spans: int, repeat: int) -> None:
         f"OTel import, {spans:,}-span OTLP JSON (GenAI semconv): throughput",
         spans / best["s"],
         "spans/s",
-        note=f"{best['s']:.2f} s -> {best['events']:,} events, {best['edges']:,} edges; best of "
-        f"{repeat} fresh processes",
+        note=f"{best['s']:.2f} s -> {best['events']:,} events, {best['edges']:,} edges; by CPU "
+        f"time {spans / best['cpu']:,.0f} spans/s; best of {repeat} fresh processes",
     )
     report(
         f"OTel import, {spans:,} spans: time against json.load of the same file",
