@@ -325,3 +325,27 @@ def test_survey_schema_and_jsonl_traces_display(tmp_path: Path, fmt: str) -> Non
     assert s["n_events"] == 50
     assert c.get(f"/api/window?t0=0&t1={s['t_end']}&px=100000").json()["total"] == 50
     assert c.get("/api/critical").json()["length"] == pytest.approx(tr.graph.critical_path().length)
+
+
+def test_imported_otel_traces_display(tmp_path: Path) -> None:
+    from orchestrace.io import export_bytes
+
+    tr = generate_trace(agents=3, steps=30, seed=0)
+    p = tmp_path / "spans.json"
+    p.write_bytes(export_bytes([tr], format="otlp"))
+    for kw in ({}, {"format": "otel"}):
+        s = client(p, **kw).get("/api/meta").json()["views"][0]["summary"]
+        assert s["n_events"] == 30
+
+
+def test_a_busy_port_is_one_error(tmp_path: Path, gen_path: Path) -> None:
+    import socket
+
+    from orchestrace.viewer.server import serve
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"--port {port}: cannot listen on 127.0.0.1:{port}"):
+            serve(ViewerState(gen_path), port=port)

@@ -8,6 +8,7 @@ import webbrowser
 from typing import Any
 
 from orchestrace.errors import ConfigError
+from orchestrace.io import FORMATS, IMPORT_FORMATS
 
 
 def add_parser(sub: Any) -> None:
@@ -26,6 +27,12 @@ def add_parser(sub: Any) -> None:
         "other", metavar="TRACE2", nargs="?", help="a second trace (e.g. a fork) to diff against"
     )
     p.add_argument("--trace-id", help="a file holding several traces: show this one")
+    p.add_argument(
+        "--from",
+        dest="src",
+        choices=["native", *FORMATS, *IMPORT_FORMATS],
+        help="input format (default: by name and structure)",
+    )
     p.add_argument(
         "--credit",
         metavar="FILE",
@@ -57,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     from orchestrace.viewer.server import ViewerState
 
     state = ViewerState(
-        args.trace, args.other, trace_id=args.trace_id, credit=args.credit, live=args.html is None
+        args.trace,
+        args.other,
+        trace_id=args.trace_id,
+        credit=args.credit,
+        live=args.html is None,
+        format="json" if args.src == "native" else args.src,
     )
     for src in state.sources:
         if src.view.note:

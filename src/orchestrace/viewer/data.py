@@ -977,11 +977,14 @@ def diff_traces(a: TraceView, b: TraceView) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- loading
-def load_views(path: str | os.PathLike[str], *, trace_id: str | None = None) -> TraceView:
+def load_views(
+    path: str | os.PathLike[str], *, trace_id: str | None = None, format: str | None = None
+) -> TraceView:
     """Load the trace of ``path`` that the viewer shows (the first, or ``trace_id``).
 
     Any file the project reads works: native JSON, JSONL (trace lines or a recording, also one
-    still being written), Parquet datasets, survey-schema JSON and the import formats.
+    still being written), Parquet datasets, survey-schema JSON and the import formats (told
+    from the file's structure, or named by ``format``).
 
     Raises:
         TraceFormatError: The file cannot be read (the message names the place and the fix).
@@ -1000,7 +1003,7 @@ def load_views(path: str | os.PathLike[str], *, trace_id: str | None = None) -> 
     from orchestrace.io import load_all
 
     shown = os.fspath(path)
-    traces = load_all(path, check=False, partial=True)
+    traces = load_all(path, format=format, check=False, partial=True)
     if not traces:
         raise ConfigError(f"{shown}: holds no trace; record or convert one first")
     note = None

@@ -100,16 +100,19 @@ def _signature(path: str) -> tuple[float, int] | None:
 class _Source:
     """A trace file and the view of its trace, read again when the file changes."""
 
-    def __init__(self, path: str, trace_id: str | None, credit: str | None) -> None:
+    def __init__(
+        self, path: str, trace_id: str | None, credit: str | None, fmt: str | None = None
+    ) -> None:
         self.path = path
         self.trace_id = trace_id
+        self.fmt = fmt
         self.credit = credit
         self.signature = _signature(path)
         self.view = self._load()
         self.error: str | None = None
 
     def _load(self) -> TraceView:
-        view = load_views(self.path, trace_id=self.trace_id)
+        view = load_views(self.path, trace_id=self.trace_id, format=self.fmt)
         if self.credit is not None:
             view.credit_rows = load_credit_file(self.credit, view)
         return view
@@ -139,6 +142,7 @@ class ViewerState:
         trace_id: Which trace of a file holding several (default: the first).
         credit: ``orchestrace credit --json`` output for the first trace.
         live: Read files again when they change (a recording still being written).
+        format: The files' format (default: from the name and structure), e.g. ``otel``.
 
     Raises:
         OrchestraceError: A file cannot be read (the message is the command line's error).
@@ -152,13 +156,16 @@ class ViewerState:
         trace_id: str | None = None,
         credit: str | os.PathLike[str] | None = None,
         live: bool = True,
+        format: str | None = None,
     ) -> None:
         self.lock = threading.RLock()
         self.sources = [
-            _Source(os.fspath(path), trace_id, None if credit is None else os.fspath(credit))
+            _Source(
+                os.fspath(path), trace_id, None if credit is None else os.fspath(credit), format
+            )
         ]
         if other is not None:
-            self.sources.append(_Source(os.fspath(other), None, None))
+            self.sources.append(_Source(os.fspath(other), None, None, format))
         self.live = live
         self.version = 1
         self._diff: dict[str, Any] | None = None
