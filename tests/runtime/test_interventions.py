@@ -96,7 +96,8 @@ def test_cli(debate, tmp_path, capsys):
     rc, out, err = _cli(["replay", str(path), "--spawn-one-more"], capsys)
     assert rc == 0 and "fork with ForceDecision (n_workers = 8)" in out
     for argv, message in [
-        (["--stop-at", "-1"], "error: --stop-at takes a step >= 0 or an event id, got -1\n"),
+        (["--stop-at", "-1"], "error: --stop-at takes a step from 0 to 2^63-1 or an event id"),
+        (["--stop-at", str(2**64)], "error: --stop-at takes a step from 0 to 2^63-1 or an "),
         (["--stop-at", "e999"], f"error: no event 'e999' in trace {debate.trace_id}; pick the "),
         (["--spawn-one-more", "e2"], "error: event 'e2' of trace "),
     ]:

@@ -109,8 +109,10 @@ def _stop_at(trace: Any, value: str) -> ForceStop:
     text = value.strip()
     if text.lstrip("+-").isdigit():
         step = int(text)
-        if step < 0:
-            raise ConfigError(f"--stop-at takes a step >= 0 or an event id, got {_clip(value, 60)}")
+        if not 0 <= step <= 2**63 - 1:
+            raise ConfigError(
+                f"--stop-at takes a step from 0 to 2^63-1 or an event id, got {_clip(value, 60)}"
+            )
         return ForceStop(step)
     return ForceStop.of(trace, value)
 
