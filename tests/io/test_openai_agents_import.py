@@ -431,6 +431,21 @@ def test_rule_10_turns_give_steps():
     assert res.unmapped == {}  # turn spans are mapped (as steps)
 
 
+def test_rule_10_without_turns_steps_count_llm_calls():
+    items = [
+        head(),
+        span("a", None, "agent", 0, 10, name="lead"),
+        span("g1", "a", "generation", 0, 1),
+        span("f1", "a", "function", 1, 2, name="calc"),
+        span("f2", "a", "function", 1, 3, name="calc"),
+        span("g2", "a", "generation", 4, 5),
+        span("b", None, "agent", 0, 10, name="other"),
+        span("h1", "b", "generation", 0, 1),
+    ]
+    ev = by_id(one(items))
+    assert [ev[k].step for k in ("g1", "f1", "f2", "g2", "h1")] == [1, 1, 1, 2, 1]
+
+
 def test_rule_11_concurrency_and_data_flow():
     items = [
         head(),

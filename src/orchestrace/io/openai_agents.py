@@ -212,6 +212,7 @@ class _Span:
     agent: str | None = None  # instance name, for agent spans
     child_agent: str | None = None  # function spans: the agent run as this tool
     last_agent: str | None = None  # function spans: the agent that produced the output
+    auto_step: int | None = None  # LLM calls its agent had started (when there are no turns)
 
 
 @dataclass
@@ -265,6 +266,7 @@ class SpanMapper:
     )  # agent -> (end, id)
     _pending: dict[str, list[_Pending]] = field(default_factory=dict)
     _events_of: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    _llm_starts: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ span tree
     def _rel(self, ts: float) -> float:
@@ -284,14 +286,19 @@ class SpanMapper:
                 return sp.agent
         return self.workflow
 
-    def _step_of(self, sid: str | None) -> int | None:
-        for sp in self._ancestors(sid):
+    def _step_of(self, span: _Span) -> int | None:
+        """The step of ``span``: the turn of the SDK's turn span around it.
+
+        Without turn spans: the number of LLM calls its agent had started by then (a tool
+        call belongs to the LLM call before it).
+        """
+        for sp in self._ancestors(span.parent):
             if sp.kind == "turn":
                 turn = sp.data.get("turn")
                 return _int(turn) if isinstance(turn, int) else None
             if sp.kind == "agent":
-                return None
-        return None
+                break
+        return span.auto_step
 
     def _tool_parent(self, sid: str | None) -> _Span | None:
         """The function span an agent span runs under, when it runs as a tool."""
@@ -348,7 +355,7 @@ class SpanMapper:
             from_=None if fresh else parent,
             to=child,
             decision="spawn" if fresh else "delegate",
-            step=self._step_of(sp.parent),
+            step=self._step_of(sp),
             content=_text(sp.data.get("input")),
             attrs={"span_id": sp.id, "span_type": sp.kind, "tool": sp.name},
         )
@@ -394,6 +401,10 @@ class SpanMapper:
         )
         self._spans[sid] = sp
         if kind != "agent":
+            owner = self._agent_of(sp.parent)
+            if kind in _MODELISH:
+                self._llm_starts[owner] = self._llm_starts.get(owner, 0) + 1
+            sp.auto_step = self._llm_starts.get(owner) or None
             return
         base = name or "agent"
         busy = self._open_agents.setdefault(base, set())
@@ -445,7 +456,7 @@ class SpanMapper:
         if kind in _CONTAINERS:
             return
         agent = self._agent_of(sp.parent)
-        step = self._step_of(sp.parent)
+        step = self._step_of(sp)
         if kind in _MODELISH:
             usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             assert isinstance(usage, dict)
@@ -569,7 +580,7 @@ class SpanMapper:
             from_=None if fresh else agent,
             to=target,
             decision="delegate",
-            step=self._step_of(sp.parent),
+            step=self._step_of(sp),
             error=error,
             attrs=self._attrs(sp, data, keep=("to_agent",)),
         )
