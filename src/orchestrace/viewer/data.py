@@ -677,27 +677,13 @@ class TraceView:
                 i = lookup.get(eid)
                 if i is not None:
                     items.append(
-                        {
-                            "idx": i,
-                            "kind": "failure",
-                            "label": f"{f.mast} {f.mode}".strip(),
-                            "detail": f.detail,
-                        }
+                        {"idx": i, "kind": "failure", "label": f"{f.mast} {f.mode}".strip()}
                     )
         for i, e in enumerate(self.trace.events):
             if e.type == "safety_event":
-                items.append(
-                    {
-                        "idx": i,
-                        "kind": "safety",
-                        "label": "safety event",
-                        "detail": (e.content or "")[:300],
-                    }
-                )
+                items.append({"idx": i, "kind": "safety", "label": "safety event"})
             elif e.error is not None:
-                items.append(
-                    {"idx": i, "kind": "error", "label": "failed", "detail": e.error[:300]}
-                )
+                items.append({"idx": i, "kind": "error", "label": "failed"})
         if len(items) > 20_000:
             items = items[:20_000]
         for it in items:

@@ -182,10 +182,11 @@ class ViewerState:
             ConfigError: ``b`` without a second trace, or another key.
         """
         k = key or "a"
-        if k == "a":
-            return self.sources[0].view
-        if k == "b" and len(self.sources) == 2:
-            return self.sources[1].view
+        with self.lock:
+            if k == "a":
+                return self.sources[0].view
+            if k == "b" and len(self.sources) == 2:
+                return self.sources[1].view
         raise ConfigError(
             f"no trace {k[:10]!r}; use v=a" + (" or v=b" if len(self.sources) == 2 else "")
         )
@@ -303,11 +304,16 @@ def create_app(state: ViewerState, *, allowed_hosts: list[str] | None = None) ->
 
     def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
-            try:
-                with state.lock:
-                    body = fn(request)
+            try:  # views are computed outside the lock: a slow analysis holds up no window
+                body = fn(request)
             except OrchestraceError as err:
                 return JSONResponse({"error": error_line(err)}, status_code=400, headers=_HEADERS)
+            except Exception as err:  # one line on the page, as the command line gives
+                line = (
+                    f"error: unexpected {type(err).__name__}: {redact(str(err)[:300])}; "
+                    "this is a bug in orchestrace; please report it"
+                )
+                return JSONResponse({"error": bounded(line)}, status_code=500, headers=_HEADERS)
             return JSONResponse(body, headers=_HEADERS)
 
         return endpoint
