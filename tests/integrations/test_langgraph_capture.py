@@ -197,3 +197,53 @@ def test_runs_as_langchain_serialises_them_import_like_run_trees(tmp_path):
         (e.id, e.type, e.agent, e.tokens) for e in sorted(tb.events, key=lambda e: e.id)
     ]
     assert {e.agent for e in ta.events if e.type == "spawn"} == {"orchestrator", "review"}
+
+
+def _two_node_graph():
+    from langgraph.graph import END, START, StateGraph
+
+    g = StateGraph(dict)
+    g.add_node("a", lambda s: {"x": 1})
+    g.add_node("b", lambda s: {"x": 2})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g.compile()
+
+
+@needs_langgraph
+def test_one_handler_records_sequential_runs_as_traces(tmp_path):
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler
+    from orchestrace.io import load_all
+
+    path = tmp_path / "runs.jsonl"
+    handler = OrchestraceCallbackHandler(path)
+    graph = _two_node_graph()
+    for _ in range(2):
+        graph.invoke({"x": 0}, {"callbacks": [handler]})
+    handler.close()
+    traces = load_all(path)
+    assert len(traces) == 2 and traces[0].trace_id != traces[1].trace_id
+    assert [[e.agent for e in t.events] for t in traces] == [["a", "b"], ["a", "b"]]
+
+
+@needs_langgraph
+def test_concurrent_run_in_one_handler_is_named_not_mixed(tmp_path):
+    import asyncio
+
+    from orchestrace.errors import OrchestraceError
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler
+
+    path = tmp_path / "runs.jsonl"
+    handler = OrchestraceCallbackHandler(path)
+    graph = _two_node_graph()
+
+    async def both():
+        cfg = {"callbacks": [handler]}
+        await asyncio.gather(graph.ainvoke({"x": 0}, cfg), graph.ainvoke({"x": 0}, cfg))
+
+    asyncio.run(both())
+    with pytest.raises(OrchestraceError, match="give each concurrent run its own handler"):
+        handler.close()
+    tr = load(path, partial=True)
+    assert [e.agent for e in tr.events] == ["a", "b"]

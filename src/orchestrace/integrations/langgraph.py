@@ -240,20 +240,35 @@ def _classes() -> tuple[type[Any], type[Any]]:
             )
             self._root = rec["id"]
 
+        def _mine(self, run: Any) -> bool:
+            """Whether ``run`` belongs to the graph run being recorded."""
+            return self._root is not None and str(getattr(run, "trace_id", "")) == self._root
+
         def _on_run_create(self, run: Any) -> None:
             with self._lock:
                 try:
-                    rec = run_record(run_json(run, children=False))
                     if self._mapper is None:
-                        self._open(rec)
+                        if run.parent_run_id is not None:
+                            return  # part of a run that started before this handler saw it
+                        self._open(run_record(run_json(run, children=False)))
+                    elif not self._mine(run):
+                        if run.parent_run_id is None:
+                            self.errors.append(
+                                OrchestraceError(
+                                    f"{self.path}: graph run {run.id} started while "
+                                    f"{self._root} was being recorded and was not recorded; "
+                                    "give each concurrent run its own handler"
+                                )
+                            )
+                        return
                     assert self._mapper is not None
-                    self._mapper.start(rec)
+                    self._mapper.start(run_record(run_json(run, children=False)))
                 except OrchestraceError as err:
                     self.errors.append(err)
 
         def _on_run_update(self, run: Any) -> None:
             with self._lock:
-                if self._mapper is None:
+                if self._mapper is None or not self._mine(run):
                     return
                 try:
                     rec = run_record(run_json(run, children=False))
