@@ -930,3 +930,14 @@ def test_bad_deep_nesting_and_long_parent_cycles_do_not_hang() -> None:
     # the broken ring makes a second top-level span: lead is spawned under a workflow root
     assert tr.n_events == 2 * n
     assert [p.code for p in problems] == ["parent-cycle"]
+
+
+def test_bad_deeply_nested_attribute_is_one_line_error() -> None:
+    value: dict[str, Any] = {"stringValue": "x"}
+    for _ in range(5000):
+        value = {"arrayValue": {"values": [value]}}
+    bad = span("1", None, 0, 1, "x")
+    bad["attributes"] = [{"key": "deep", "value": value}]
+    with pytest.raises(TraceFormatError) as err:
+        import_values([doc(bad)], source="deep.json")
+    assert "nested too deeply" in str(err.value) and "\n" not in str(err.value)

@@ -1439,8 +1439,16 @@ def import_values(values: Iterable[object], *, source: str) -> ImportResult:
         TraceFormatError: No span could be read (the message says why).
     """
     reader = _Reader(source)
-    with _no_gc():
-        spans = list(reader.read(values))
+    try:
+        with _no_gc():
+            spans = list(reader.read(values))
+    except RecursionError:
+        raise TraceFormatError(
+            source,
+            "document",
+            "attribute values nested too deeply",
+            "OTel attribute values nest a few levels; this file is not an OTel export",
+        ) from None
     result = import_spans(spans, source=source)
     if reader.native:
         from orchestrace.io.otlp import restore
