@@ -292,3 +292,28 @@ def test_edited_orchestrace_attributes_are_one_line_error() -> None:
         import_values([doc], source="x.json")
     msg = str(err.value)
     assert "\n" not in msg and "spans[0]" in msg and "teleport" in msg
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value"),
+    [
+        ("resource", "orchestrace.meta", {"stringValue": "{not json"}),
+        ("resource", "orchestrace.trace_id", {"intValue": "5"}),
+        ("span", "orchestrace.event.attrs", {"intValue": "5"}),
+        ("span", "orchestrace.event.t", {"doubleValue": -1.0}),
+    ],
+)
+def test_damaged_export_is_one_line_error(where: str, key: str, value: dict[str, Any]) -> None:
+    from orchestrace.errors import TraceFormatError
+
+    doc = json.loads(export_bytes([generate_trace(2, 10, 1, 0)]))
+    rs = doc["resourceSpans"][0]
+    attrs = (
+        rs["resource"]["attributes"]
+        if where == "resource"
+        else rs["scopeSpans"][0]["spans"][1]["attributes"]
+    )
+    attrs[:] = [a for a in attrs if a["key"] != key] + [{"key": key, "value": value}]
+    with pytest.raises(TraceFormatError) as err:
+        import_values([doc], source="x.json")
+    assert "\n" not in str(err.value) and "re-export" in str(err.value)

@@ -256,14 +256,16 @@ def restore(
                 raise bad(place, ValueError("span is not an object"))
             a = attributes(sp.get("attributes"))
             fields: dict[str, Any] = {}
-            for f in _EVENT_FIELDS:
-                key = _P + "event." + ("from" if f == "from_" else f)
-                if key in a:
-                    v = a[key]
-                    fields[key[len(_P) + 6 :]] = msgspec.json.decode(v) if f in _JSON_FIELDS else v
             try:
+                for f in _EVENT_FIELDS:
+                    key = _P + "event." + ("from" if f == "from_" else f)
+                    if key in a:
+                        v = a[key]
+                        fields[key[len(_P) + 6 :]] = (
+                            msgspec.json.decode(v) if f in _JSON_FIELDS else v
+                        )
                 ev = msgspec.convert(fields, Event, from_attributes=False)
-            except (msgspec.ValidationError, msgspec.DecodeError) as err:
+            except (msgspec.ValidationError, msgspec.DecodeError, TypeError) as err:
                 raise bad(place, err) from None
             events.append(ev)
             sid = sp.get("spanId")
@@ -284,13 +286,13 @@ def restore(
             except msgspec.ValidationError as err:
                 raise bad(where, err) from None
     header: dict[str, Any] = {}
-    for f in Trace.__struct_fields__:
-        v = resource.get(_P + f)
-        if v is None or f in ("events", "edges"):
-            continue
-        header[f] = msgspec.json.decode(v) if f in _TRACE_JSON else v
     loose = resource.get(_P + "loose_edges")
     try:
+        for f in Trace.__struct_fields__:
+            v = resource.get(_P + f)
+            if v is None or f in ("events", "edges"):
+                continue
+            header[f] = msgspec.json.decode(v) if f in _TRACE_JSON else v
         for idx, s, d, kind in msgspec.json.decode(loose) if isinstance(loose, str) else []:
             edges.append((idx, Edge(s, d, kind)))
         edges.sort(key=lambda x: x[0])
