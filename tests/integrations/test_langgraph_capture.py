@@ -247,3 +247,43 @@ def test_concurrent_run_in_one_handler_is_named_not_mixed(tmp_path):
         handler.close()
     tr = load(path, partial=True)
     assert [e.agent for e in tr.events] == ["a", "b"]
+
+
+@needs_langgraph
+def test_interrupt_and_resume_are_human_interventions(tmp_path):
+    from langgraph.checkpoint.memory import MemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler
+    from orchestrace.io import load_all
+
+    def ask(state: dict) -> dict:
+        return {"x": interrupt("ok?")}
+
+    g = StateGraph(dict)
+    g.add_node("ask", ask)
+    g.add_node("after", lambda s: {"y": 1})
+    g.add_edge(START, "ask")
+    g.add_edge("ask", "after")
+    g.add_edge("after", END)
+    app = g.compile(checkpointer=MemorySaver())
+    handler = OrchestraceCallbackHandler(tmp_path / "run.jsonl")
+    cfg = {"configurable": {"thread_id": "i"}, "callbacks": [handler]}
+    app.invoke({"x": 0}, cfg)
+    app.invoke(Command(resume="yes"), cfg)
+    handler.close()
+    first, second = load_all(tmp_path / "run.jsonl")
+    ((kind, agent, content),) = [(e.type, e.agent, e.content) for e in first.events]
+    assert (kind, agent) == ("human_intervention", "ask") and "ok?" in content
+    assert "Traceback" not in content
+    assert [(e.type, e.agent) for e in second.events] == [
+        ("human_intervention", "human"),
+        ("message", "ask"),
+        ("message", "after"),
+    ]
+    assert second.events[0].content == "yes"
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps(handler.roots()))
+    for live, imported in zip((first, second), import_path(runs).traces, strict=True):
+        same(live, imported)

@@ -513,6 +513,7 @@ class RunMapper:
         default_factory=dict
     )  # (graph run, step) -> [(event id, kind, to)]
     _last_node: tuple[float, str, int | None] | None = None
+    _resume: str | None = None
     _edges: set[tuple[str, str]] = field(default_factory=set)
 
     def _rel(self, ts: float) -> float:
@@ -598,6 +599,8 @@ class RunMapper:
             node = self._node_of(parent)
             if node is not None:
                 node.llm_children += 1
+        if kind == "graph" and parent is None:
+            self._resumed(run)
         if kind != "node":
             return
         base = rec["name"]
@@ -791,6 +794,7 @@ class RunMapper:
         close_dur = round(end - close_t, 9)
         closing: Event
         if interrupted:
+            assert error is not None
             closing = Event(
                 id=f"{rid}.interrupt",
                 t=close_t,
@@ -798,8 +802,8 @@ class RunMapper:
                 agent=me,
                 dur=close_dur,
                 step=step,
-                content=error,
-                attrs={**attrs, "interrupt": True},
+                content=error.split("Traceback (most recent call last)")[0].strip(),
+                attrs={**attrs, "interrupt": True, "error": error},
             )
             error = None
         elif run.sender is not None and run.sender in self._acted:
@@ -851,6 +855,9 @@ class RunMapper:
                 attrs=attrs,
             )
         self._emit(closing, run)
+        if self._resume is not None and run.first_event is not None:
+            self._edge(self._resume, run.first_event[1], "causal")
+            self._resume = None
         if closing.type in ("spawn", "message") and closing.decision == "delegate" and closing.to:
             self._feed(
                 closing.to, closing.id, close_t, "spawn" if closing.type == "spawn" else "message"
@@ -861,6 +868,25 @@ class RunMapper:
                 (closing.id, closing.type, closing.to)
             )
         self._last_node = (end, me, step)
+
+    def _resumed(self, run: _Run) -> None:
+        """A graph run resumed with ``Command(resume=...)``: a human answered an interrupt."""
+        for v in _walk(run.rec.get("inputs")):
+            kw = _kwargs(v) if _lg_type(v) == "Command" else v
+            if isinstance(kw, dict) and set(kw) == _COMMAND_KEYS and kw.get("resume") is not None:
+                eid = f"{run.rec['id']}.resume"
+                self._emit(
+                    Event(
+                        id=eid,
+                        t=self._rel(run.start),
+                        type="human_intervention",
+                        agent="human",
+                        content=_text(kw.get("resume")),
+                        attrs={"run_id": run.rec["id"], "resume": True},
+                    )
+                )
+                self._resume = eid
+                return
 
     def _queue_sends(self, sender: str, t: float, outputs: object, step: int | None) -> None:
         """Remember the ``Send``s in ``outputs``, numbered per target node in their order."""
