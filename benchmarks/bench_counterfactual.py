@@ -18,7 +18,7 @@ credit rebuilds that backend from the trace. Calls are counted server-side, the 
 instrumentation (must be 0). (a) at K = 4 (``--quick``: 2); full mode adds (b) for ``resample``
 at K = 4, 16 against K = 64 (fewer than on the simulator: every draw is an HTTP round trip).
 
-    python benchmarks/bench_counterfactual.py [--quick] [--only sim|server]
+    python benchmarks/bench_counterfactual.py [--quick] [--only sim|sim-drop|sim-resample|server]
 """
 
 from __future__ import annotations
@@ -196,13 +196,44 @@ def _timed_run() -> float:
     return time.process_time() - t0
 
 
-def _bootstrap(a: list[float], b: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the Spearman correlation (messages resampled)."""
+def _clusters(trace: Trace, ids: list[str], intervention: str) -> list[int]:
+    """Cluster of each message: messages whose estimates share forks are not independent.
+
+    ``drop``: the kept arm is shared by the messages read by the same calls; ``resample``: both
+    arms are shared by the messages of one sender call (a broadcast).
+    """
+    from orchestrace.runtime.replay import message_readers, sender_call
+
+    keys: dict[Any, int] = {}
+    out = []
+    for mid in ids:
+        key = (
+            sender_call(trace, mid)
+            if intervention == "resample"
+            else tuple(message_readers(trace, mid))
+        )
+        out.append(keys.setdefault(key, len(keys)))
+    return out
+
+
+def _bootstrap(
+    a: list[float], b: list[float], clusters: list[int], n: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the Spearman correlation.
+
+    Resamples clusters of messages (see :func:`_clusters`) with replacement, all members of a
+    drawn cluster together: messages that share forks are not counted as independent.
+    """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    members: dict[int, list[int]] = {}
+    for i, c in enumerate(clusters):
+        members.setdefault(c, []).append(i)
+    groups = list(members.values())
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        idx = rng.integers(0, len(x), len(x))
+        picked = rng.integers(0, len(groups), len(groups))
+        idx = np.concatenate([groups[g] for g in picked])
         rho = spearman(list(x[idx]), list(y[idx]))
         if not np.isnan(rho):
             out.append(rho)
@@ -254,6 +285,7 @@ def bench_accuracy(
     )
     ref_wall = time.perf_counter() - t0
     ids = sorted(ref)
+    clusters = _clusters(trace, ids, intervention)
     base = float(ref_stats.get("reward", 1.0))
     nonzero = sum(ref[i] != 0 for i in ids)
     refv = np.array([ref[i] for i in ids])
@@ -269,7 +301,8 @@ def bench_accuracy(
         f"  [{label}] credit across messages: mean {refv.mean():+.4f}, sd {refv.std(ddof=1):.4f}, "
         f"|credit| > 2 se for {sum(abs(ref[i]) > 2 * (ref_est[i]['se'] or 0) for i in ids)} "
         f"of {len(ids)}; true spread (sd less reference noise) {signal**0.5:.4f}; "
-        f"reward of the recorded run {base:g}"
+        f"reward of the recorded run {base:g}; {len(set(clusters))} clusters of messages "
+        "sharing forks (the bootstrap resamples clusters)"
     )
     if not recorded_backend:
         report(
@@ -301,7 +334,7 @@ def bench_accuracy(
         assert first is not None
         est, est_e = first
         rho = rhos[0]
-        low, high = _bootstrap([est[i] for i in ids], [ref[i] for i in ids])
+        low, high = _bootstrap([est[i] for i in ids], [ref[i] for i in ids], clusters)
         se2, _ = _noise(est_e, ids)
         spread = f"{np.mean(rhos):+.3f}+-{np.std(rhos, ddof=1):.3f}" if len(rhos) > 1 else "-"
         print(
@@ -312,7 +345,7 @@ def bench_accuracy(
             f"counterfactual credit ({label}): Spearman of K={k} vs reference K={k_ref}",
             rho,
             "rho",
-            note=f"{len(ids)} messages, {draws}, bootstrap 95% [{low:+.3f}, {high:+.3f}]"
+            note=f"{len(ids)} messages in {len(set(clusters))} clusters, {draws}, bootstrap 95% [{low:+.3f}, {high:+.3f}]"
             + (
                 f", over {len(rhos)} seed blocks {np.mean(rhos):+.3f} +- {np.std(rhos, ddof=1):.3f}"
                 if len(rhos) > 1
@@ -473,11 +506,12 @@ def _machine() -> str:
 
 
 def main(quick: bool = False, only: str | None = None) -> None:
+    """Run the simulator part, the server variant, or both (``only``)."""
     t0 = time.perf_counter()
     print(
         f"counterfactual credit, 8-agent 3-round debate{' (quick)' if quick else ''} [{_machine()}]"
     )
-    if only in (None, "sim"):
+    if only in (None, "sim", "sim-drop", "sim-resample"):
         trace = _debate()
         print(
             f"  trace: {trace.n_events} events, "
@@ -491,8 +525,10 @@ def main(quick: bool = False, only: str | None = None) -> None:
         if quick:
             bench_accuracy(trace, [4, 16], 64, replicates=3)
         else:
-            bench_accuracy(trace, [4, 16, 64], 256, replicates=4)
-            bench_accuracy(trace, [4, 16, 64], 256, intervention="resample", replicates=4)
+            if only != "sim-resample":
+                bench_accuracy(trace, [4, 16, 64], 256, replicates=4)
+            if only != "sim-drop":
+                bench_accuracy(trace, [4, 16, 64], 256, intervention="resample", replicates=4)
     if only in (None, "server"):
         bench_server(quick)
     print(f"  total: {time.perf_counter() - t0:.1f} s wall")
@@ -502,7 +538,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
-        "--only", choices=("sim", "server"), help="only the simulator or the server variant"
+        "--only",
+        choices=("sim", "sim-drop", "sim-resample", "server"),
+        help="only the simulator part (sim-drop, sim-resample: one intervention's accuracy) or "
+        "the server variant",
     )
     args = ap.parse_args()
     main(args.quick, args.only)
