@@ -147,7 +147,7 @@ class CounterfactualTable(CreditTable):
     """A credit table whose rows are estimates with an error bar.
 
     Attributes:
-        estimates: Per message id: ``se`` (standard error of the mean paired difference;
+        estimates: Per message (or turn) id: ``se`` (standard error of the mean paired difference;
             ``None`` with one sample), ``ci95`` (``[low, high]``, Student-t; ``None`` with one
             sample), ``samples``, ``backend_calls`` (both arms), and the two arms' mean
             rewards ``kept`` and ``intervened``.

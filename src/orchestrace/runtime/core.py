@@ -4,10 +4,13 @@ Agents act through a :class:`~orchestrace.runtime.context.Context` (``runtime/co
 each context method calls the :class:`Runtime` method of the same name, which records the
 events, with edges from what the action consumed. LLM answers and tool outputs come from the
 run's :class:`~orchestrace.runtime.cache.ReplayCache` when it holds them, else from the backend
-(or the tool), and are stored there. The runtime assigns event ids in recording order, keeps each agent's step (LLM turn) count, chains each
-action to the agent's previous one, and adds an edge from everything the action consumed:
-received messages, children's returns, tool results. Budgets end a run cleanly with a recorded
-stop event; agent exceptions and tool failures become recorded events.
+(or the tool, :mod:`~orchestrace.runtime.tools`), and are stored there. The runtime assigns
+event ids in recording order, keeps each agent's step (LLM turn) count, chains each action to
+the agent's previous one, and adds an edge from everything the action consumed: received
+messages, children's returns, tool results. Budgets end a run cleanly with a recorded stop
+event; agent exceptions and tool failures become recorded events. Interventions
+(:mod:`~orchestrace.runtime.interventions`) are consulted where they act: as a message is sent,
+as an agent returns or opens a step, and as it takes a named decision (:meth:`Runtime.decide`).
 
 Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
@@ -101,7 +104,7 @@ class Runtime:
         config: Budgets, seeds, topology options (default :class:`RunConfig`).
         tools: Extra tools (name -> ``fn(args) -> value``); the task's tools are included.
         recorder: Processors to stream events to (JSONL exporter, progress bar...).
-        interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.replay`).
+        interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.interventions`).
         cache: Replay cache consulted before the backend and the tools; what they answer is
             stored in it (:meth:`ReplayCache.from_trace` rebuilds one from a trace).
         topology: Topology name recorded in the trace.
