@@ -287,3 +287,37 @@ def test_interrupt_and_resume_are_human_interventions(tmp_path):
     runs.write_text(json.dumps(handler.roots()))
     for live, imported in zip((first, second), import_path(runs).traces, strict=True):
         same(live, imported)
+
+
+@needs_langgraph
+def test_subgraph_steps_flow_through_their_node(tmp_path):
+    from langgraph.graph import END, START, StateGraph
+
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler
+
+    inner = StateGraph(dict)
+    for name in ("i1", "i2"):
+        inner.add_node(name, lambda s, n=name: {"x": n})
+    inner.add_edge(START, "i1")
+    inner.add_edge("i1", "i2")
+    inner.add_edge("i2", END)
+    outer = StateGraph(dict)
+    outer.add_node("a", lambda s: {"x": 0})
+    outer.add_node("sub", inner.compile())
+    outer.add_node("b", lambda s: {"x": 9})
+    outer.add_edge(START, "a")
+    outer.add_edge("a", "sub")
+    outer.add_edge("sub", "b")
+    outer.add_edge("b", END)
+    handler = OrchestraceCallbackHandler(tmp_path / "run.jsonl")
+    outer.compile().invoke({"x": 0}, {"callbacks": [handler]})
+    handler.close()
+    tr = load(tmp_path / "run.jsonl")
+    assert check_trace(tr) == []
+    by = {e.agent: e.id for e in tr.events}
+    flow = {(x.src, x.dst) for x in tr.edges}
+    for src, dst in (("a", "i1"), ("i1", "i2"), ("i2", "sub"), ("sub", "b")):
+        assert (by[src], by[dst]) in flow, (src, dst)
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps(handler.roots()))
+    same(tr, import_path(runs).traces[0])

@@ -533,6 +533,13 @@ class RunMapper:
                 return r
         return None
 
+    def _scope(self, rid: str | None) -> str:
+        """Whose supersteps a run's step counts: its subgraph's node run, else its graph run."""
+        for r in self._ancestors(rid):
+            if r.kind in ("node", "graph"):
+                return str(r.rec["id"])
+        return ""
+
     def _graph_of(self, rid: str | None) -> str:
         for r in self._ancestors(rid):
             if r.kind == "graph":
@@ -733,7 +740,7 @@ class RunMapper:
             )
             self._emit(ev, run)
             if step is not None:
-                graph = self._graph_of(rec.get("parent_id"))
+                graph = self._scope(rec.get("parent_id"))
                 self._closing.setdefault((graph, step), []).append((ev.id, ev.type, None))
             return
         self._end_node(run, t, end, step, error, attrs)
@@ -762,7 +769,7 @@ class RunMapper:
         if run.sender is not None:  # started by a Send: the sender spawned it
             self._spawn(run, run.sender, me, run.send_t, rec.get("inputs"), run.send_step)
         rid = rec["id"]
-        graph = self._graph_of(rec.get("parent_id"))
+        graph = self._scope(rec.get("parent_id"))
         interrupted = error is not None and any(x in error for x in _INTERRUPT)
         if (
             run.tool_results
@@ -855,6 +862,11 @@ class RunMapper:
                 attrs=attrs,
             )
         self._emit(closing, run)
+        inner = [(k[1], v) for k, v in self._closing.items() if k[0] == rid]
+        if inner:  # a subgraph: its last step's results are this node's update
+            last = max(inner, key=lambda x: x[0])[1]
+            for eid, _, _ in last:
+                self._edge(eid, closing.id, "aggregate" if len(last) > 1 else "causal")
         if self._resume is not None and run.first_event is not None:
             self._edge(self._resume, run.first_event[1], "causal")
             self._resume = None
@@ -900,6 +912,12 @@ class RunMapper:
         if step is None or run.first_event is None:
             return
         before = self._closing.get((graph, step - 1), [])
+        outer = self._runs.get(graph)
+        if not before and outer is not None and outer.kind == "node":
+            # the first step of a subgraph reads what its node read
+            ostep = _step(outer.rec["metadata"])
+            if ostep is not None:
+                before = self._closing.get((self._scope(outer.rec["parent_id"]), ostep - 1), [])
         for eid, kind, to in before:
             etype = (
                 "return"
