@@ -140,3 +140,24 @@ def test_cli_replays_and_forks_an_episode(trace, tmp_path, capsys):
     msg = next(e for e in trace.events if e.type == "message")
     assert main(["replay", str(path), "--drop-message", msg.id]) == 0
     assert "fork with DropMessage" in capsys.readouterr().out
+
+
+def test_a_fork_that_outlasts_the_recorded_decisions_stops_there():
+    # truncated by its Critical-Steps budget; without the broadcast the worker does not revise,
+    # the episode takes fewer steps and asks for one decision more than was recorded
+    plan = [
+        {"spawn": 2, "role": "worker", "comm": "none", "aggregate": "vote", "stop": False},
+        {"spawn": 1, "role": "worker", "comm": "broadcast", "aggregate": "first", "stop": False},
+        {"spawn": 1, "role": "worker", "comm": "none", "aggregate": "vote", "stop": False},
+        {"spawn": 1, "role": "worker", "comm": "none", "aggregate": "vote", "stop": False},
+    ]
+    tr = episode(seed=0, plan=plan, steps_budget=6)
+    assert tr.meta["runner"]["rounds"]["steps_budget"] == 6
+    recorded = [e for e in tr.events if "completion" in (e.attrs or {})]
+    msg = next(e for e in tr.events if e.type == "message")
+    res = fork(tr, [DropMessage.of(tr, msg.id)])
+    decisions = [e for e in res.trace.events if "completion" in (e.attrs or {})]
+    assert len(decisions) == len(recorded) + 1
+    last = decisions[-1]
+    assert last.decision == "stop" and '"aggregate": "vote"' in last.attrs["completion"]
+    assert res.trace.meta["result"]["stop_reason"] == "done"
