@@ -57,12 +57,34 @@ export class GraphView {
     const agents = data.mode === "agents";
     g.setGraph({ rankdir: agents ? "TB" : "LR", nodesep: agents ? 18 : 10, ranksep: agents ? 40 : 28, marginx: 10, marginy: 10 });
     g.setDefaultEdgeLabel(() => ({}));
+    // tools answer every agent that calls them: drawn as nodes they would tie the whole graph
+    // together, so the agent graph leaves them out (their calls are on the timeline)
+    const hidden = new Set(agents ? data.nodes.filter((n) => n.type === "tool").map((n) => n.idx) : []);
+    this.hiddenTools = hidden.size;
     for (const n of data.nodes) {
+      if (hidden.has(n.idx)) continue;
       const label = agents ? short(n.label, 22) : short(n.label, 14);
       g.setNode(String(n.idx), { width: Math.max(44, label.length * 7 + 14), height: agents ? 34 : 22, label, n });
     }
     const critPairs = new Set((data.critical_pairs || []).map(([a, b]) => `${a}-${b}`));
-    data.edges.forEach((e, k) => {
+    let edges = data.edges.filter((e) => e.type !== "temporal");
+    if (agents) {
+      // one arrow per pair of agents: the most frequent edge type names its colour
+      const merged = new Map();
+      for (const e of edges) {
+        const key = `${e.src}-${e.dst}`;
+        const m = merged.get(key) || { src: e.src, dst: e.dst, count: 0, critical: false, byType: {} };
+        m.count += e.count || 1;
+        m.critical = m.critical || e.critical;
+        m.byType[e.type] = (m.byType[e.type] || 0) + (e.count || 1);
+        merged.set(key, m);
+      }
+      edges = [...merged.values()].map((m) => {
+        const types = Object.entries(m.byType).sort((a, b) => b[1] - a[1]);
+        return { ...m, type: types[0][0], label: types.map(([t, n]) => `${t} \u00d7${n}`).join(", ") };
+      });
+    }
+    edges.forEach((e, k) => {
       if (!g.hasNode(String(e.src)) || !g.hasNode(String(e.dst)) || e.src === e.dst) return;
       g.setEdge(String(e.src), String(e.dst), { e, critical: e.critical || critPairs.has(`${e.src}-${e.dst}`) }, String(k));
     });
@@ -82,7 +104,7 @@ export class GraphView {
         class: "g-edge" + (info.critical ? " critical" : ""), "data-type": info.e.type,
       });
       const title = svg("title");
-      title.textContent = `${info.e.type}${info.e.count ? " \u00d7" + info.e.count : ""}`;
+      title.textContent = info.e.label || `${info.e.type}${info.e.count ? " \u00d7" + info.e.count : ""}`;
       path.append(title);
       root.append(path);
       if (info.critical) criticalEdges++;

@@ -372,7 +372,7 @@ async function updateGraph() {
     const data = await S.src.graph(primary(), { mode, t0, t1, types: S.filters.types ? [...S.filters.types] : null, q: S.filters.q || null, limit: 300 });
     const sel = S.selected && S.selected.v === primary() ? { idx: S.selected.idx, lane: S.selected.detail ? S.selected.detail.lane : -1 } : null;
     const stats = graphView.render(data, { selected: sel, diffStatus: S.diffStatus[primary()] });
-    $("graph-title").textContent = mode === "agents" ? `interaction graph: ${fmtNum(data.nodes.length)} agents` : `interaction graph: ${fmtNum(data.nodes.length)} of ${fmtNum(data.total)} events in view`;
+    $("graph-title").textContent = mode === "agents" ? `interaction graph: ${fmtNum(stats.nodes)} agents` + (graphView.hiddenTools ? ` (${graphView.hiddenTools} tools not drawn)` : "") : `interaction graph: ${fmtNum(data.nodes.length)} of ${fmtNum(data.total)} events in view`;
     exposed.graph = { mode, ...stats };
   } catch (err) {
     banner(err.message);
