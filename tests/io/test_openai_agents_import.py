@@ -694,3 +694,15 @@ def test_rewards_and_non_re_executing_credit_work_on_the_import():
     for name in ("uniform", "discounted"):
         table = ASSIGNERS[name]().assign(tr)
         assert check_credit(table, tr) == [], name
+
+
+def test_one_span_per_line_file_is_told_from_a_trace(tmp_path):
+    """A span line has a ``trace_id`` like a trace, yet is imported, not read as one."""
+    from orchestrace.io import load_all
+
+    path = tmp_path / "spans.jsonl"
+    path.write_text(
+        json.dumps(span("g", None, "generation", 0, 1, model="m", usage={"input_tokens": 2})) + "\n"
+    )
+    (tr,) = load_all(path)
+    assert [(e.type, e.tokens_in) for e in tr.events] == [("llm_call", 2)]

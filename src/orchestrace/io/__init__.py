@@ -153,8 +153,10 @@ def foreign_format(path: PathLike) -> str | None:
         values, _cut = _json_values(path)
     except (TraceFormatError, RecursionError):
         return None  # not JSON (or nested too deep): the reader's error says where
-    if not values or (isinstance(values[0], dict) and not _TRACE_KEYS.isdisjoint(values[0])):
+    if not values:
         return None
+    if isinstance(values[0], dict) and not _TRACE_KEYS.isdisjoint(values[0]):
+        return sniff_value(values[0])  # an Agents SDK span has a trace_id, yet is no trace
     found = sniff_value(values[0])
     if found is None:
         raise TraceFormatError(
