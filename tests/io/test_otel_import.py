@@ -637,6 +637,23 @@ def test_rule17_unmapped_is_kept_verbatim_and_counted() -> None:
     assert "kept unmapped in attrs" in line and "1 x span event" in line
 
 
+# ---------------------------------------------------------------------- rule 20: roles
+def test_rule20_roles_follow_the_spawn_tree() -> None:
+    tr, _ = imp(
+        agent("1", None, 0, 10, "lead"),
+        agent("2", "1", 1, 6, "manager"),
+        agent("3", "2", 2, 5, "leaf"),
+        tool("4", "3", 2, 3),
+    )
+    assert {(e.agent, e.role) for e in tr.events if e.type != "spawn" and e.role} == {
+        ("lead", "orchestrator"),
+        ("manager", "manager"),
+        ("leaf", "worker"),
+    }
+    assert (ev(tr, "2").role, ev(tr, "3").role) == ("manager", "worker")  # the started agent's
+    assert tr.event(E("4.result")).role is None
+
+
 # ---------------------------------------------------------------------- rule 18: bad input
 def test_bad_missing_parent_is_imported_top_level() -> None:
     tr, problems = imp(agent("1", None, 0, 10, "lead"), chat("2", "dead", 1, 2))

@@ -1255,7 +1255,7 @@ class _Mapper:
         by_span = {n.sp.span_id: n for n in nodes if n.sp is not None}
         trace_id = nodes[0].sp.trace_id if nodes[0].sp is not None else ""
         self.links(by_span, trace_id)
-        events = self.finish_events()
+        events = self.finish_events(root.ident)
         edges = self.finish_edges(events)
         first = nodes[0].sp
         assert first is not None
@@ -1292,14 +1292,20 @@ class _Mapper:
             meta=meta,
         )
 
-    def finish_events(self) -> list[Event]:
+    def finish_events(self, root: str) -> list[Event]:
+        """Order the events; give them steps (rule 16) and roles (rule 20)."""
         ordered = sorted(self.events.values(), key=lambda x: x[0])
+        spawners = {f["agent"] for _, f in ordered if f["type"] == "spawn"}
+
+        def role(agent: str) -> str:
+            if agent == root:
+                return "orchestrator"
+            return "manager" if agent in spawners else "worker"
+
         steps: dict[str, int] = {}
         out: list[Event] = []
         for _, f in ordered:
-            if f["type"] == "tool_result":
-                pass
-            else:
+            if f["type"] != "tool_result":
                 agent = f["agent"]
                 if f["type"] == "llm_call":
                     s = steps.get(agent, -1) + 1
@@ -1307,6 +1313,8 @@ class _Mapper:
                 else:
                     s = max(steps.get(agent, 0), 0)
                 f["step"] = s
+                # a spawn names the role of the agent it starts, as the runtime records it
+                f["role"] = role(f["to"] if f["type"] == "spawn" and f.get("to") else agent)
             clean = {k: v for k, v in f.items() if v is not None}
             out.append(Event(**clean))
         # an agent invoked again is delegated to, not spawned anew
