@@ -725,7 +725,12 @@ def _round_trip(trace: Any) -> str | None:
         tr, problems = parse(data, source="roundtrip", partial=True)
     except OrchestraceError as exc:
         return f"written trace unreadable: {str(exc).splitlines()[0][:160]}"
-    errors = [p for p in problems if p.severity == "error"]
+    # an imported trace may break orchestrace's own rules ("semantic" problems, listed and
+    # not fatal); written as a native trace they are errors, and only those may appear
+    from orchestrace.trace.check import check_trace
+
+    known = {p.code for p in check_trace(trace, partial=True, imported=True)}
+    errors = [p for p in problems if p.severity == "error" and p.code not in known]
     if tr is None or errors:
         return f"written trace invalid: {errors[0].code if errors else 'unusable'}"
     return None

@@ -408,3 +408,21 @@ def test_native_export_then_import_is_the_identity(tr):
     meta_fields = tr.meta.get("upstream", {})
     if not (isinstance(meta_fields, dict) and "fields" in meta_fields):
         assert schema_problems(doc) == []
+
+
+def test_typed_fast_path_keeps_explicit_zeros():
+    from orchestrace.io.json import _DECODER
+    from orchestrace.io.upstream import from_typed
+
+    doc = _doc()
+    doc["events"][0].update({"dur": 0, "cost": 0.0, "tokens_in": 0, "tokens_out": 7})
+    doc["events"][1].update({"dur": -0.0, "step": 2})
+    data = json.dumps(doc).encode()
+    fast = from_typed(data, _DECODER.decode(data))
+    assert fast is not None  # no null, no empty metrics: the typed path is taken
+    trace, problems = fast
+    assert problems == [] and trace == from_upstream(doc)[0]
+    assert trace.events[0].attrs == {"dur": 0, "cost": 0.0, "tokens_in": 0}
+    assert to_upstream(trace) == doc
+    first = to_upstream(trace)["events"][0]
+    assert type(first["dur"]) is int and type(first["cost"]) is float  # kept as written

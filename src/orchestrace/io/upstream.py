@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
@@ -98,6 +98,7 @@ _FIELDS = {f.encode_name: f for f in msgspec.structs.fields(Event)}
 _NATIVE_ONLY = tuple(k for k in _FIELDS if k not in _SURVEY_EVENT_FIELDS and k != "attrs")
 _ATTR_NAME = {k: f.name for k, f in _FIELDS.items()}
 _DEFAULT = {k: f.default for k, f in _FIELDS.items() if f.default is not msgspec.NODEFAULT}
+_ZERO_DEFAULTS = tuple(k for k, v in _DEFAULT.items() if v is not None)
 
 PREFIX = "x_orchestrace_"
 TYPE_KEY = PREFIX + "type"
@@ -111,6 +112,7 @@ _EXPORT_TYPE = {"llm_call": "tool_call"}
 _EXPORT_TOPOLOGY = {"critic_loop": "mixed"}
 _NATIVE_TYPES = frozenset(t.value for t in EventType)
 _NATIVE_TOPOLOGIES = frozenset(t.value for t in Topology)
+_MARKED_TYPES = _NATIVE_TYPES - UPSTREAM_EVENT_TYPES
 _REQUIRED_COSTS = ("tokens", "wall_clock_s")
 
 
@@ -128,10 +130,14 @@ def _exported_topology(native: str) -> str:
 
 
 # ---------------------------------------------------------------------- event mapping
+# one single-field struct per native field: converting into it checks a value's type and range
+_HOLDERS = {k: msgspec.defstruct(f"_Holder_{f.name}", [("v", f.type)]) for k, f in _FIELDS.items()}
+
+
 def _fits(key: str, value: Any) -> bool:
     """Whether ``value`` is a valid value of the native event field ``key``."""
     try:
-        msgspec.convert(value, _FIELDS[key].type)
+        msgspec.convert({"v": value}, _HOLDERS[key])
     except msgspec.ValidationError:
         return False
     return True
@@ -383,12 +389,12 @@ def from_upstream(
 
 
 class _EventProbe(msgspec.Struct, gc=False):
-    """The numeric native fields of an event, refusing an explicit default (zero)."""
+    """The numeric native fields of an event as written (an explicit ``0`` is not absent)."""
 
-    dur: Annotated[float, msgspec.Meta(gt=0)] | msgspec.UnsetType = msgspec.UNSET
-    cost: Annotated[float, msgspec.Meta(gt=0)] | msgspec.UnsetType = msgspec.UNSET
-    tokens_in: Annotated[int, msgspec.Meta(gt=0)] | msgspec.UnsetType = msgspec.UNSET
-    tokens_out: Annotated[int, msgspec.Meta(gt=0)] | msgspec.UnsetType = msgspec.UNSET
+    dur: int | float | msgspec.UnsetType = msgspec.UNSET
+    cost: int | float | msgspec.UnsetType = msgspec.UNSET
+    tokens_in: int | float | msgspec.UnsetType = msgspec.UNSET
+    tokens_out: int | float | msgspec.UnsetType = msgspec.UNSET
 
 
 class _TraceProbe(msgspec.Struct):
@@ -409,11 +415,11 @@ _PROBE = msgspec.json.Decoder(_TraceProbe)
 def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     """Finish a survey document that already decoded as a native :class:`Trace`.
 
-    The typed decoder is fast but cannot tell an explicit default (``"cost": 0``,
-    ``"step": null``) or an empty ``metrics`` from an absent one; when the document has any of
-    these (or lacks a required top-level field), this returns ``None`` and the caller imports
-    it field by field with :func:`from_upstream`, which gives the same result in every other
-    case.
+    The typed decoder cannot tell an explicit default from an absent field; a second, cheap
+    pass over the document finds the explicit zeros (``"cost": 0``), which are kept in
+    ``attrs`` as :func:`from_upstream` keeps them. When the document holds a ``null``, an
+    empty ``metrics`` or lacks a required top-level field, this returns ``None`` and the
+    caller imports it field by field with :func:`from_upstream`; the result is the same.
     """
     if b"null" in data:
         return None
@@ -431,8 +437,24 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     marker: Any = None
     events = trace.events
     changed: dict[int, Event] = {}
+    zeros: dict[int, dict[str, Any]] = {}
+    for i, ev in enumerate(probe.events):
+        if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
+            zeros[i] = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
     for i, e in enumerate(events):
+        if i in zeros:
+            out, found = _split_event({**_present(e), **zeros[i]}, i, problems)
+            if marker is None and found is not None:
+                marker = found
+            elif found is not None:
+                out.setdefault("attrs", {})[TRACE_KEY] = found
+            changed[i] = msgspec.convert(out, Event)
+            continue
         if e.attrs is None:
+            continue
+        native = e.attrs.get(TYPE_KEY) if len(e.attrs) == 1 else None
+        if isinstance(native, str) and native in _MARKED_TYPES and e.type == _exported_type(native):
+            changed[i] = msgspec.structs.replace(e, type=native, attrs=None)  # the common case
             continue
         out, found = _split_event(_present(e), i, problems)
         if marker is None and found is not None:
@@ -469,12 +491,10 @@ def _upstream_fields(trace: Trace) -> dict[str, Any] | None:
 
 def _present(e: Event) -> dict[str, Any]:
     """The fields of ``e`` that differ from their defaults (``attrs`` included), by JSON name."""
-    d: dict[str, Any] = {}
-    for key, f in _FIELDS.items():
-        value = getattr(e, f.name)
-        if key in _DEFAULT and _is_default(key, value):
-            continue
-        d[key] = value
+    d: dict[str, Any] = msgspec.to_builtins(e)  # omits None and most defaults
+    for key in _ZERO_DEFAULTS:
+        if key in d and d[key] == 0:
+            del d[key]
     return d
 
 
