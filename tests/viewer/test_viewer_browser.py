@@ -87,6 +87,11 @@ def test_page_loads_a_trace_with_lanes_and_critical_path(
         wait_for(page, lambda: state(page, "s.windowTotal") == n_llm, what="the type filter")
         page.evaluate("window.__orchestrace.setFilter({types: null})")
         wait_for(page, lambda: state(page, "s.windowTotal") == tr.n_events, what="all events")
+        # a credit overlay computed on request: a colour scale over the agents' events
+        page.evaluate("window.__orchestrace.setOverlay('credit:uniform', 'agent')")
+        ov = wait_for(page, lambda: state(page, "s.overlay"), what="the overlay")
+        assert ov["n"] == tr.n_events and ov["label"] == "credit (agent, uniform)"
+        assert page.locator("#legend .scale .cell").count() == 11
         page.screenshot(path=str(artifacts(tmp_path) / "debate.png"))
         assert not page.errors
 
@@ -258,6 +263,8 @@ def test_hundred_thousand_events_first_view_within_budget(browser: Any, tmp_path
         assert s["visibleEvents"] < 100_000
         assert elapsed < FIRST_RENDER_BUDGET_S, f"first view took {elapsed:.1f} s"
         wait_for(page, lambda: state(page, "s.criticalPath.n") > 0, what="the critical path")
+        # failure-mode detections arrive as markers (the generated workers ignore inputs)
+        wait_for(page, lambda: state(page, "s.markers.shown") > 0, what="the markers")
         # zooming in stays responsive: a new window arrives and is drawn quickly
         t0 = time.monotonic()
         page.evaluate("window.__orchestrace.zoomTo(1000, 1010)")
