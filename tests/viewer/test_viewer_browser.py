@@ -45,6 +45,7 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+@pytest.mark.slow
 def test_page_loads_a_trace_with_lanes_and_critical_path(
     browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
 ) -> None:
