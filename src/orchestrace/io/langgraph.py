@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import bisect
 import dataclasses
 import datetime as _dt
 import math
@@ -62,7 +63,15 @@ from typing import Any
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io.importers import ImportResult
-from orchestrace.io.openai_agents import _int, _prepare, _replay, _text, _time, settle_spawns
+from orchestrace.io.openai_agents import (
+    _int,
+    _latest,
+    _prepare,
+    _replay,
+    _text,
+    _time,
+    settle_spawns,
+)
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Edge, Event, Trace
 
@@ -559,10 +568,7 @@ class RunMapper:
         prev = None
         take: list[_Pending] = []
         if ev.type != "tool_result":
-            done = self._done.get(agent, [])
-            prev = max(
-                ((e, i) for e, i, st in done if e <= ev.t + _EPS and st < ev.t - _EPS), default=None
-            )
+            prev = _latest(self._done.get(agent, []), ev.t)
             take = [p for p in self._pending.get(agent, []) if p.t <= ev.t + _EPS]
             if take:
                 self._pending[agent] = [p for p in self._pending[agent] if p not in take]
@@ -577,7 +583,7 @@ class RunMapper:
         for p in take:
             self._edge(p.event_id, ev.id, p.kind)
         if ev.type != "tool_result":
-            self._done.setdefault(agent, []).append((ev.end, ev.id, ev.t))
+            bisect.insort(self._done.setdefault(agent, []), (ev.end, ev.id, ev.t))
 
     def _feed(self, agent: str, event_id: str, t: float, kind: str) -> None:
         self._pending.setdefault(agent, []).append(_Pending(event_id, t, kind))

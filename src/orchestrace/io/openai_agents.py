@@ -48,6 +48,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -200,6 +201,20 @@ def _error_text(error: object) -> str | None:
     return _text(error)
 
 
+def _latest(done: list[tuple[float, str, float]], t: float) -> tuple[float, str] | None:
+    """The latest ``(end, id)`` of ``done`` (sorted) that ended by ``t`` and started before it.
+
+    Events starting at the same instant as ``t`` are concurrent with it, not before it.
+    """
+    i = bisect.bisect_right(done, (t + _EPS, "\U0010ffff", math.inf))
+    while i > 0:
+        i -= 1
+        end, eid, start = done[i]
+        if start < t - _EPS:
+            return end, eid
+    return None
+
+
 # ---------------------------------------------------------------------- the mapper
 @dataclass
 class _Span:
@@ -315,11 +330,7 @@ class SpanMapper:
         self._acted.setdefault(agent, ev.t)
         if ev.type != "tool_result":
             # an agent does one thing after another: chain to its last event that had ended
-            done = self._done.get(agent, [])
-            prev = max(
-                ((end, eid) for end, eid, st in done if end <= ev.t + _EPS and st < ev.t - _EPS),
-                default=None,
-            )
+            prev = _latest(self._done.get(agent, []), ev.t)
             take = [p for p in self._pending.get(agent, []) if p.t <= ev.t + _EPS]
             if take:
                 self._pending[agent] = [p for p in self._pending[agent] if p not in take]
@@ -336,7 +347,7 @@ class SpanMapper:
             kind = "aggregate" if p.kind == "return" and returns > 1 else p.kind
             self.emit_edge(Edge(p.event_id, ev.id, kind))  # type: ignore[arg-type]
         if ev.type != "tool_result":
-            self._done.setdefault(agent, []).append((ev.end, ev.id, ev.t))
+            bisect.insort(self._done.setdefault(agent, []), (ev.end, ev.id, ev.t))
 
     def _feed(self, agent: str, event_id: str, t: float, kind: str) -> None:
         """``event_id`` (at ``t``) is input to ``agent``'s next event."""
@@ -732,14 +743,22 @@ def _prepare(
     # times: untimed spans take their parent's start; children start no earlier than parents
     done: set[str] = set()
 
-    def settle(sp: dict[str, Any]) -> None:
-        if sp["id"] in done:
-            return
-        done.add(sp["id"])
+    def parent_of(sp: dict[str, Any]) -> dict[str, Any] | None:
         pid = sp.get("parent_id")
-        parent = by_id.get(pid) if isinstance(pid, str) else None
-        if parent is not None:
-            settle(parent)
+        return by_id.get(pid) if isinstance(pid, str) else None
+
+    def settle(leaf: dict[str, Any]) -> None:
+        chain: list[dict[str, Any]] = []
+        node: dict[str, Any] | None = leaf
+        while node is not None and node["id"] not in done:  # parents first (no recursion)
+            done.add(node["id"])
+            chain.append(node)
+            node = parent_of(node)
+        for sp in reversed(chain):
+            settle_one(sp)
+
+    def settle_one(sp: dict[str, Any]) -> None:
+        parent = parent_of(sp)
         if sp["_start"] is None:
             base = parent["_start"] if parent is not None else None
             sp["_start"] = sp["_end"] = base
@@ -777,9 +796,15 @@ def _replay(order: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     by_id = {sp["id"]: sp for sp in order}
 
     def d(sp: dict[str, Any]) -> int:
-        if sp["id"] not in depth:
-            pid = sp.get("parent_id")
-            depth[sp["id"]] = 0 if pid not in by_id else d(by_id[pid]) + 1
+        chain: list[dict[str, Any]] = []
+        node: dict[str, Any] | None = sp
+        while node is not None and node["id"] not in depth:  # no recursion on deep trees
+            chain.append(node)
+            pid = node.get("parent_id")
+            node = by_id.get(pid) if isinstance(pid, str) else None
+        base = depth[node["id"]] if node is not None else -1
+        for k, x in enumerate(reversed(chain)):
+            depth[x["id"]] = base + k + 1
         return depth[sp["id"]]
 
     calls: list[tuple[float, int, int, int, str, dict[str, Any]]] = []
