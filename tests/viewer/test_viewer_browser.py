@@ -7,6 +7,7 @@ Screenshots go to $ORCHESTRACE_TEST_ARTIFACTS/viewer (or the test's tmp dir).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,10 @@ import pytest
 from orchestrace.io import StreamWriter, dump, load
 from orchestrace.trace.generate import generate_trace
 
+if os.environ.get("ORCHESTRACE_REQUIRE_BROWSER") == "1":
+    import playwright.sync_api  # noqa: F401  (required: fail rather than skip)
+    import starlette  # noqa: F401
+    import uvicorn  # noqa: F401
 pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")

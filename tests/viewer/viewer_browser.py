@@ -45,7 +45,10 @@ def launch(pw: Any) -> Any:
     try:
         return pw.chromium.launch(executable_path=path, headless=True, args=args)
     except Exception as err:  # no browser at all: skip, the other tests still run
-        pytest.skip(f"Chromium cannot be started ({str(err).splitlines()[0][:200]})")
+        why = f"Chromium cannot be started ({str(err).splitlines()[0][:200]})"
+        if os.environ.get("ORCHESTRACE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{why}; ORCHESTRACE_REQUIRE_BROWSER=1 requires the browser tests to run")
+        pytest.skip(why)
 
 
 def artifacts(tmp_path: Path) -> Path:
