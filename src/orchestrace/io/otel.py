@@ -367,6 +367,19 @@ def _enum(raw: Any, names: tuple[str, ...], prefix: str) -> str:
 
 
 # ---------------------------------------------------------------------- reading spans
+# span fields with a place in OtelSpan; any other field is kept verbatim (``flags``: the W3C
+# trace flags of the transport, not part of the trace)
+_KNOWN_LINE = frozenset(
+    {"name", "context", "parent_id", "start_time", "end_time", "status", "attributes"}
+    | {"events", "links", "resource", "kind"}
+)
+_KNOWN_OTLP = frozenset(
+    {"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"}
+    | {"startTimeUnixNano", "start_time_unix_nano", "endTimeUnixNano", "end_time_unix_nano"}
+    | {"status", "name", "attributes", "events", "links", "kind", "flags"}
+)
+
+
 class _Reader:
     """Turns JSON values into :class:`OtelSpan` records, naming what it could not read."""
 
@@ -467,8 +480,7 @@ class _Reader:
                             attributes(ln.get("attributes")),
                         )
                     )
-            known = {"name", "context", "parent_id", "start_time", "end_time", "status"}
-            known |= {"attributes", "events", "links", "resource", "kind"}
+            known = _KNOWN_LINE
         else:  # OTLP span
             tid_raw = raw.get("traceId", raw.get("trace_id"))
             sid_raw = raw.get("spanId", raw.get("span_id"))
@@ -495,10 +507,7 @@ class _Reader:
                 for ln in raw.get("links") or []
                 if isinstance(ln, dict)
             ]
-            known = {"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"}
-            known |= {"startTimeUnixNano", "start_time_unix_nano", "endTimeUnixNano"}
-            known |= {"end_time_unix_nano", "status", "name", "attributes", "events", "links"}
-            known |= {"kind", "flags"}  # flags: W3C trace flags of the transport
+            known = _KNOWN_OTLP
         tid = _hex_id(tid_raw, 16)
         sid = _hex_id(sid_raw, 8)
         name: str = raw["name"] if isinstance(raw.get("name"), str) else ""
