@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -397,6 +397,27 @@ class _EventProbe(msgspec.Struct, gc=False):
     tokens_out: int | float | msgspec.UnsetType = msgspec.UNSET
 
 
+_Positive = (
+    Annotated[int, msgspec.Meta(gt=0)] | Annotated[float, msgspec.Meta(gt=0)] | msgspec.UnsetType
+)
+
+
+class _NoZeroProbe(msgspec.Struct, gc=False):
+    """As :class:`_EventProbe`, refusing an explicit zero (checked without a Python loop)."""
+
+    dur: _Positive = msgspec.UNSET
+    cost: _Positive = msgspec.UNSET
+    tokens_in: _Positive = msgspec.UNSET
+    tokens_out: _Positive = msgspec.UNSET
+
+
+class _NoZeroEvents(msgspec.Struct):
+    events: list[_NoZeroProbe] = []
+
+
+_NO_ZEROS = msgspec.json.Decoder(_NoZeroEvents)
+
+
 class _TraceProbe(msgspec.Struct):
     """Which top-level keys a document has, and whether an event holds an explicit zero."""
 
@@ -438,9 +459,12 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     events = trace.events
     changed: dict[int, Event] = {}
     zeros: dict[int, dict[str, Any]] = {}
-    for i, ev in enumerate(probe.events):
-        if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
-            zeros[i] = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
+    try:
+        _NO_ZEROS.decode(data)
+    except msgspec.ValidationError:  # some event writes a default zero: find which
+        for i, ev in enumerate(probe.events):
+            if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
+                zeros[i] = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
     for i, e in enumerate(events):
         if i in zeros:
             out, found = _split_event({**_present(e), **zeros[i]}, i, problems)
