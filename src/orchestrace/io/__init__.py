@@ -146,6 +146,14 @@ def foreign_format(path: PathLike) -> str | None:
     Raises:
         TraceFormatError: The file is neither a trace nor a format an importer recognises:
             one line naming the file and the ``--from`` choices.
+
+    Example:
+        >>> import json, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.json")
+        >>> with open(path, "w") as fh:
+        ...     json.dump({"trace_id": "t", "task_id": "k", "events": []}, fh)
+        >>> foreign_format(path) is None  # a trace (an invalid one): its own errors stand
+        True
     """
     from orchestrace.io.importers import _json_values
 

@@ -742,6 +742,15 @@ def trace_ids(path: PathLike) -> list[str]:
 
     Raises:
         TraceFormatError: Not a dataset, or its ``traces`` table is damaged or empty.
+
+    Example:
+        >>> import tempfile, os
+        >>> from orchestrace.trace.generate import generate_trace
+        >>> trs = [generate_trace(agents=2, steps=6, seed=s) for s in (1, 2)]
+        >>> path = os.path.join(tempfile.mkdtemp(), "two.parquet")
+        >>> write_parquet(trs, path)
+        >>> trace_ids(path) == [t.trace_id for t in trs]
+        True
     """
     pa, pq = _pa()
     p = _check_dataset(path)

@@ -117,7 +117,14 @@ _REQUIRED_COSTS = ("tokens", "wall_clock_s")
 
 
 def is_native_object(obj: Any) -> bool:
-    """Whether a decoded JSON value is a native trace (its top level has native-only fields)."""
+    """Whether a decoded JSON value is a native trace (its top level has native-only fields).
+
+    Example:
+        >>> is_native_object({"trace_id": "t", "schema_version": "1.0"})
+        True
+        >>> is_native_object({"trace_id": "t", "events": [{"content": "schema_version"}]})
+        False
+    """
     return isinstance(obj, dict) and not _NATIVE_TOP.isdisjoint(obj)
 
 
