@@ -1014,6 +1014,30 @@ def comparison_table(study: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def weight_table(study: dict[str, Any]) -> str:
+    """Reward differences at every weight, paired across replicates (per-replicate rewards)."""
+    algo = f"learned ({study['config']['algo']})"
+    post = "posterior (oracle reference)"
+    lines = [
+        f"| task | w | {algo} - size-aware | {algo} - any-rule | posterior - {algo} |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, res in study["tasks"].items():
+        m = res["methods"]
+        for w in study["config"]["weights"]:
+            learned = [r["reward"] for r in m[algo]["by_weight"][str(w)]["replicates"]]
+            cells = []
+            for other in ("size-aware", "any-rule"):
+                rules = [r["reward"] for r in m[other]["by_weight"][str(w)]["replicates"]]
+                mean, ci = mean_ci([a - b for a, b in zip(learned, rules, strict=True)])
+                cells.append(f"{mean:+.4f} ± {ci:.4f}")
+            ref = m[post]["by_weight"][str(w)]["replicates"][0]["reward"]
+            mean, ci = mean_ci([ref - a for a in learned])
+            cells.append(f"{mean:+.4f} ± {ci:.4f}")
+            lines.append(f"| {name} | {w:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def pareto_table(study: dict[str, Any]) -> str:
     """Success and tokens of every method at every weight (the Pareto curves as numbers)."""
     weights = study["config"]["weights"]
@@ -1143,6 +1167,10 @@ def _markdown(study: dict[str, Any]) -> str:
         "## Paired differences at the reference weight",
         "",
         comparison_table(study),
+        "",
+        "## Reward differences at every weight (± across replicates)",
+        "",
+        weight_table(study),
         "",
         "## Pareto curves: success / tokens per weight",
         "",
