@@ -1,0 +1,186 @@
+"""Executors: same results in job order on local, process and Ray; failures recorded or raised."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.executors import JobFailure, failures, make_executor
+
+
+def _ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
+            raise
+        return False
+    return True
+
+
+HAS_RAY = _ray_available()
+needs_ray = pytest.mark.skipif(
+    not HAS_RAY, reason="ray is not installed (pip install 'orchestrace[ray]')"
+)
+
+
+# ---------------------------------------------------------------------------- jobs
+def digest(spec: int) -> str:
+    """A deterministic job whose duration varies, so jobs finish out of order."""
+    time.sleep(0.02 * ((spec * 7) % 3))
+    return hashlib.sha256(str(spec).encode()).hexdigest()
+
+
+def with_shared(shared: bytes, spec: int) -> int:
+    return len(shared) * 1000 + spec
+
+
+def raises_on_three(spec: int) -> int:
+    if spec == 3:
+        raise ValueError(f"spec {spec} is bad")
+    return spec * 2
+
+
+def dies_on_three(spec: int) -> int:
+    if spec == 3:
+        os._exit(3)
+    return spec * 2
+
+
+def dies_once(spec: tuple[int, str]) -> int:
+    """Kills its worker the first time it runs for a spec (a marker file says it did)."""
+    n, marker = spec
+    if n == 2 and not os.path.exists(marker):
+        Path(marker).write_text("x")
+        os._exit(3)
+    return n * 2
+
+
+# ---------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def ray_local() -> Any:
+    if not HAS_RAY:
+        pytest.skip("ray is not installed")
+    import ray
+
+    from orchestrace.executors import shutdown_ray
+
+    shutdown_ray()
+    ex = make_executor("ray", 2)
+    assert ray.cluster_resources().get("CPU") == 2
+    yield ex
+    shutdown_ray()
+
+
+@pytest.mark.slow
+# ---------------------------------------------------------------------------- local and process
+def test_local_and_process_give_identical_results_in_job_order() -> None:
+    specs = list(range(12))
+    local = make_executor("local").map(digest, specs)
+    with make_executor("process", 2) as ex:
+        one = ex.map(digest, specs)
+        chunked = ex.map(digest, specs, chunksize=5)
+    assert local == one == chunked == [digest(s) for s in specs]
+
+
+def test_shared_object_reaches_every_job() -> None:
+    blob = b"x" * 3
+    local = make_executor("local").map(with_shared, [1, 2], shared=blob)
+    proc = make_executor("process", 2).map(with_shared, [1, 2], shared=blob)
+    assert local == proc == [3001, 3002]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["local", "process"])
+def test_a_job_that_raises_is_recorded_or_raised(name: str) -> None:
+    ex = make_executor(name, 2 if name == "process" else None)
+    out = ex.map(raises_on_three, range(6), on_error="record")
+    assert out[:3] == [0, 2, 4] and out[4:] == [8, 10]
+    assert failures(out) == [JobFailure(3, "ValueError: spec 3 is bad", 1, "raised")]
+    with pytest.raises(RuntimeError_, match=r"job 3: ValueError: spec 3 is bad"):
+        ex.map(raises_on_three, range(6))
+
+
+@pytest.mark.slow
+def test_process_worker_death_is_retried_then_recorded() -> None:
+    ex = make_executor("process", 2)
+    out = ex.map(dies_on_three, range(8), on_error="record")
+    assert [r for i, r in enumerate(out) if i != 3] == [i * 2 for i in range(8) if i != 3]
+    (fail,) = failures(out)
+    assert fail.index == 3 and fail.kind == "worker-died" and fail.attempts == 2
+    assert "worker died" in fail.error
+    with pytest.raises(RuntimeError_, match=r"job 3: worker died .*\(2 attempts\)"):
+        ex.map(dies_on_three, range(8))
+
+
+@pytest.mark.slow
+def test_process_worker_death_once_is_retried_and_succeeds(tmp_path: Path) -> None:
+    marker = str(tmp_path / "died")
+    out = make_executor("process", 2).map(dies_once, [(n, marker) for n in range(6)])
+    assert out == [n * 2 for n in range(6)] and Path(marker).exists()
+
+
+def test_bad_executor_flags_are_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown executor 'gpu'"):
+        make_executor("gpu")
+    with pytest.raises(ConfigError, match="--workers must be >= 1"):
+        make_executor("process", 0)
+    with pytest.raises(ConfigError, match="--ray-address applies to --executor ray"):
+        make_executor("process", ray_address="1.2.3.4:6379")
+    with pytest.raises(ConfigError, match="--workers 2 needs --executor process or ray"):
+        make_executor("local", 2)
+
+
+# ---------------------------------------------------------------------------- Ray
+@needs_ray
+def test_unreachable_ray_address_is_one_line_quickly() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        make_executor("ray", ray_address=f"127.0.0.1:{port}")
+    assert time.perf_counter() - t0 < 15
+    msg = str(err.value)
+    assert f"--ray-address 127.0.0.1:{port}: no Ray cluster answers there" in msg
+    assert "ray start --head" in msg and "\n" not in msg
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        make_executor("ray", ray_address="nowhere")
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_gives_the_local_results(ray_local: Any) -> None:
+    specs = list(range(12))
+    expected = make_executor("local").map(digest, specs)
+    assert ray_local.map(digest, specs) == expected
+    assert ray_local.map(digest, specs, chunksize=5) == expected
+    assert ray_local.map(with_shared, [1, 2], shared=b"xyz") == [3001, 3002]
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_records_a_raising_task(ray_local: Any) -> None:
+    out = ray_local.map(raises_on_three, range(6), on_error="record")
+    assert failures(out) == [JobFailure(3, "ValueError: spec 3 is bad", 1, "raised")]
+    assert out[4:] == [8, 10]
+    with pytest.raises(RuntimeError_, match="job 3: ValueError: spec 3 is bad"):
+        ray_local.map(raises_on_three, range(6))
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_retries_a_dead_worker(ray_local: Any, tmp_path: Path) -> None:
+    marker = str(tmp_path / "died")
+    assert ray_local.map(dies_once, [(n, marker) for n in range(4)]) == [0, 2, 4, 6]
+    out = ray_local.map(dies_on_three, range(5), on_error="record")
+    (fail,) = failures(out)
+    assert fail.index == 3 and fail.kind == "worker-died" and fail.attempts == 2
+    assert out[:3] == [0, 2, 4] and out[4] == 8
