@@ -36,6 +36,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--strict-agents",
+        action="store_true",
+        help="refuse to run when the topology cannot use --agents workers (by default it says "
+        "on stderr what it uses instead and records that in the trace's meta.team)",
+    )
     p.set_defaults(func=run_cmd)
 
 
@@ -231,7 +237,12 @@ def _print_team_note(args: argparse.Namespace, meta: Any) -> None:
     if not isinstance(size, int) or isinstance(size, bool):
         return
     options = (meta.get("config") or {}).get("options") or {}
-    note = team_note(args.topology, str(task.get("name", args.task)), size, args.agents, options)
+    team = meta.get("team")
+    note = (
+        str(team["note"])
+        if isinstance(team, dict) and "note" in team
+        else team_note(args.topology, str(task.get("name", args.task)), size, args.agents, options)
+    )
     if note:
         print(note, file=sys.stderr)
 
@@ -259,6 +270,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         overwrite=args.force,
         stop_on_signals=True,
         progress=not args.no_progress and sys.stderr.isatty(),
+        strict_agents=args.strict_agents,
     )
     if args.output and stream is None:
         dump(res.trace, args.output, format=fmt, overwrite=args.force)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrace.errors import ConfigError
 from orchestrace.io._output import check_output
 from orchestrace.runtime.backends import Backend, make_backend
 from orchestrace.runtime.cache import ReplayCache
@@ -35,7 +36,7 @@ from orchestrace.runtime.core import (
 )
 from orchestrace.runtime.recorder import JsonlExporter, Processor, ProgressBar, Recorder
 from orchestrace.runtime.tasks import TASKS, Task, make_task
-from orchestrace.runtime.topologies import TOPOLOGIES, check_options, get_topology
+from orchestrace.runtime.topologies import TOPOLOGIES, check_options, get_topology, team_use
 from orchestrace.trace.model import Trace
 
 __all__ = [
@@ -101,6 +102,7 @@ def run(
     cache: ReplayCache | None = None,
     overwrite: bool = False,
     stop_on_signals: bool = False,
+    strict_agents: bool = False,
     **options: Any,
 ) -> RunResult:
     """Run ``topology`` on ``task`` and record the trace.
@@ -127,11 +129,15 @@ def run(
             footer; see ``RunResult.interrupted_by``) instead of raising mid-run; a second
             signal while it stops raises ``KeyboardInterrupt`` (the recording is left without
             its footer). Only in the main thread.
+        strict_agents: Refuse to run when the topology cannot use ``agents`` workers
+            (:func:`~orchestrace.runtime.topologies.team_use`); otherwise the run uses what
+            it can and records the difference in ``meta.team``.
         **options: :class:`RunConfig` fields (``max_steps``, ``tool_failure_rate``...) and
             topology options (``rounds``, ``managers``, ``gossip``, ``chunks``...).
 
     Raises:
-        ConfigError: Unknown topology, task or backend, or a bad option value.
+        ConfigError: Unknown topology, task or backend, a bad option value, or (with
+            ``strict_agents``) a team the topology cannot use.
         OutputError: ``output`` exists (without ``overwrite``), is being written by another
             process, cannot be created, or writing it failed during the run.
     """
@@ -150,6 +156,12 @@ def run(
         if isinstance(task, Task)
         else make_task(task, seed=cfg.seed if task_seed is None else task_seed, size=task_size)
     )
+    team = team_use(spec.name, inst.name, inst.size, cfg.agents, cfg.options)
+    if team is not None and strict_agents:
+        raise ConfigError(
+            f"--agents {cfg.agents}: {str(team['note']).removeprefix('note: ')}; "
+            "leave out --strict-agents to run with that team"
+        )
     be = (
         backend
         if not isinstance(backend, str)
@@ -173,7 +185,7 @@ def run(
         interventions=interventions,
         cache=cache,
         topology=spec.trace_topology,
-        meta={"runner": {"topology": spec.name}},
+        meta={"runner": {"topology": spec.name}, **({"team": team} if team else {})},
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     recorder.on_fatal = rt.request_stop

@@ -348,6 +348,8 @@ def _runtime(
     # a bad seed or size: the message names the trace and the meta.task field
     task = make_task(name, seed=seed, size=size, source=f"trace {shown_trace(trace)}: meta.task")
     extra: dict[str, Any] = {"runner": meta["runner"]}
+    if "team" in meta:  # what the topology did with --agents: part of the run's identity
+        extra["team"] = meta["team"]
     if fork_of is not None:
         extra["fork"] = fork_of
     rt = Runtime(

@@ -19,7 +19,8 @@ checked before a run starts (:func:`check_options`; unknown names get a "did you
   turns per part;
 * ``roles`` (centralized, hierarchical, swarm): non-empty list of worker role names;
   ``worker_role``: one role name;
-* ``managers`` (hierarchical): integer >= 1;
+* ``managers`` (hierarchical): integer >= 1; ``depth`` (levels of managers, 1 to 64),
+  ``branching`` (sub-managers per manager) and ``stages`` (orchestrator stages): integers >= 1;
 * ``gossip`` (swarm): probability in [0, 1];
 * ``patience`` (swarm, debate, critic_loop, pipeline): seconds >= 0 to wait for a message;
 * ``rounds``: debate exchange rounds (>= 1), critic_loop attempts (>= 1), pipeline re-dos after
@@ -58,6 +59,7 @@ __all__ = [
     "check_options",
     "get_topology",
     "team_note",
+    "team_use",
 ]
 
 
@@ -154,7 +156,13 @@ _WORKERS = {"chunks": _CHUNKS, "roles": _ROLES, "worker_role": _WORKER_ROLE}
 #: The options each topology reads.
 OPTIONS: dict[str, dict[str, OptionSpec]] = {
     "centralized": dict(_WORKERS),
-    "hierarchical": {**_WORKERS, "managers": OptionSpec("int", 1, MAX_COUNT, "number of managers")},
+    "hierarchical": {
+        **_WORKERS,
+        "managers": OptionSpec("int", 1, MAX_COUNT, "number of managers"),
+        "depth": OptionSpec("int", 1, 64, "levels of managers above the workers"),
+        "branching": OptionSpec("int", 1, MAX_COUNT, "sub-managers per manager"),
+        "stages": OptionSpec("int", 1, MAX_COUNT, "number of orchestrator stages"),
+    },
     "swarm": {
         **_WORKERS,
         "gossip": OptionSpec("float", 0, 1, "chance a worker also tells a peer"),
@@ -280,6 +288,95 @@ def check_options(topology: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def team_use(
+    topology: str, task_name: str, size: int, agents: int, options: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """What a topology does with ``agents`` when it cannot use exactly that many.
+
+    Every topology reads ``--agents`` differently: centralized, swarm and hierarchical start
+    one worker per part (at most one per item of the task); debate starts ``debaters`` (7 by
+    default); critic_loop always has one worker and one critic; pipeline has one planner,
+    executor and critic, and ``--agents`` sets how many parts the executor solves in turn.
+
+    Args:
+        topology: Topology name.
+        task_name: The task's name.
+        size: The task's number of items.
+        agents: The requested team size (``--agents``).
+        options: Checked topology options.
+
+    Returns:
+        ``None`` when the run uses ``agents`` workers; otherwise ``requested``, ``used`` (the
+        number it will use), ``unit`` (``workers``, ``debaters``, ``parts``...) and ``note``
+        (one line saying so, recorded in the trace's ``meta.team``).
+
+    Example:
+        >>> team_use("debate", "math-v0", 64, 300, {})["used"]
+        7
+        >>> team_use("swarm", "wide-search-v1", 400, 300, {}) is None
+        True
+    """
+    name = get_topology(topology).name
+    shown = display(task_name, 60)
+
+    def out(used: int, unit: str, note: str) -> dict[str, Any]:
+        return {"requested": agents, "used": used, "unit": unit, "note": note}
+
+    if name in ("centralized", "swarm", "hierarchical") and 0 < size < agents:
+        return out(
+            size,
+            "workers",
+            f"note: {shown} has {size} items; using {size} workers "
+            f"(pass --task-size {agents} for more)",
+        )
+    if name == "hierarchical":
+        stages = int(options.get("stages", 1))
+        if stages > agents:
+            return out(
+                stages,
+                "workers",
+                f"note: using {stages} workers, one per stage (--agents {agents} is fewer than "
+                f"-O stages={stages})",
+            )
+        if "managers" in options and int(options["managers"]) > agents:
+            return out(
+                agents,
+                "managers",
+                f"note: using {agents} managers (at most one per worker; --agents is {agents})",
+            )
+    if name == "pipeline":
+        if 0 < size < agents:
+            return out(
+                size,
+                "parts",
+                f"note: {shown} has {size} items; using {size} parts "
+                f"(pass --task-size {agents} for more)",
+            )
+        if agents > 1:
+            return out(
+                1,
+                "executors",
+                f"note: pipeline runs one planner, one executor and one critic; --agents {agents} "
+                "sets the number of parts the executor solves in turn",
+            )
+    if name == "debate":
+        n = max(2, min(agents, int(options.get("debaters", 7))))
+        if n != agents:
+            return out(
+                n,
+                "debaters",
+                f"note: debate uses {n} debaters and a judge (--agents {agents}); "
+                "pass -O debaters=N and --agents N for another number",
+            )
+    if name == "critic_loop" and agents != 1:
+        return out(
+            1,
+            "workers",
+            f"note: critic_loop uses one worker and one critic (--agents {agents} is not used)",
+        )
+    return None
+
+
 def team_note(
     topology: str, task_name: str, size: int, agents: int, options: Mapping[str, Any]
 ) -> str | None:
@@ -293,29 +390,12 @@ def team_note(
         options: Checked topology options.
 
     Returns:
-        The note (``None`` when the requested size is what the run uses).
+        The note (``None`` when the requested size is what the run uses); see
+        :func:`team_use`.
 
     Example:
         >>> team_note("swarm", "arith-mapreduce-v0", 64, 300, {})
         'note: arith-mapreduce-v0 has 64 items; using 64 workers (pass --task-size 300 for more)'
     """
-    name = get_topology(topology).name
-    task_name = display(task_name, 60)
-    if name in ("centralized", "swarm", "hierarchical", "pipeline") and 0 < size < agents:
-        unit = "parts" if name == "pipeline" else "workers"
-        return (
-            f"note: {task_name} has {size} items; using {size} {unit} "
-            f"(pass --task-size {agents} for more)"
-        )
-    if name == "hierarchical" and "managers" in options and int(options["managers"]) > agents:
-        return f"note: using {agents} managers (at most one per worker; --agents is {agents})"
-    if name == "debate":
-        n = max(2, min(agents, int(options.get("debaters", 7))))
-        if n != agents:
-            return (
-                f"note: debate uses {n} debaters and a judge (--agents {agents}); "
-                "pass -O debaters=N and --agents N for another number"
-            )
-    if name == "critic_loop" and agents != 1:
-        return f"note: critic_loop uses one worker and one critic (--agents {agents} is not used)"
-    return None
+    use = team_use(topology, task_name, size, agents, options)
+    return None if use is None else str(use["note"])
