@@ -7,11 +7,16 @@ the call's keyword arguments, and gives the combined value:
 * ``vote``: the most common successful value (ties go to the value seen first);
 * ``trust``: ``vote`` weighted by ``weights``;
 * ``first``: the first successful value;
-* ``judge``: an LLM judge (a ``judge`` call) picks one of the values.
+* ``judge``: an LLM judge (a ``judge`` call) picks one of the values;
+* ``trust_weighted``: ``trust`` (robust aggregation under ``Defenses.aggregation``);
+* ``trimmed``: numbers: drop the ``trim`` share (default 0.2) at each end, take the lower
+  median of the rest; other values: ``vote``;
+* ``quorum``: the most common value only when it has more than the ``quorum`` share
+  (default 0.5) of all the votes, failed ones included; else ``None``.
 
 Example:
     >>> sorted(AGGREGATORS)
-    ['combine', 'first', 'judge', 'trust', 'vote']
+    ['combine', 'first', 'judge', 'quorum', 'trimmed', 'trust', 'trust_weighted', 'vote']
     >>> import asyncio
     >>> asyncio.run(AGGREGATORS["vote"](None, [3, 4, 4], [True, True, True], {}))
     4
@@ -19,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +78,31 @@ async def _judge(ctx: Context, values: list[Any], oks: list[bool], kw: dict[str,
     return values[pick] if isinstance(pick, int) and 0 <= pick < len(values) else None
 
 
+async def _trimmed(ctx: Context, values: list[Any], oks: list[bool], kw: dict[str, Any]) -> Any:
+    nums = [v for v, ok in zip(values, oks, strict=True) if ok]
+    if not nums or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v) for v in nums
+    ):
+        return await _vote(ctx, values, oks, kw)
+    nums.sort()
+    k = int(float(kw.get("trim", 0.2)) * len(nums))
+    kept = nums[k : len(nums) - k] or nums
+    return kept[(len(kept) - 1) // 2]
+
+
+async def _quorum(ctx: Context, values: list[Any], oks: list[bool], kw: dict[str, Any]) -> Any:
+    weights: Sequence[Any] = kw.get("weights") or [1.0] * len(values)
+    total = sum(float(w) for w in weights[: len(values)])
+    best = await _vote(ctx, values, oks, kw)
+    if best is None or total <= 0:
+        return None
+    key = text_of(best)
+    share = sum(
+        float(w) for v, ok, w in zip(values, oks, weights, strict=False) if ok and text_of(v) == key
+    )
+    return best if share / total > float(kw.get("quorum", 0.5)) else None
+
+
 #: The aggregation methods by name.
 AGGREGATORS: dict[str, Aggregator] = {
     "combine": _combine,
@@ -79,4 +110,7 @@ AGGREGATORS: dict[str, Aggregator] = {
     "trust": _vote,
     "first": _first,
     "judge": _judge,
+    "trust_weighted": _vote,
+    "trimmed": _trimmed,
+    "quorum": _quorum,
 }

@@ -15,12 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrace.errors import ConfigError
+from orchestrace.runtime.security import Defenses
 
 __all__ = ["MAX_INT", "RunConfig", "check_seed"]
 
@@ -68,6 +70,9 @@ class RunConfig:
     options: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "topology options (rounds, managers, ...)"}
     )
+    defenses: Defenses = field(
+        default_factory=Defenses, metadata={"help": "security defenses (all off by default)"}
+    )
 
     def __post_init__(self) -> None:
         for name in ("agents", "max_agents", "max_depth", "max_steps", "max_tokens"):
@@ -103,6 +108,14 @@ class RunConfig:
                 raise ConfigError(f"{name} must be a number (got {_shown(value)})")
             if not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number (got {_shown(value)})")
+        given: Any = self.defenses
+        if isinstance(given, dict):  # from a recorded config (trace meta)
+            self.defenses = Defenses.from_dict(given)
+        if not isinstance(self.defenses, Defenses):
+            raise ConfigError(
+                f"defenses must be a Defenses (got {_shown(self.defenses)}); "
+                "use Defenses.none() or Defenses.all()"
+            )
         if not isinstance(self.options, dict):
             raise ConfigError(f"options must be a mapping (got {_shown(self.options)})")
         if self.on_error not in ("continue", "stop"):
@@ -117,8 +130,15 @@ class RunConfig:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy (recorded in trace meta)."""
-        return dataclasses.asdict(self)
+        """JSON-ready copy (recorded in trace meta; ``defenses`` only when any is on)."""
+        out = {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "defenses"
+        }
+        if not self.defenses.is_none():
+            out["defenses"] = self.defenses.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:

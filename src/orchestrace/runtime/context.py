@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.runtime.aggregate import text_of as _text_of
 from orchestrace.runtime.backends.base import LLMResponse
 from orchestrace.runtime.cache import CallKind
 from orchestrace.runtime.config import RunConfig
@@ -278,6 +279,54 @@ class Context:
             if eid is not None:
                 out.append(eid)
         return out
+
+    async def send_raw(
+        self, to: str, content: Any, *, sender: str, mac: str | None = None, data: Any = None
+    ) -> str | None:
+        """Write a message on the channel with a claimed ``sender`` and a given ``mac``.
+
+        What a compromised agent or channel can do: the runtime does not sign it. The message
+        event records this agent as its producer and ``sender`` as ``from``. With signed
+        messages on, the receiver verifies it and rejects a forgery (recorded as a
+        ``safety_event``); without, it is delivered as coming from ``sender``. Returns the
+        message's event id (``None`` when an intervention dropped it).
+        """
+        a = self._a
+        rt = self._rt
+        rt.check_alive(a)
+        rt.open_step(a)
+        text = content if isinstance(content, str) else _text_of(content)
+        if rt.guard is not None:
+            return rt.guarded_send(a, sender, to, text, data, None, mac)
+        eid = rt.record(
+            a,
+            "message",
+            rt.now(),
+            from_=sender,
+            to=to,
+            content=text,
+            attrs={"data": data} if data is not None else None,
+        )
+        target = rt.agents.get(to)
+        if target is not None:
+            target.inbox.put_nowait(Message(eid, sender, text, data))
+        return eid
+
+    def endorse(self, events: Iterable[str | Result | Message | ToolResult], reason: str) -> str:
+        """Endorse tainted inputs so they may drive this agent's next decision (recorded).
+
+        Only an agent whose role may stop or aggregate can endorse. Returns the id of the
+        ``safety_event`` (``attrs.kind = "endorsement"``).
+        """
+        rt = self._rt
+        a = self._a
+        ids = [e if isinstance(e, str) else e.event_id for e in events]
+        wanted = [i for i in ids if i]
+        if rt.guard is None or not rt.guard.d.taint:
+            raise ConfigError(
+                "endorse needs taint tracking on: RunConfig(defenses=Defenses(taint=True))"
+            )
+        return rt.guard.endorse(a, wanted, reason)
 
     async def delegate(self, to: Handle | str, subtask: Any, *, data: Any = None) -> str | None:
         """Hand ``subtask`` to an existing agent (an O2 decision); it arrives as a message."""

@@ -67,6 +67,7 @@ from orchestrace.runtime.context import (
     StopNow,
     ToolResult,
 )
+from orchestrace.runtime.guard import Guard, TaintBlocked
 from orchestrace.runtime.prompts import render
 from orchestrace.runtime.recorder import Recorder, assemble_trace
 from orchestrace.runtime.tasks.base import (
@@ -113,6 +114,8 @@ class Runtime:
             run now: :meth:`Task.verdict`). Replays pass one that reuses recorded verdicts.
         label_answers: Record on every ``llm_call`` that the cache did not answer which
             backend did (``attrs.answered_by``: name and model); forks set it.
+        detector: A prompt-injection detector object (``name``, ``scan(text)``) used instead
+            of the one ``config.defenses.detector`` names.
     """
 
     def __init__(
@@ -129,6 +132,7 @@ class Runtime:
         meta: Mapping[str, Any] | None = None,
         judge: Callable[[Any], Verdict] | None = None,
         label_answers: bool = False,
+        detector: Any = None,
     ) -> None:
         self.task = task
         self.label_answers = label_answers
@@ -159,6 +163,10 @@ class Runtime:
         self._t0 = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Future[str] | None = None
+        #: Enforces ``config.defenses`` (``None`` when every defense is off).
+        self.guard: Guard | None = None
+        if not self.config.defenses.is_none() or detector is not None:
+            self.guard = Guard(self, self.config.defenses, detector)
 
     # ------------------------------------------------------------------ time & budgets
     def now(self) -> float:
@@ -222,6 +230,10 @@ class Runtime:
         if a.last is None and a.parent is None and "role" not in fields:
             fields["role"] = a.role  # the root has no spawn event to carry its role
         fields = scrub_known(fields)  # a secret echoed by a server never reaches the trace
+        if self.guard is not None:
+            first = a.last if a.last is not None else a.spawn_event
+            srcs = [s for s in (first, *(s for s, _ in a.pending), *(s for s, _ in extra)) if s]
+            fields = self.guard.labels(a, eid, str(type_), srcs, fields)
         ev = Event(id=eid, t=t, type=type_, agent=a.name, dur=dur, step=max(a.step, 0), **fields)
         edges = []
         if a.last is not None:
@@ -256,7 +268,13 @@ class Runtime:
             a.name,
             a.role,
             kind,
-            messages or render(kind, payload, a.role),
+            messages
+            or render(
+                kind,
+                payload,
+                a.role,
+                **({"spotlight": True} if self.guard and self.guard.d.spotlight else {}),
+            ),
             payload,
             max_tokens=max_tokens,
         )
@@ -356,6 +374,10 @@ class Runtime:
     ) -> Handle:
         """:meth:`Context.spawn`: record the ``spawn`` and start the child."""
         self.check_alive(a)
+        if self.guard is not None:
+            self.guard.require(a, "spawn", role=role)
+            if self.guard.gate(a, "spawn"):
+                raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive a spawn")
         cfg = self.config
         if len(self.agents) + 1 > cfg.max_agents:
             raise BudgetExceeded("max_agents", cfg.max_agents)
@@ -407,6 +429,8 @@ class Runtime:
             text, data = out
         if decision is None and a.parent is None:
             decision = "communicate"
+        if self.guard is not None:
+            return self.guarded_send(a, a.name, to, text, data, decision, "sign")
         eid = self.record(
             a,
             "message",
@@ -420,6 +444,62 @@ class Runtime:
         target = self.agents.get(to)
         if target is not None:
             target.inbox.put_nowait(Message(eid, a.name, text, data))
+        return eid
+
+    def guarded_send(
+        self,
+        a: AgentState,
+        sender: str,
+        to: str,
+        text: str,
+        data: Any,
+        decision: str | None,
+        mac: str | None,
+    ) -> str | None:
+        """Send under defenses: gate a delegation, sign, verify for the receiver, screen.
+
+        ``mac="sign"`` signs as ``sender`` (the runtime's own path); any other value is taken
+        as the message's MAC as written on the channel (``None``: unsigned).
+        """
+        g = self.guard
+        assert g is not None
+        if decision == "delegate":
+            g.require(a, "delegate")
+            if g.gate(a, "delegate"):
+                raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive a delegation")
+        attrs: dict[str, Any] = {} if data is None else {"data": data}
+        status = None
+        if g.keys is not None:
+            if mac == "sign":
+                mac = g.sign(sender, to, text, a.step)
+            status = g.status(sender, to, text, a.step, mac)
+            attrs["sig"] = status
+            if mac is not None:
+                attrs["mac"] = mac
+        eid = self.record(
+            a,
+            "message",
+            self.now(),
+            from_=sender,
+            to=to,
+            content=text,
+            decision=decision,
+            attrs=attrs or None,
+        )
+        if status is not None and status != "valid":
+            g.safety(
+                to,
+                "forgery_rejected",
+                {"claimed": sender, "by": a.name, "sig": status},
+                [eid],
+                content=f"message claiming to be from {sender!r} failed verification",
+            )
+            return eid
+        if g.screen_message(to, eid, text):
+            return eid
+        target = self.agents.get(to)
+        if target is not None:
+            target.inbox.put_nowait(Message(eid, sender, text, data))
         return eid
 
     def return_value(self, a: AgentState, value: Any) -> str:
@@ -447,6 +527,10 @@ class Runtime:
     ) -> str:
         """:meth:`Context.record_decision`: record an ``orchestrator_decision``."""
         self.check_alive(a)
+        if self.guard is not None and decision != "communicate":
+            self.guard.require(a, decision)
+            if self.guard.gate(a, decision):
+                raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive {decision}")
         self.open_step(a)
         return self.record(
             a, "orchestrator_decision", self.now(), decision=decision, content=content, attrs=attrs
@@ -455,6 +539,12 @@ class Runtime:
     def stop_decision(self, a: AgentState, reason: str, answer: Any) -> str:
         """:meth:`Context.stop`: record the stop decision; the root's answer ends the run."""
         self.check_alive(a)
+        attrs: dict[str, Any] = {"answer": answer}
+        if self.guard is not None:
+            self.guard.require(a, "stop")
+            if self.guard.gate(a, "stop"):
+                answer = None  # a tainted answer that could not be endorsed is withheld
+                attrs = {"answer": None, "withheld": True}
         self.open_step(a)
         eid = self.record(
             a,
@@ -462,7 +552,7 @@ class Runtime:
             self.now(),
             decision="stop",
             content=reason,
-            attrs={"answer": answer},
+            attrs=attrs,
         )
         a.stopped = True
         if a.parent is None:
@@ -478,6 +568,17 @@ class Runtime:
         ids = [r.event_id for r in results if isinstance(r, Result) and r.event_id]
         values = [r.value if isinstance(r, Result) else r for r in results]
         oks = [r.ok if isinstance(r, Result) else True for r in results]
+        requested = method
+        if self.guard is not None:
+            self.guard.require(a, "aggregate")
+            method, kw = self.guard.aggregation(method, kw, results)
+            blocked = set(self.guard.gate(a, "aggregate", ids))
+            if blocked:
+                kw = {**kw, "excluded": sorted(blocked)}
+                oks = [
+                    ok and not (isinstance(r, Result) and r.event_id in blocked)
+                    for r, ok in zip(results, oks, strict=True)
+                ]
         how = AGGREGATORS.get(method)
         if how is None:
             raise ConfigError(
@@ -493,7 +594,14 @@ class Runtime:
             self.now(),
             decision="aggregate",
             content=_text(value),
-            attrs={"method": method, "value": value},
+            attrs={"method": method, "value": value}
+            if method == requested and not kw.get("excluded")
+            else {
+                "method": method,
+                "requested": requested,
+                "value": value,
+                **({"excluded": kw["excluded"]} if kw.get("excluded") else {}),
+            },
             extra=[(i, "aggregate") for i in ids],
         )
         a.best = value

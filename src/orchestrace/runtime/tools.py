@@ -42,6 +42,12 @@ _ENC = msgspec.json.Encoder(order="deterministic")
 async def call_tool(rt: Runtime, a: AgentState, name: str, args: dict[str, Any]) -> ToolResult:
     """Agent ``a`` of ``rt`` calls tool ``name``: answer it, record the call and its result."""
     rt.check_alive(a)
+    g = rt.guard
+    if g is not None:
+        if not g.allow(a, "tool", tool=name):
+            return ToolResult(name, None, False, f"denied: role {a.role!r} may not call {name!r}")
+        if g.policy is not None and name in g.policy.side_effect_tools and g.gate(a, "tool", []):
+            return ToolResult(name, None, False, f"blocked: tainted inputs may not drive {name!r}")
     fn = rt.tools.get(name)
     rt.open_step(a)
     key = CallKey.tool(a.name, name, args, a.occurrence("tool", CallKey.tool_inputs(name, args)))
@@ -67,7 +73,12 @@ async def call_tool(rt: Runtime, a: AgentState, name: str, args: dict[str, Any])
         content=None if error else text_of(value),
         error=error,
         trusted=False,
+        **({} if g is None or not g.d.taint else {"attrs": g.tool_attrs(name)}),
     )
+    if g is not None:
+        g.tool_result(name, res_id, None if error else text_of(value))
+        if error is None and g.screen(a.name, res_id, text_of(value)):
+            value, error = None, "quarantined: the injection detector flagged this result"
     a.pending.append((res_id, "causal"))
     a.turn_open = False
     if error is not None and rt.config.on_error == "stop":

@@ -1,0 +1,337 @@
+"""Where the runtime enforces :class:`~orchestrace.runtime.security.Defenses`.
+
+A :class:`Guard` exists only when some defense is on (a run without defenses records exactly
+what it recorded before defenses existed). The runtime consults it at each point a defense
+acts:
+
+* **signing**: :meth:`Guard.sign` signs a message with its sender's key, :meth:`Guard.verify`
+  checks it for the receiver; a message that fails is not delivered and a ``safety_event``
+  (``attrs.kind = "forgery_rejected"``) with a ``safety_flow`` edge from the message records
+  why. Every message event carries ``attrs.sig`` (``valid``, ``invalid`` or ``unsigned``) and
+  ``attrs.mac``.
+* **capabilities**: :meth:`Guard.allow` checks the acting agent's role against the policy; a
+  denial is recorded (``attrs.kind = "capability_denied"``) and raises
+  :class:`CapabilityDenied` in the agent (tool calls get a failed result instead).
+* **taint**: :meth:`Guard.labels` gives each event the union of the labels of what it
+  consumed (tool results are labelled ``tool:<name>``, messages of untrusted roles
+  ``agent:<name>``); a labelled event is recorded ``trusted=False`` with ``attrs.taint``.
+  Before a spawn, delegation, stop, aggregation or side-effecting tool call,
+  :meth:`Guard.gate` endorses the labelled inputs when the injection detector (the built-in
+  one unless another is configured) finds nothing in their origins, recording an
+  ``endorsement`` safety event; otherwise the decision is blocked (``taint_blocked``).
+* **detector**: tool results and messages of untrusted agents are screened as they arrive;
+  flags are recorded (``injection_detected``) and flagged content is quarantined.
+
+Example:
+    >>> from orchestrace.runtime import run
+    >>> from orchestrace.runtime.security import Defenses
+    >>> res = run("swarm", "arith", agents=3, seed=0, defenses=Defenses(sign_messages=True))
+    >>> sorted({e.attrs["sig"] for e in res.trace.events if e.type == "message"})
+    ['valid']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from orchestrace.errors import RuntimeError_
+from orchestrace.runtime.detector import HeuristicDetector, InjectionDetector, make_detector
+from orchestrace.runtime.prompts import SYSTEM
+from orchestrace.runtime.security import ROOT_ROLE, Defenses, Keyring
+from orchestrace.trace.model import Edge, Event
+
+if TYPE_CHECKING:
+    from orchestrace.runtime.context import AgentState
+    from orchestrace.runtime.core import Runtime
+
+__all__ = ["CapabilityDenied", "Guard", "TaintBlocked"]
+
+#: Decisions that tainted data may not drive without an endorsement.
+GATED = ("spawn", "delegate", "stop", "aggregate", "tool")
+
+
+class CapabilityDenied(RuntimeError_):
+    """An agent tried an action its role may not take (recorded as a ``safety_event``)."""
+
+
+class TaintBlocked(RuntimeError_):
+    """Tainted data that could not be endorsed tried to drive a decision."""
+
+
+class Guard:
+    """Enforces the defenses of one run (see the module docstring)."""
+
+    def __init__(self, rt: Runtime, defenses: Defenses, detector: Any = None) -> None:
+        self.rt = rt
+        self.d = defenses
+        self.keys: Keyring | None = None
+        if defenses.sign_messages:
+            self.keys = (
+                Keyring.random() if defenses.keys == "random" else Keyring.from_seed(rt.config.seed)
+            )
+        self.policy = defenses.capabilities
+        if self.policy is not None:
+            roles = set(SYSTEM) | _option_roles(rt.config.options)
+            self.policy.check_names(roles, rt.tools, source="defenses.capabilities")
+        self.detector: InjectionDetector | None = (
+            detector if detector is not None else make_detector(defenses.detector)
+        )
+        self._endorser: InjectionDetector = self.detector or HeuristicDetector()
+        self.taint: dict[str, frozenset[str]] = {}
+        self.origins: dict[str, frozenset[str]] = {}
+        self.content: dict[str, str] = {}
+        self.endorsed: set[str] = set()
+        self.flagged: set[str] = set()
+
+    # ------------------------------------------------------------------ recording
+    def safety(
+        self,
+        agent: str,
+        kind: str,
+        attrs: Mapping[str, Any],
+        sources: Iterable[str] = (),
+        a: AgentState | None = None,
+        content: str | None = None,
+    ) -> str:
+        """Record a ``safety_event``: in ``a``'s flow when given, else standalone."""
+        rt = self.rt
+        full = {"kind": kind, **attrs}
+        flows = [(s, "safety_flow") for s in dict.fromkeys(sources)]
+        if a is not None:
+            pending = list(a.pending)
+            a.pending.clear()
+            try:
+                return rt.record(
+                    a, "safety_event", rt.now(), content=content, attrs=full, extra=flows
+                )
+            finally:
+                a.pending.extend(pending)
+        eid = f"e{len(rt.events) + 1}"
+        ev = Event(
+            id=eid, t=rt.now(), type="safety_event", agent=agent, content=content, attrs=full
+        )
+        edges = [Edge(s, eid, "safety_flow") for s, _ in flows]
+        rt.events.append(ev)
+        rt.edges.extend(edges)
+        rt.recorder.event(ev, edges)
+        return eid
+
+    # ------------------------------------------------------------------ signing
+    def sign(self, sender: str, to: str, text: str, step: int) -> str | None:
+        """The sender's MAC (``None`` when signing is off)."""
+        return None if self.keys is None else self.keys.sign(sender, to, text, step)
+
+    def status(self, sender: str, to: str, text: str, step: int, mac: str | None) -> str:
+        """``valid``, ``invalid`` or ``unsigned`` as the receiver's check finds the message."""
+        if mac is None:
+            return "unsigned"
+        assert self.keys is not None
+        return "valid" if self.keys.verify(sender, to, text, step, mac) else "invalid"
+
+    # ------------------------------------------------------------------ capabilities
+    def allow(
+        self, a: AgentState, action: str, *, tool: str | None = None, role: str | None = None
+    ) -> bool:
+        """Whether ``a`` may take ``action``; a denial is recorded (returns ``False``)."""
+        if self.policy is None:
+            return True
+        ok = self.policy.allows(a.role, action, tool)
+        what = f"call tool {tool!r}" if action == "tool" else action
+        if ok and action == "spawn" and role == ROOT_ROLE:
+            ok, what = False, f"spawn an agent of role {ROOT_ROLE!r}"
+        if ok:
+            return True
+        self.safety(
+            a.name,
+            "capability_denied",
+            {
+                "action": action,
+                "role": a.role,
+                **({"tool": tool} if tool else {}),
+                **({"child_role": role} if role else {}),
+            },
+            a=a,
+            content=f"role {a.role!r} may not {what}",
+        )
+        return False
+
+    def require(self, a: AgentState, action: str, **kw: Any) -> None:
+        """:meth:`allow`, raising :class:`CapabilityDenied` on a denial."""
+        if not self.allow(a, action, **kw):
+            what = f"call tool {kw['tool']!r}" if action == "tool" else action
+            raise CapabilityDenied(
+                f"agent {a.name!r} (role {a.role!r}) may not {what} under the capability policy"
+            )
+
+    # ------------------------------------------------------------------ taint
+    def labels(
+        self, a: AgentState, eid: str, type_: str, sources: Sequence[str], fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Label event ``eid`` from what it consumed; return its (possibly changed) fields."""
+        if not self.d.taint:
+            return fields
+        labels: set[str] = set()
+        origins: set[str] = set()
+        for s in sources:
+            if s in self.taint and s not in self.endorsed:
+                labels |= self.taint[s]
+                origins |= self.origins[s]
+        if (
+            type_ in ("message", "return")
+            and self.policy is not None
+            and not self.policy.role(a.role).trusted
+        ):
+            labels.add(f"agent:{a.name}")
+            origins.add(eid)
+            self.content[eid] = str(fields.get("content") or "")
+        if not labels:
+            return fields
+        self.taint[eid] = frozenset(labels)
+        self.origins[eid] = frozenset(origins)
+        attrs = dict(fields.get("attrs") or {})
+        attrs["taint"] = sorted(labels)
+        return {**fields, "trusted": False, "attrs": attrs}
+
+    def tool_result(self, tool: str, eid: str, content: str | None) -> None:
+        """A tool result arrived: label it (taint on)."""
+        if self.d.taint:
+            self.taint[eid] = frozenset({f"tool:{tool}"})
+            self.origins[eid] = frozenset({eid})
+            self.content[eid] = content or ""
+
+    def tool_attrs(self, tool: str) -> dict[str, Any] | None:
+        """Attributes of a tool result event (its taint label)."""
+        return {"taint": [f"tool:{tool}"]} if self.d.taint else None
+
+    def screen(
+        self, agent: str, eid: str, text: str, ignore: tuple[str, ...] = ()
+    ) -> tuple[str, ...]:
+        """Run the detector on arriving content; record and return its labels (quarantine)."""
+        if self.detector is None or not text:
+            return ()
+        found = self.detector.scan(text)
+        if not found.flagged or (found.labels and set(found.labels) <= set(ignore)):
+            return ()
+        self.flagged.add(eid)
+        self.safety(
+            agent,
+            "injection_detected",
+            {"detector": self.detector.name, "labels": list(found.labels), "score": found.score},
+            [eid],
+            content="quarantined: the injection detector flagged this content",
+        )
+        return found.labels
+
+    def driving(self, a: AgentState, extra: Iterable[str] = ()) -> list[str]:
+        """Tainted, not yet endorsed events that would drive ``a``'s next decision."""
+        if not self.d.taint:
+            return []
+        cands = [a.last, *(s for s, _ in a.pending), *extra]
+        return [s for s in dict.fromkeys(cands) if s and s in self.taint and s not in self.endorsed]
+
+    def gate(self, a: AgentState, action: str, extra: Iterable[str] = ()) -> list[str]:
+        """Endorse or block tainted inputs of a decision; the inputs that stay blocked."""
+        tainted = self.driving(a, extra)
+        if not tainted:
+            return []
+        blocked: list[str] = []
+        for s in tainted:
+            bad = [
+                o
+                for o in self.origins[s]
+                if o in self.flagged or self._endorser.scan(self.content.get(o, "")).flagged
+            ]
+            if bad:
+                blocked.append(s)
+        ok = [s for s in tainted if s not in blocked]
+        if ok:
+            self.endorsed.update(ok)
+            self.safety(
+                a.name,
+                "endorsement",
+                {
+                    "action": action,
+                    "endorses": ok,
+                    "by": self._endorser.name,
+                    "labels": sorted(set().union(*(self.taint[s] for s in ok))),
+                },
+                ok,
+                a=a,
+                content=f"tainted inputs of {action} screened clean",
+            )
+        if blocked:
+            self.endorsed.update(blocked)  # the decision goes on without them
+            self.safety(
+                a.name,
+                "taint_blocked",
+                {
+                    "action": action,
+                    "blocked": blocked,
+                    "labels": sorted(set().union(*(self.taint[s] for s in blocked))),
+                },
+                blocked,
+                a=a,
+                content=f"tainted inputs may not drive {action}",
+            )
+        return blocked
+
+    def endorse(self, a: AgentState, ids: Sequence[str], reason: str) -> str:
+        """An explicit endorsement by ``a`` (its role must be allowed to stop or aggregate)."""
+        if self.policy is not None and not (
+            self.policy.allows(a.role, "stop") or self.policy.allows(a.role, "aggregate")
+        ):
+            self.require(a, "stop")
+        unknown = [i for i in ids if i not in self.taint]
+        if unknown:
+            raise RuntimeError_(f"cannot endorse {unknown[0]!r}: not a tainted event of this run")
+        self.endorsed.update(ids)
+        return self.safety(
+            a.name,
+            "endorsement",
+            {"action": "explicit", "endorses": list(ids), "by": a.name},
+            ids,
+            a=a,
+            content=reason,
+        )
+
+    def screen_message(self, to: str, eid: str, text: str) -> bool:
+        """Screen a message for its receiver; ``True`` when it is quarantined (not delivered).
+
+        Messages legitimately carry answers, so the ``answer-override`` label alone does not
+        quarantine one.
+        """
+        if self.detector is None:
+            return False
+        labels = self.screen(to, eid, text, ignore=("answer-override",))
+        return bool(labels)
+
+    def aggregation(
+        self, method: str, kw: dict[str, Any], results: Sequence[Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The method used under ``defenses.aggregation``: votes become the robust method.
+
+        ``combine`` (the task's reduce over parts) and ``judge`` are kept. Trust weights are
+        1 for a result whose return is untainted (or endorsed), 0.5 for a tainted one.
+        """
+        robust = self.d.aggregation
+        if robust == "plain" or method not in ("vote", "trust", "first"):
+            return method, kw
+        out = dict(kw)
+        if robust == "trust_weighted" and "weights" not in out:
+            out["weights"] = [
+                0.5 if getattr(r, "event_id", None) in self.taint else 1.0 for r in results
+            ]
+        elif robust == "quorum":
+            out.setdefault("quorum", self.d.quorum)
+        elif robust == "trimmed":
+            out.setdefault("trim", self.d.trim)
+        return robust, out
+
+
+def _option_roles(options: Mapping[str, Any]) -> set[str]:
+    roles = options.get("roles") or []
+    out = {str(r) for r in roles} if isinstance(roles, list | tuple) else set()
+    if isinstance(options.get("worker_role"), str):
+        out.add(options["worker_role"])
+    return out

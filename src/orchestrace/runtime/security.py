@@ -1,0 +1,435 @@
+"""Defenses the runtime enforces: signed messages, a capability policy, taint labels.
+
+The runtime sits below :mod:`orchestrace.safety` in the layering, so the parts it enforces live
+here and :mod:`orchestrace.safety` re-exports them:
+
+* :class:`Defenses`: which defenses a run uses (``RunConfig.defenses``; recorded in the
+  trace's ``meta.config.defenses``, never its keys);
+* :class:`CapabilityPolicy` / :class:`RolePolicy`: what each role may do (spawn, delegate,
+  stop, aggregate, which tools), read from TOML or a mapping with one-line errors;
+* :class:`Keyring`: per-agent HMAC-SHA256 keys that sign ``(sender, recipient, content,
+  step)`` of every message.
+
+Example:
+    >>> d = Defenses.all()
+    >>> d.sign_messages, d.aggregation, d.capabilities.allows("worker", "spawn")
+    (True, 'quorum', False)
+    >>> Defenses.none().is_none()
+    True
+    >>> Defenses(aggregation="median")
+    Traceback (most recent call last):
+    ...
+    orchestrace.errors.ConfigError: defenses.aggregation must be one of plain, trust_weighted, trimmed, quorum (got 'median')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from orchestrace.errors import ConfigError
+
+__all__ = [
+    "ACTIONS",
+    "AGGREGATIONS",
+    "ROOT_ROLE",
+    "CapabilityPolicy",
+    "Defenses",
+    "Keyring",
+    "RolePolicy",
+]
+
+#: Actions a capability policy rules on (besides tool calls).
+ACTIONS: tuple[str, ...] = ("spawn", "delegate", "stop", "aggregate")
+#: Robust aggregation choices of :attr:`Defenses.aggregation`.
+AGGREGATIONS: tuple[str, ...] = ("plain", "trust_weighted", "trimmed", "quorum")
+#: The root agent's role: no other agent may take it.
+ROOT_ROLE = "orchestrator"
+_ROLE_KEYS = ("may_spawn", "may_delegate", "may_stop", "may_aggregate", "tools", "trusted")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class RolePolicy:
+    """What agents of one role may do.
+
+    Example:
+        >>> RolePolicy(tools=("search",)).may_call("search"), RolePolicy().may_call("x")
+        (True, True)
+    """
+
+    may_spawn: bool = field(default=False, metadata={"help": "start child agents"})
+    may_delegate: bool = field(default=False, metadata={"help": "hand sub-tasks to agents"})
+    may_stop: bool = field(default=False, metadata={"help": "take the stop decision"})
+    may_aggregate: bool = field(default=False, metadata={"help": "combine results"})
+    tools: tuple[str, ...] | None = field(
+        default=None, metadata={"help": "tools it may call (None: every tool; (): none)"}
+    )
+    trusted: bool = field(
+        default=True, metadata={"help": "its messages are trusted (else tainted)"}
+    )
+
+    def may_call(self, tool: str) -> bool:
+        """Whether this role may call ``tool``."""
+        return self.tools is None or tool in self.tools
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``tools`` is ``["*"]`` for every tool)."""
+        d = dataclasses.asdict(self)
+        d["tools"] = ["*"] if self.tools is None else list(self.tools)
+        return d
+
+
+def _role_from(name: str, data: object, where: str) -> RolePolicy:
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"{where}: role {name!r} must be a table of {', '.join(_ROLE_KEYS)} "
+            f"(got {_short(data)})"
+        )
+    unknown = sorted(set(data) - set(_ROLE_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r} in role {name!r}; use: {', '.join(_ROLE_KEYS)}"
+        )
+    kw: dict[str, Any] = {}
+    for key in ("may_spawn", "may_delegate", "may_stop", "may_aggregate", "trusted"):
+        if key in data:
+            if not isinstance(data[key], bool):
+                raise ConfigError(
+                    f"{where}: roles.{name}.{key} must be true or false (got {_short(data[key])})"
+                )
+            kw[key] = data[key]
+    if "tools" in data:
+        tools = data["tools"]
+        if not isinstance(tools, list | tuple) or not all(isinstance(t, str) and t for t in tools):
+            raise ConfigError(
+                f'{where}: roles.{name}.tools must be a list of tool names, or ["*"] for '
+                f"every tool (got {_short(tools)})"
+            )
+        kw["tools"] = None if "*" in tools else tuple(sorted(set(tools)))
+    return RolePolicy(**kw)
+
+
+@dataclass(frozen=True)
+class CapabilityPolicy:
+    """Per-role capabilities the runtime enforces; denials are recorded as ``safety_event``.
+
+    Roles not listed get ``default``. No agent may spawn an agent of the root role.
+
+    Example:
+        >>> p = CapabilityPolicy.from_dict({"roles": {"worker": {"tools": ["search"]}}})
+        >>> p.allows("worker", "tool", "search"), p.allows("worker", "tool", "shell")
+        (True, False)
+        >>> CapabilityPolicy.from_dict({"roles": {"worker": {"may_fly": True}}})
+        Traceback (most recent call last):
+        ...
+        orchestrace.errors.ConfigError: policy: unknown key 'may_fly' in role 'worker'; use: may_spawn, may_delegate, may_stop, may_aggregate, tools, trusted
+    """
+
+    roles: Mapping[str, RolePolicy] = field(
+        default_factory=dict, metadata={"help": "role name -> what it may do"}
+    )
+    default: RolePolicy = field(
+        default_factory=RolePolicy, metadata={"help": "roles not listed (workers by default)"}
+    )
+    side_effect_tools: tuple[str, ...] = field(
+        default=(), metadata={"help": "tools with side effects (tainted data may not drive them)"}
+    )
+
+    def role(self, name: str) -> RolePolicy:
+        """The rules of role ``name``."""
+        return self.roles.get(name, self.default)
+
+    def allows(self, role: str, action: str, tool: str | None = None) -> bool:
+        """Whether ``role`` may take ``action`` (one of :data:`ACTIONS`, or ``tool``)."""
+        r = self.role(role)
+        if action == "tool":
+            return r.may_call(tool or "")
+        if action not in ACTIONS:
+            raise ConfigError(f"unknown action {action!r}; use one of: {', '.join(ACTIONS)}, tool")
+        return bool(getattr(r, f"may_{action}"))
+
+    @classmethod
+    def default_policy(cls) -> CapabilityPolicy:
+        """The default policy: the orchestrator may do everything.
+
+        Managers spawn, delegate and aggregate; aggregators and judges aggregate; every other
+        role only talks, returns and calls tools.
+        """
+        return cls(
+            roles={
+                ROOT_ROLE: RolePolicy(True, True, True, True),
+                "manager": RolePolicy(may_spawn=True, may_delegate=True, may_aggregate=True),
+                "aggregator": RolePolicy(may_aggregate=True),
+                "judge": RolePolicy(may_aggregate=True),
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "policy") -> CapabilityPolicy:
+        """Build from a mapping ``{"roles": {...}, "default": {...}, "side_effect_tools": [...]}``.
+
+        Raises:
+            ConfigError: One line naming the key (and ``source``) and the fix.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: a policy must be a table (got {_short(data)})")
+        known = ("roles", "default", "side_effect_tools")
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key {unknown[0]!r}; a policy has: {', '.join(known)}"
+            )
+        if "roles" not in data:
+            raise ConfigError(
+                f"{source}: missing key 'roles'; add e.g. [roles.orchestrator] may_stop = true"
+            )
+        roles = data["roles"]
+        if not isinstance(roles, Mapping) or not roles:
+            raise ConfigError(f"{source}: 'roles' must be a non-empty table of role tables")
+        built = {str(k): _role_from(str(k), v, source) for k, v in roles.items()}
+        default = _role_from("default", data.get("default", {}), source)
+        side = data.get("side_effect_tools", [])
+        if not isinstance(side, list | tuple) or not all(isinstance(t, str) and t for t in side):
+            raise ConfigError(
+                f"{source}: side_effect_tools must be a list of tool names (got {_short(side)})"
+            )
+        return cls(
+            roles=dict(sorted(built.items())), default=default, side_effect_tools=tuple(side)
+        )
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> CapabilityPolicy:
+        """Read a policy file (TOML).
+
+        Raises:
+            ConfigError: Unreadable or malformed file, unknown keys (one line, with the fix).
+        """
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{p}: cannot read the policy: {err}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{p}: not valid TOML: {err}; fix the policy file") from None
+        return cls.from_dict(data, source=str(p))
+
+    def check_names(
+        self, roles: Iterable[str], tools: Iterable[str], *, source: str = "policy"
+    ) -> None:
+        """Refuse a policy naming a role or tool the run does not have (before it starts).
+
+        Raises:
+            ConfigError: Naming the unknown role or tool and the known ones.
+        """
+        known_roles = set(roles) | {ROOT_ROLE}
+        for name in self.roles:
+            if name not in known_roles:
+                raise ConfigError(
+                    f"{source}: unknown role {name!r}; roles of this run: "
+                    f"{', '.join(sorted(known_roles))}"
+                )
+        known_tools = set(tools)
+        named = [t for r in (*self.roles.values(), self.default) for t in (r.tools or ())]
+        for t in (*named, *self.side_effect_tools):
+            if t not in known_tools:
+                raise ConfigError(
+                    f"{source}: unknown tool {t!r}; tools of this run: "
+                    f"{', '.join(sorted(known_tools)) or '(none)'}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what :meth:`from_dict` reads)."""
+        return {
+            "roles": {k: v.to_dict() for k, v in self.roles.items()},
+            "default": self.default.to_dict(),
+            "side_effect_tools": list(self.side_effect_tools),
+        }
+
+
+@dataclass(frozen=True)
+class Defenses:
+    """Which defenses a run uses. Every one is off in :meth:`none` (the default).
+
+    Example:
+        >>> Defenses(taint=True).to_dict()["taint"]
+        True
+    """
+
+    sign_messages: bool = field(
+        default=False, metadata={"help": "sign every message (HMAC-SHA256); reject forgeries"}
+    )
+    capabilities: CapabilityPolicy | None = field(
+        default=None, metadata={"help": "per-role capability policy the runtime enforces"}
+    )
+    taint: bool = field(
+        default=False,
+        metadata={"help": "label content of tools and untrusted agents; block tainted decisions"},
+    )
+    spotlight: bool = field(
+        default=False, metadata={"help": "delimit and datamark untrusted content in prompts"}
+    )
+    aggregation: Literal["plain", "trust_weighted", "trimmed", "quorum"] = field(
+        default="plain", metadata={"help": "how votes are combined: plain or a robust method"}
+    )
+    detector: str | None = field(
+        default=None,
+        metadata={"help": "prompt-injection detector: 'builtin' or a local model path"},
+    )
+    keys: Literal["seed", "random"] = field(
+        default="seed",
+        metadata={"help": "signing keys from the run seed (reproducible) or os.urandom"},
+    )
+    quorum: float = field(
+        default=0.5, metadata={"help": "share of votes a quorum needs (more than this)"}
+    )
+    trim: float = field(default=0.2, metadata={"help": "share trimmed from each end (trimmed)"})
+
+    def __post_init__(self) -> None:
+        for name in ("sign_messages", "taint", "spotlight"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"defenses.{name} must be true or false (got {_short(getattr(self, name))})"
+                )
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(
+                f"defenses.aggregation must be one of {', '.join(AGGREGATIONS)} "
+                f"(got {self.aggregation!r})"
+            )
+        if self.capabilities is not None and not isinstance(self.capabilities, CapabilityPolicy):
+            raise ConfigError(
+                "defenses.capabilities must be a CapabilityPolicy "
+                "(CapabilityPolicy.from_toml(path) or .default_policy())"
+            )
+        if self.detector is not None and (
+            not isinstance(self.detector, str) or not self.detector.strip()
+        ):
+            raise ConfigError(
+                f"defenses.detector must be 'builtin' or a model directory (got "
+                f"{_short(self.detector)})"
+            )
+        if self.keys not in ("seed", "random"):
+            raise ConfigError(f"defenses.keys must be 'seed' or 'random' (got {self.keys!r})")
+        if self.keys == "random" and not self.sign_messages:
+            raise ConfigError(
+                "defenses.keys='random' needs sign_messages=True; turn signing on or drop keys"
+            )
+        q, tr = self.quorum, self.trim
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= q < 1.0:
+            raise ConfigError(f"defenses.quorum must be in [0, 1) (got {_short(q)})")
+        if isinstance(tr, bool) or not isinstance(tr, int | float) or not 0.0 <= tr < 0.5:
+            raise ConfigError(f"defenses.trim must be in [0, 0.5) (got {_short(tr)})")
+
+    @classmethod
+    def none(cls) -> Defenses:
+        """Every defense off (the runtime behaves, and records, exactly as without defenses)."""
+        return cls()
+
+    @classmethod
+    def all(cls, detector: str | None = "builtin") -> Defenses:
+        """Every defense on, with the default capability policy and quorum aggregation."""
+        return cls(
+            sign_messages=True,
+            capabilities=CapabilityPolicy.default_policy(),
+            taint=True,
+            spotlight=True,
+            aggregation="quorum",
+            detector=detector,
+        )
+
+    def is_none(self) -> bool:
+        """Whether every defense is off."""
+        return self == Defenses()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (recorded in ``meta.config.defenses``; no keys)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["capabilities"] = None if self.capabilities is None else self.capabilities.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "defenses") -> Defenses:
+        """Rebuild from :meth:`to_dict` output (unknown keys are an error).
+
+        Raises:
+            ConfigError: Unknown key or bad value, naming it.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source} must be a table (got {_short(data)})")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}"
+            )
+        kw = dict(data)
+        caps = kw.get("capabilities")
+        if caps is not None and not isinstance(caps, CapabilityPolicy):
+            kw["capabilities"] = CapabilityPolicy.from_dict(caps, source=f"{source}.capabilities")
+        return cls(**kw)
+
+
+class Keyring:
+    """Per-agent signing keys of one run; they never leave the runtime (never recorded).
+
+    Example:
+        >>> k = Keyring.from_seed(0)
+        >>> mac = k.sign("w1", "orchestrator", "42", 3)
+        >>> k.verify("w1", "orchestrator", "42", 3, mac), k.verify("w2", "orchestrator", "42", 3, mac)
+        (True, False)
+    """
+
+    __slots__ = ("_keys", "_master")
+
+    def __init__(self, master: bytes) -> None:
+        if not isinstance(master, bytes) or len(master) < 16:
+            raise ConfigError("a signing master key must be at least 16 bytes")
+        self._master = master
+        self._keys: dict[str, bytes] = {}
+
+    @classmethod
+    def from_seed(cls, seed: int) -> Keyring:
+        """Keys derived from the run seed: the same seed signs the same way (reproducible)."""
+        return cls(hashlib.blake2b(f"orchestrace-keys:{seed}".encode(), digest_size=32).digest())
+
+    @classmethod
+    def random(cls) -> Keyring:
+        """Keys from ``os.urandom`` (a trace cannot be re-verified offline)."""
+        return cls(os.urandom(32))
+
+    def key(self, agent: str) -> bytes:
+        """The key of ``agent``."""
+        k = self._keys.get(agent)
+        if k is None:
+            k = hmac.new(self._master, agent.encode(), hashlib.sha256).digest()
+            self._keys[agent] = k
+        return k
+
+    @staticmethod
+    def _body(sender: str, recipient: str, content: str, step: int) -> bytes:
+        parts = (sender, recipient, content, str(step))
+        return b"\x1f".join(p.encode("utf-8", "surrogatepass") for p in parts)
+
+    def sign(self, sender: str, recipient: str, content: str, step: int) -> str:
+        """The hex MAC of a message sent by ``sender``."""
+        body = self._body(sender, recipient, content, step)
+        return hmac.new(self.key(sender), body, hashlib.sha256).hexdigest()
+
+    def verify(self, sender: str, recipient: str, content: str, step: int, mac: str | None) -> bool:
+        """Whether ``mac`` is ``sender``'s signature of the message."""
+        if not isinstance(mac, str):
+            return False
+        return hmac.compare_digest(self.sign(sender, recipient, content, step), mac)
