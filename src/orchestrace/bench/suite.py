@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import platform
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +39,7 @@ import numpy as np
 from orchestrace._safe import redact
 from orchestrace.bench.envelope import envelope_point
 from orchestrace.errors import ConfigError
+from orchestrace.executors import Executor, JobFailure, failures, make_executor
 from orchestrace.stats import mean_ci, wilson_interval
 
 __all__ = ["SUITES", "Suite", "run_one", "run_suite"]
@@ -298,6 +298,31 @@ def _specs(
     return out
 
 
+def _missing_cells(
+    suite: Suite, cells: list[dict[str, Any]], missing: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Cells with no clean run at all, or aggregated over fewer runs than the suite has."""
+    have = {(c["topology"], c["task"]) for c in cells}
+    short: dict[tuple[str, str], int] = {}
+    for m in missing:
+        key = (m["topology"], m["task"])
+        short[key] = short.get(key, 0) + 1
+    out = []
+    for topo in suite.topologies:
+        for task in suite.tasks:
+            n = short.get((topo, task), 0)
+            if (topo, task) not in have or n:
+                out.append(
+                    {
+                        "topology": topo,
+                        "task": task,
+                        "missing_runs": n,
+                        "aggregated": (topo, task) in have,
+                    }
+                )
+    return out
+
+
 def _available_tasks(suite: Suite) -> tuple[Suite, list[str]]:
     from orchestrace.runtime.tasks import make_task
 
@@ -320,15 +345,23 @@ def run_suite(
     progress: bool = True,
     seeds: int | None = None,
     envelope: bool = True,
+    executor: Executor | str | None = None,
 ) -> dict[str, Any]:
     """Run a suite; return the report (JSON-ready; :func:`write_report` writes the files).
+
+    The runs are independent jobs on ``executor``; the report is the same on every executor
+    (apart from timings). A run that fails (it raised, or its worker died on every attempt) is
+    recorded: the report keeps the other runs, lists the failed ones under ``missing`` (and in
+    ``notes``) and aggregates each cell over the runs it has.
 
     Args:
         name: Suite id or object.
         backend: ``sim`` (default), ``openai`` or ``hf``: the LLM behind every agent.
         backend_options: Options for the backend (model, base URL...); on the sim backend
             they override the suite's ``sim_options``.
-        jobs: Worker processes.
+        jobs: Worker processes when ``executor`` is not given (1: this process).
+        executor: An :class:`~orchestrace.executors.Executor` or its name (``local``,
+            ``process`` with ``jobs`` workers, ``ray``).
         progress: Show a progress bar.
         seeds: Override the suite's seed count.
         envelope: Also sweep the scale envelope (sim backend only).
@@ -349,31 +382,40 @@ def run_suite(
         if envelope and backend == "sim"
         else []
     )
-    bar: Any = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(specs) + len(points), unit="run", desc=suite.id)
+    if executor is None:
+        executor = "process" if jobs > 1 else "local"
+    ex = (
+        make_executor(executor, jobs if executor != "local" else None)
+        if isinstance(executor, str)
+        else executor
+    )
     t0 = time.perf_counter()
-    runs: list[dict[str, Any]] = []
     env_rows: list[dict[str, Any]] = []
     skipped: list[dict[str, int]] = []
+    out = ex.map(
+        run_one,
+        specs,
+        chunksize=1 if ex.name == "local" else 8,
+        progress=suite.id if progress else None,
+        on_error="record",
+    )
+    runs = [r for r in out if not isinstance(r, JobFailure)]
+    missing = [
+        {**{k: specs[f.index][k] for k in ("topology", "task", "seed", "fault")}, **f.to_dict()}
+        for f in failures(out)
+    ]
+    for m in missing:
+        notes.append(
+            f"missing run {m['topology']}/{m['task']} seed {m['seed']}"
+            f"{' fault ' + m['fault'] if m['fault'] else ''}: {m['error']}"
+            f"{' after ' + str(m['attempts']) + ' attempts' if m['attempts'] > 1 else ''}"
+        )
+    bar: Any = None
+    if progress and points:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(points), unit="point", desc=f"{suite.id} envelope")
     try:
-        if jobs > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                try:
-                    for r in pool.map(run_one, specs, chunksize=8):
-                        runs.append(r)
-                        if bar is not None:
-                            bar.update(1)
-                except BaseException:  # Ctrl-C or a failed run: do not start the others
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
-        else:
-            for spec in specs:
-                runs.append(run_one(spec))
-                if bar is not None:
-                    bar.update(1)
         for k, n in points:  # in this process: CPU per point is a figure of the report
             row = envelope_point(k, n)
             if row is None:
@@ -391,7 +433,8 @@ def run_suite(
         "config": {
             "backend": backend,
             "backend_options": public_options(backend_options) or {},
-            "jobs": jobs,
+            "jobs": ex.workers,
+            **ex.describe(),
             "seeds": list(range(suite.seeds)),
         },
         "environment": {
@@ -402,7 +445,8 @@ def run_suite(
         "intervals": INTERVALS,
         "notes": notes,
         "wall_s": wall,
-        "cells": aggregate(runs, suite),
+        "cells": (cells := aggregate(runs, suite)),
+        "missing": {"runs": missing, "cells": _missing_cells(suite, cells, missing)},
         "envelope": env_rows,
         "envelope_infeasible": skipped,
         "runs": runs,

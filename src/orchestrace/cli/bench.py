@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from orchestrace.bench.suite import SUITES
+from orchestrace.executors import add_executor_flags
 from orchestrace.runtime.backends import BACKENDS
 
 
@@ -23,7 +25,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", help="openai: model name; hf: model directory")
     p.add_argument("--base-url", help="openai: server URL ending in /v1")
     p.add_argument("--seeds", type=int, help="override the suite's seeds per cell")
-    p.add_argument("--jobs", type=int, default=2, help="worker processes")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="worker processes when --executor is not given (1: this process)",
+    )
+    add_executor_flags(p, "the benchmark runs")
     p.add_argument("--no-envelope", action="store_true", help="skip the scale envelope")
     p.add_argument("-o", "--output", default="runs/bench", help="report directory")
     p.add_argument(
@@ -45,9 +53,12 @@ def run_cmd(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
+    from orchestrace.executors import executor_from_args
     from orchestrace.io._output import report_dir
 
     opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    given = args.executor or args.workers is not None or args.ray_address
+    executor = executor_from_args(args, default="process") if given else None
     with report_dir(args.output, force=args.force, report="bench"):
         report = run_suite(
             args.suite,
@@ -57,6 +68,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             seeds=args.seeds,
             envelope=not args.no_envelope,
+            executor=executor,
         )
         out = write_report(report, args.output, force=args.force)
     if args.json:
@@ -72,4 +84,14 @@ def run_cmd(args: argparse.Namespace) -> int:
         print(f"report: {out / 'report.md'}")
         if report["cells"] and not (out / "e1_e2.png").exists():
             print("plots skipped: matplotlib is missing (pip install 'orchestrace[learn]')")
+    lost = report["missing"]["runs"]
+    if lost:
+        cells = ", ".join(f"{c['topology']}/{c['task']}" for c in report["missing"]["cells"])
+        print(
+            f"error: {len(lost)} of {len(lost) + len(report['runs'])} runs failed (cells short "
+            f"of runs: {cells}); the report keeps the others and lists the failures under "
+            f"missing in {out / 'report.json'}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
