@@ -130,3 +130,16 @@ class ConfigError(OrchestraceError, ValueError):
 
 class RuntimeError_(OrchestraceError):
     """The orchestration runtime failed in a way the run could not record as an event."""
+
+
+def warning_line(problem: Problem) -> str:
+    """``problem`` as a line for stderr, tagged ``warning:`` exactly once.
+
+    Example:
+        >>> warning_line(Problem("x", "odd", "fix it", severity="warning"))
+        '$: warning: odd; fix it'
+        >>> warning_line(Problem("x", "bad", "fix it"))
+        'warning: $: bad; fix it'
+    """
+    text = str(problem)
+    return text if problem.severity == "warning" else f"warning: {text}"

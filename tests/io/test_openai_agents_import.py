@@ -500,7 +500,7 @@ def test_rule_12_unmapped_kept_verbatim_and_counted():
     assert tr.meta["unmapped"] == [odd, custom]
     assert [p.code for p in res.problems] == ["unknown-span-type"]
     assert res.problems[0].event_id == "x" and "meta.unmapped" in res.problems[0].fix
-    assert "kept unmapped in attrs: 1 x custom span 'retrieval', 1 x span type" in res.summary("f")
+    assert "kept verbatim, unmapped: 1 x custom span 'retrieval', 1 x span type" in res.summary("f")
 
 
 # ---------------------------------------------------------------------- bad input (rule 13)

@@ -634,7 +634,7 @@ def test_rule17_unmapped_is_kept_verbatim_and_counted() -> None:
     assert res.unmapped["attribute custom.*"] == 1 and res.unmapped["span event"] == 1
     assert res.unmapped["span without a GenAI kind"] == 1
     line = res.summary("in.json")
-    assert "kept unmapped in attrs" in line and "1 x span event" in line
+    assert "kept verbatim, unmapped" in line and "1 x span event" in line
 
 
 # ---------------------------------------------------------------------- rule 20: roles

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrace._safe import bounded, display
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
-from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, warning_line
 from orchestrace.io import detect_format, foreign_format, iter_traces, load_all, read_graph
 from orchestrace.io._common import read_bytes
 from orchestrace.io.json import parse
@@ -108,7 +108,7 @@ def _warn_semantic(problems: list[Problem]) -> None:
     """List an imported trace's semantic problems (analysed anyway) on stderr."""
     shown = [p for p in problems if p.severity == "semantic"]
     for p in shown[:20]:
-        print(bounded(f"warning: {p}"), file=sys.stderr)
+        print(bounded(warning_line(p)), file=sys.stderr)
     if len(shown) > 20:
         print(f"warning: ... and {len(shown) - 20} more semantic problem(s)", file=sys.stderr)
 

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
-from orchestrace.errors import Problem, TraceError
+from orchestrace.errors import Problem, TraceError, warning_line
 from orchestrace.io import (
     EXPORT_FORMATS,
     FORMATS,
@@ -75,7 +75,7 @@ def _import(path: str, fmt: str) -> list[Trace]:
     """Import another tool's file; print its problems and a one-line summary."""
     result = import_path(path, format=fmt)
     for p in result.problems[:20]:
-        print(f"warning: {p}", file=sys.stderr)
+        print(warning_line(p), file=sys.stderr)
     print(result.summary(path), file=sys.stderr)
     return result.traces
 
@@ -96,7 +96,7 @@ def _read(args: argparse.Namespace) -> list[Trace]:
                 raise
             return _import(args.input, foreign)  # another tool's file, told by its structure
         for p in [p for p in notes if p.severity == "semantic"][:20]:
-            print(f"warning: {p}", file=sys.stderr)  # an imported trace's own-rule problems
+            print(warning_line(p), file=sys.stderr)  # an imported trace's own-rule problems
         warn_truncated(args.input, traces, partial=args.partial)
         return traces
     traces = []
@@ -116,7 +116,7 @@ def _read(args: argparse.Namespace) -> list[Trace]:
             tr = tr.replace(meta={**tr.meta, "skipped": listed})
         traces.append(tr)
     for p in lost[:20]:
-        print(f"warning: {p}", file=sys.stderr)
+        print(warning_line(p), file=sys.stderr)
     if not traces:
         first = f": {lost[0]}" if lost else ""
         raise TraceError(

@@ -11,7 +11,7 @@ An importer module provides two functions:
   raises.
 - ``import_values(values: Iterable[object], *, source: str) -> ImportResult``: the traces in the
   file's JSON values (one value for a JSON document, one per line for JSONL), with every problem
-  named (event id and fix) and what could not be mapped counted (it is kept verbatim in ``attrs``).
+  named (event id and fix) and what could not be mapped counted (it is kept verbatim in ``attrs`` or ``meta["unmapped"]``).
 
 An exporter module provides ``export_bytes(traces: Sequence[Trace]) -> bytes``.
 
@@ -21,7 +21,7 @@ Example:
     >>> EXPORT_FORMATS
     ('otlp', 'perfetto')
     >>> print(ImportResult(traces=[], unmapped={"span kind X": 2}).summary("in.json"))
-    in.json: imported 0 trace(s), 0 events; 0 problem(s); kept unmapped in attrs: 2 x span kind X
+    in.json: imported 0 trace(s), 0 events; 0 problem(s); kept verbatim, unmapped: 2 x span kind X
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class ImportResult:
         traces: The imported traces (each keeps the source's identifiers in ``meta.source``).
         problems: What was wrong in the input and how it was handled (``warning``: imported with the
             problem named; ``error``: the thing could not be imported).
-        unmapped: Things with no orchestrace meaning, kept verbatim in ``attrs``, by kind and count.
+        unmapped: Things with no orchestrace meaning, kept verbatim (in ``attrs`` or the trace's ``meta["unmapped"]``), by kind and count.
     """
 
     traces: list[Trace]
@@ -97,7 +97,7 @@ class ImportResult:
         )
         if self.unmapped:
             kept = ", ".join(f"{c} x {k}" for k, c in sorted(self.unmapped.items()))
-            line += f"; kept unmapped in attrs: {kept}"
+            line += f"; kept verbatim, unmapped: {kept}"
         return line
 
 
