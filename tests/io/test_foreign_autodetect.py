@@ -106,14 +106,14 @@ def test_unknown_structure_is_one_line_naming_the_choices(fake, tmp_path, capsys
     msg = str(err.value)
     assert msg == (
         f"{p}: file: not an orchestrace trace, a survey-schema trace, or a format orchestrace "
-        f"can import; pass --from (one of {', '.join(importers.IMPORT_FORMATS)}) if it is one "
-        "of those"
+        f"can import; if it is one of {', '.join(importers.IMPORT_FORMATS)}, name it with "
+        "--from (`orchestrace convert --from FORMAT IN -o OUT`)"
     )
     for cmd in (["validate"], ["analyze"], ["convert", "-o", str(tmp_path / "o.json")]):
         code = main([cmd[0], str(p), *cmd[1:]])
         out = capsys.readouterr()
         lines = [x for x in (out.out + out.err).splitlines() if x.strip()]
-        assert code == 1 and len(lines) == 1 and "pass --from" in lines[0], (cmd, lines)
+        assert code == 1 and len(lines) == 1 and "name it with --from" in lines[0], (cmd, lines)
 
 
 def test_commands_accept_foreign_files_without_from(fake, tmp_path, capsys):

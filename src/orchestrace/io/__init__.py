@@ -122,7 +122,8 @@ def detect_format(path: PathLike) -> str:
         str(path),
         "file name",
         "cannot tell the trace format",
-        f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})",
+        "name it *.json, *.jsonl or *.parquet, or name its format with `--from` "
+        f"(`orchestrace convert`) or format= (Python): one of {', '.join(FORMATS)}",
     )
 
 
@@ -171,7 +172,8 @@ def foreign_format(path: PathLike) -> str | None:
             str(path),
             "file",
             "not an orchestrace trace, a survey-schema trace, or a format orchestrace can import",
-            f"pass --from (one of {', '.join(IMPORT_FORMATS)}) if it is one of those",
+            f"if it is one of {', '.join(IMPORT_FORMATS)}, name it with --from "
+            "(`orchestrace convert --from FORMAT IN -o OUT`)",
         )
     return found
 
@@ -186,7 +188,10 @@ def _is_dir(p: Path) -> bool:
 def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
     if fmt not in allowed:
         raise TraceFormatError(
-            "format", "argument", f"unknown format {fmt!r}", f"use one of {', '.join(allowed)}"
+            "format",
+            "argument",
+            f"unknown format {fmt!r}",
+            f"use one of {', '.join(allowed)} (`--from`/`--to` of `orchestrace convert`)",
         )
     return fmt
 
@@ -348,7 +353,8 @@ def output_format(path: PathLike, format: str | None = None) -> str:
         str(path),
         "file name",
         f"cannot tell the output format from the suffix {suffix!r}",
-        f"name it *.json, *.jsonl or *.parquet, or pass format= (one of {FORMATS})",
+        "name it *.json, *.jsonl or *.parquet, or name the format with `--to` "
+        f"(`orchestrace convert`) or format= (Python): one of {', '.join(FORMATS)}",
     )
 
 
