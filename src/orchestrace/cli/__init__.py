@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "demo": "orchestrace.cli.demo",
     "schema": "orchestrace.cli.schema",
     "validate": "orchestrace.cli.validate",
+    "audit": "orchestrace.cli.audit",
     "analyze": "orchestrace.cli.analyze",
     "generate": "orchestrace.cli.generate",
     "convert": "orchestrace.cli.convert",

@@ -1,28 +1,509 @@
-"""Trace audit: small public ``check_*`` functions over a recorded trace.
+"""Trace audit: small public ``check_*`` functions that read a recorded trace for attacks.
 
-Filled in below; ``audit_trace(trace)`` runs every check in :data:`AUDIT_CHECKS`.
+Each check yields :class:`~orchestrace.errors.Problem` records naming the event and the fix;
+:func:`audit_trace` runs them all (so do ``check_trace(trace, level="security")`` and
+``orchestrace audit TRACE...``). A clean run, defended or not, yields nothing.
+
+* :func:`check_senders`: a message or return whose ``from`` is not the agent that produced it;
+* :func:`check_signatures`: with signing on (``meta.config.defenses.sign_messages``): messages
+  unsigned, with an invalid signature, whose MAC does not verify (keys derived from the
+  seed), or rejected as forgeries and delivered all the same;
+* :func:`check_capabilities`: spawns, delegations, stops, aggregations, tool calls and human
+  interventions outside the role's capabilities under the recorded policy (the default
+  policy when none was recorded); any spawn of an ``orchestrator``;
+* :func:`check_taint`: tool results marked trusted; with taint tracking on, tainted data
+  reaching a spawn, delegation, stop, aggregation or side-effecting tool call without an
+  endorsement, and taint labels dropped along an edge;
+* :func:`check_aggregates`: an aggregate that consumed nothing, or whose value is not what its
+  method gives over its recorded inputs;
+* :func:`check_returns`: a return addressed to an agent other than the one that spawned it;
+* :func:`check_answer`: a run answer (``meta.result.answer``) that is not the orchestrator's
+  final stop decision, or an answer only a non-orchestrator gave.
 
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
     >>> b = TraceBuilder(task_id="demo")
-    >>> _ = b.add("message", "orchestrator", to="w1")
-    >>> audit_trace(b.build())
-    []
+    >>> _ = b.add("message", "orchestrator", to="w1", from_="orchestrator")
+    >>> _ = b.add("message", "w1", to="w2", from_="orchestrator")
+    >>> [p.code for p in audit_trace(b.build())]
+    ['spoofed-sender']
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from functools import cached_property
+from typing import Any, cast
 
-from orchestrace.errors import Problem
-from orchestrace.trace.model import Trace
+from orchestrace.errors import ConfigError, Problem
+from orchestrace.runtime.aggregate import text_of
+from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, Defenses, Keyring
+from orchestrace.trace.model import Event, Trace
 
-__all__ = ["AUDIT_CHECKS", "audit_trace"]
+__all__ = [
+    "AUDIT_CHECKS",
+    "audit_trace",
+    "check_aggregates",
+    "check_answer",
+    "check_capabilities",
+    "check_returns",
+    "check_senders",
+    "check_signatures",
+    "check_taint",
+]
+
+_DECISIONS = ("spawn", "delegate", "stop", "aggregate")
+
+
+class _View:
+    """What the checks share: indexes over one trace."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.index = {e.id: i for i, e in enumerate(trace.events)}
+        self.by_id = {e.id: e for e in trace.events}
+        self.preds: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self.succs: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for ed in trace.edges:
+            self.preds[ed.dst].append((ed.src, str(ed.type)))
+            self.succs[ed.src].append((ed.dst, str(ed.type)))
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        meta = self.trace.meta if isinstance(self.trace.meta, dict) else {}
+        cfg = meta.get("config")
+        return cfg if isinstance(cfg, dict) else {}
+
+    @cached_property
+    def defenses(self) -> Defenses:
+        raw = self.config.get("defenses")
+        if raw is None:
+            return Defenses.none()
+        try:
+            return Defenses.from_dict(raw, source="meta.config.defenses")
+        except (ConfigError, TypeError) as err:
+            raise ConfigError(f"cannot audit: {err}") from None
+
+    @cached_property
+    def policy(self) -> CapabilityPolicy:
+        return self.defenses.capabilities or CapabilityPolicy.default_policy()
+
+    @cached_property
+    def spawned_by(self) -> dict[str, Event]:
+        """Agent -> the spawn event that created it."""
+        return {e.to: e for e in self.trace.events if e.type == "spawn" and e.to}
+
+    @cached_property
+    def tools(self) -> set[str]:
+        return {e.agent for e in self.trace.events if e.type == "tool_result"}
+
+    @cached_property
+    def roots(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for e in self.trace.events:
+            if e.agent not in self.spawned_by and e.agent not in self.tools:
+                seen.setdefault(e.agent)
+        return list(seen)
+
+    @cached_property
+    def roles(self) -> dict[str, str]:
+        out = {name: str(ev.role or "") for name, ev in self.spawned_by.items()}
+        for e in self.trace.events:
+            if e.agent not in out and e.role and e.type != "tool_result":
+                out[e.agent] = e.role
+        for r in self.roots:
+            out.setdefault(r, ROOT_ROLE if r == "orchestrator" else "")
+        return out
+
+    @cached_property
+    def orchestrators(self) -> set[str]:
+        roots = [r for r in self.roots if r not in self.spawned_by]
+        named = [r for r in roots if r == "orchestrator" or self.roles.get(r) == ROOT_ROLE]
+        return set(named or roots[:1])
+
+    def safety(self, kind: str) -> list[Event]:
+        return [
+            e
+            for e in self.trace.events
+            if e.type == "safety_event"
+            and isinstance(e.attrs, dict)
+            and e.attrs.get("kind") == kind
+        ]
+
+    def problem(self, e: Event, code: str, message: str, fix: str) -> Problem:
+        return Problem(code, message, fix, f"$.events[{self.index[e.id]}]", e.id)
+
+
+def _view(trace: Trace | _View) -> _View:
+    return trace if isinstance(trace, _View) else _View(trace)
+
+
+def _attrs(e: Event) -> dict[str, Any]:
+    return e.attrs if isinstance(e.attrs, dict) else {}
+
+
+# ---------------------------------------------------------------------- senders & signatures
+def check_senders(trace: Trace | _View) -> Iterator[Problem]:
+    """A message or return whose ``from`` is not the agent that produced it (a spoof)."""
+    v = _view(trace)
+    rejected = {s for e in v.safety("forgery_rejected") for s, _ in v.preds[e.id]}
+    for e in v.trace.events:
+        if e.type in ("message", "return") and e.from_ is not None and e.from_ != e.agent:
+            note = " (rejected by the receiver)" if e.id in rejected else ""
+            yield v.problem(
+                e,
+                "spoofed-sender",
+                f"{e.type} '{e.id}' claims to be from {e.from_!r} but agent {e.agent!r} "
+                f"produced it{note}",
+                "only the sending agent may appear in `from`; run with "
+                "Defenses(sign_messages=True) so receivers reject forged senders",
+            )
+
+
+def check_signatures(trace: Trace | _View) -> Iterator[Problem]:
+    """With signing on: unsigned, invalid or non-verifying messages; forgeries delivered."""
+    v = _view(trace)
+    d = v.defenses
+    if not d.sign_messages:
+        return
+    seed = v.config.get("seed")
+    keys = Keyring.from_seed(seed) if d.keys == "seed" and isinstance(seed, int) else None
+    rejected = {s: e for e in v.safety("forgery_rejected") for s, _ in v.preds[e.id]}
+    for e in v.trace.events:
+        if e.type != "message":
+            continue
+        a = _attrs(e)
+        sig, mac = a.get("sig"), a.get("mac")
+        fix = (
+            "a message must carry its sender's valid signature; the receiver must reject "
+            "it (a forgery_rejected safety event) and never act on it"
+        )
+        if sig not in ("valid", "invalid", "unsigned"):
+            yield v.problem(
+                e,
+                "unsigned-message",
+                f"message '{e.id}' has no signature status although signing was on",
+                fix,
+            )
+            continue
+        if sig != "valid":
+            if e.id not in rejected:
+                yield v.problem(
+                    e,
+                    "forgery-accepted",
+                    f"message '{e.id}' is {sig} but no forgery_rejected event rejected it",
+                    fix,
+                )
+            elif any(t == "message" for _, t in v.succs[e.id]):
+                yield v.problem(
+                    e,
+                    "forgery-accepted",
+                    f"message '{e.id}' was rejected as {sig} yet an event consumed it",
+                    fix,
+                )
+            continue
+        ok = isinstance(mac, str) and (
+            keys is None
+            or keys.verify(str(e.from_), str(e.to), str(e.content or ""), e.step or 0, mac)
+        )
+        if not ok:
+            yield v.problem(
+                e,
+                "invalid-signature",
+                f"message '{e.id}' is marked valid but its MAC does not verify for sender "
+                f"{e.from_!r}: its sender, recipient, content or step changed after signing",
+                "treat the message as forged; re-record the run to get a trustworthy trace",
+            )
+
+
+# ---------------------------------------------------------------------- capabilities
+def _actions(e: Event) -> list[tuple[str, str | None]]:
+    """The capability-ruled actions an event enacts: (action, tool)."""
+    if e.type == "spawn":
+        return [("spawn", None)]
+    if e.type == "aggregate":
+        return [("aggregate", None)]
+    if e.type == "tool_call":
+        return [("tool", e.tool or "")]
+    if e.type == "message" and e.decision == "delegate":
+        return [("delegate", None)]
+    if e.type == "orchestrator_decision" and e.decision in _DECISIONS:
+        return [(str(e.decision), None)]
+    return []
+
+
+def check_capabilities(trace: Trace | _View) -> Iterator[Problem]:
+    """Actions outside a role's capabilities under the recorded (else the default) policy."""
+    v = _view(trace)
+    pol = v.policy
+    recorded = v.defenses.capabilities is not None
+    which = "the recorded policy" if recorded else "the default policy"
+    for e in v.trace.events:
+        if e.type == "tool_result" or e.agent in v.tools:
+            continue
+        role = v.roles.get(e.agent, "")
+        if e.agent in v.orchestrators:
+            role = ROOT_ROLE
+        if e.type == "human_intervention" and (
+            e.agent in v.spawned_by or e.agent in v.orchestrators
+        ):
+            yield v.problem(
+                e,
+                "capability",
+                f"agent {e.agent!r} (role {role!r}) recorded a human_intervention",
+                "only a person (an agent outside the team) intervenes; drop the event or "
+                "find which agent forged it",
+            )
+            continue
+        if e.type == "spawn" and e.role == ROOT_ROLE:
+            yield v.problem(
+                e,
+                "role-escalation",
+                f"agent {e.agent!r} spawned {e.to!r} with role {ROOT_ROLE!r}",
+                f"no agent may create another {ROOT_ROLE}; run with a capability policy "
+                "(Defenses(capabilities=...)) so the runtime refuses it",
+            )
+        for action, tool in _actions(e):
+            if pol.allows(role, action, tool):
+                continue
+            what = f"call tool {tool!r}" if action == "tool" else action
+            yield v.problem(
+                e,
+                "capability",
+                f"agent {e.agent!r} (role {role!r}) did {what} ('{e.id}'), which {which} "
+                f"does not allow",
+                "grant the role this capability in the policy if intended; otherwise run "
+                "with the policy on so the runtime denies it",
+            )
+
+
+# ---------------------------------------------------------------------- taint
+def _tainted(e: Event, taint_on: bool) -> bool:
+    if _attrs(e).get("taint"):
+        return True
+    return taint_on and e.type == "tool_result"
+
+
+def _is_decision(e: Event, side: tuple[str, ...]) -> bool:
+    acts = _actions(e)
+    return any(a != "tool" or t in side for a, t in acts)
+
+
+def check_taint(trace: Trace | _View) -> Iterator[Problem]:
+    """Tool results marked trusted; tainted data driving decisions; labels dropped."""
+    v = _view(trace)
+    for e in v.trace.events:
+        if e.type == "tool_result" and e.trusted is True:
+            yield v.problem(
+                e,
+                "trusted-tool-output",
+                f"tool result '{e.id}' of {e.agent!r} is marked trusted",
+                "tool output is untrusted data: record it with trusted=false",
+            )
+    d = v.defenses
+    if not d.taint:
+        return
+    side = tuple(d.capabilities.side_effect_tools) if d.capabilities else ()
+    covered: set[str] = set()
+    for kind, key in (("endorsement", "endorses"), ("taint_blocked", "blocked")):
+        for s in v.safety(kind):
+            ids = _attrs(s).get(key)
+            if isinstance(ids, list):
+                covered.update(str(i) for i in ids)
+    for e in v.trace.events:
+        if e.type in ("tool_result", "safety_event"):
+            continue
+        srcs = [s for s, t in v.preds[e.id] if t != "safety_flow" and s in v.by_id]
+        live = [s for s in srcs if s not in covered and _tainted(v.by_id[s], True)]
+        if _is_decision(e, side):
+            bad = live or ([e.id] if _tainted(e, True) else [])
+            if bad:
+                yield v.problem(
+                    e,
+                    "tainted-decision",
+                    f"{e.type} '{e.id}' of {e.agent!r} is driven by tainted data "
+                    f"({', '.join(repr(b) for b in bad[:3])}) with no endorsement",
+                    "tainted content may drive spawn, stop, aggregate or side-effecting tools "
+                    "only after an endorsement step (a safety_event with kind 'endorsement')",
+                )
+        elif live and not _tainted(e, True):
+            yield v.problem(
+                e,
+                "taint-dropped",
+                f"{e.type} '{e.id}' consumed tainted '{live[0]}' but carries no taint label",
+                "taint propagates along edges: label the event (trusted=false, attrs.taint)",
+            )
+
+
+# ---------------------------------------------------------------------- aggregates
+def _task(v: _View) -> Any:
+    meta = v.trace.meta if isinstance(v.trace.meta, dict) else {}
+    spec = meta.get("task")
+    if not isinstance(spec, dict) or set(spec) - {"name", "seed", "size"}:
+        return None
+    from orchestrace.runtime.tasks import make_task
+
+    try:
+        task = make_task(str(spec.get("name")), seed=int(spec["seed"]), size=spec.get("size"))
+    except Exception:
+        return None
+    return None if getattr(task, "executes_code", False) else task
+
+
+def _recompute(
+    v: _View, e: Event, method: str, srcs: list[Event], values: list[Any], oks: list[bool]
+) -> Any:
+    from orchestrace.runtime.aggregate import AGGREGATORS
+
+    a = _attrs(e)
+    d = v.defenses
+    kw: dict[str, Any] = {"quorum": d.quorum, "trim": d.trim}
+    if method in ("trust", "trust_weighted"):
+        if method == "trust" or "requested" not in a:
+            raise LookupError("trust weights are not recorded")
+        kw["weights"] = [0.5 if _tainted(s, d.taint) else 1.0 for s in srcs]
+    if method == "combine":
+        task = _task(v)
+        if task is None:
+            raise LookupError("task cannot be rebuilt")
+        return task.combine(values) if all(oks) else None
+
+    how = AGGREGATORS.get(method)
+    if how is None:
+        raise LookupError(method)
+    # these methods never await: drive the coroutine by hand (no event loop needed)
+    coro = cast(Coroutine[Any, Any, Any], how(None, values, oks, kw))  # type: ignore[arg-type]
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise LookupError(method)
+
+
+def check_aggregates(trace: Trace | _View) -> Iterator[Problem]:
+    """An aggregate that consumed nothing, or whose value its inputs do not give."""
+    v = _view(trace)
+    for e in v.trace.events:
+        if e.type != "aggregate":
+            continue
+        a = _attrs(e)
+        method = str(a.get("method", ""))
+        ins = [(s, t) for s, t in v.preds[e.id] if s in v.by_id]
+        agg = [s for s, t in ins if t == "aggregate"]
+        if method != "judge" and not agg and not any(t == "message" for _, t in ins):
+            yield v.problem(
+                e,
+                "aggregate-without-inputs",
+                f"aggregate '{e.id}' ({method or 'unknown method'}) consumed no result",
+                "an aggregate needs aggregate edges from the results it combined; "
+                "re-record the run",
+            )
+            continue
+        if not agg or "value" not in a or method in ("judge", ""):
+            continue
+        srcs = [v.by_id[s] for s in agg]
+        if any(s.type not in ("return", "despawn") for s in srcs):
+            continue
+        excluded = set(a.get("excluded") or ())
+        values = [_attrs(s).get("value") if s.type == "return" else None for s in srcs]
+        oks = [s.type == "return" and s.id not in excluded for s in srcs]
+        try:
+            expected = _recompute(v, e, method, srcs, values, oks)
+        except (LookupError, TypeError, ValueError, ArithmeticError):
+            continue
+        if text_of(expected) != text_of(a["value"]):
+            yield v.problem(
+                e,
+                "aggregate-mismatch",
+                f"aggregate '{e.id}' records {text_of(a['value'])[:60]!r} but {method!r} over "
+                f"its {len(srcs)} inputs gives {text_of(expected)[:60]!r}",
+                "the aggregate was forged or its inputs changed; re-record the run",
+            )
+
+
+# ---------------------------------------------------------------------- returns & answer
+def check_returns(trace: Trace | _View) -> Iterator[Problem]:
+    """A return addressed to an agent other than its parent."""
+    v = _view(trace)
+    for e in v.trace.events:
+        if e.type != "return" or e.agent not in v.spawned_by:
+            continue
+        parent = v.spawned_by[e.agent].agent
+        if e.to is not None and e.to != parent:
+            yield v.problem(
+                e,
+                "misrouted-return",
+                f"return '{e.id}' of {e.agent!r} goes to {e.to!r}, not to its parent {parent!r}",
+                "an agent returns only to the agent that spawned it",
+            )
+
+
+def check_answer(trace: Trace | _View) -> Iterator[Problem]:
+    """The run's answer must be the orchestrator's final stop decision."""
+    v = _view(trace)
+    stops = [
+        e
+        for e in v.trace.events
+        if e.type == "orchestrator_decision" and e.decision == "stop" and "answer" in _attrs(e)
+    ]
+    own = [e for e in stops if e.agent in v.orchestrators]
+    meta = v.trace.meta if isinstance(v.trace.meta, dict) else {}
+    result = meta.get("result")
+    if isinstance(result, Mapping) and "answer" in result:
+        answer = text_of(result["answer"])
+        if own and text_of(_attrs(own[-1])["answer"]) == answer:
+            return
+        other = [e for e in stops if e not in own and text_of(_attrs(e)["answer"]) == answer]
+        if other:
+            e = other[-1]
+            yield v.problem(
+                e,
+                "answer-from-non-orchestrator",
+                f"the run's answer {answer[:60]!r} is the stop decision of {e.agent!r}, "
+                "not of the orchestrator",
+                "the run's answer comes only from the orchestrator's final stop decision",
+            )
+        elif own:
+            e = own[-1]
+            yield v.problem(
+                e,
+                "answer-mismatch",
+                f"meta.result.answer {answer[:60]!r} differs from the orchestrator's final "
+                f"stop answer {text_of(_attrs(e)['answer'])[:60]!r}",
+                "the recorded result was changed after the run; re-score from the stop event",
+            )
+        return
+    if not own and stops:
+        e = stops[-1]
+        yield v.problem(
+            e,
+            "answer-from-non-orchestrator",
+            f"only {e.agent!r}, not the orchestrator, took a stop decision with an answer",
+            "the run's answer comes only from the orchestrator's final stop decision",
+        )
+
 
 #: Every audit check, in the order they run.
-AUDIT_CHECKS: tuple[Callable[[Trace], Iterator[Problem]], ...] = ()
+AUDIT_CHECKS: tuple[Callable[[Trace | _View], Iterator[Problem]], ...] = (
+    check_senders,
+    check_signatures,
+    check_capabilities,
+    check_taint,
+    check_aggregates,
+    check_returns,
+    check_answer,
+)
 
 
 def audit_trace(trace: Trace) -> list[Problem]:
-    """Run every audit check on ``trace``; the findings (empty for a clean trace)."""
-    return [p for check in AUDIT_CHECKS for p in check(trace)]
+    """Run every check of :data:`AUDIT_CHECKS` on ``trace``; the findings, in event order.
+
+    Raises:
+        ConfigError: The recorded defenses (``meta.config.defenses``) are malformed.
+    """
+    v = _View(trace)
+    out = [p for check in AUDIT_CHECKS for p in check(v)]
+    out.sort(key=lambda p: v.index.get(p.event_id or "", -1))
+    return out

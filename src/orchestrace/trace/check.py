@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from orchestrace.errors import Problem, TraceValidationError, _short
+from orchestrace.errors import ConfigError, Problem, TraceValidationError, _short
 from orchestrace.trace.graph import EVENT_CODE, TraceGraph
 from orchestrace.trace.model import (
     MAX_INT,
@@ -47,6 +47,7 @@ from orchestrace.trace.model import (
 
 __all__ = [
     "CHECKS",
+    "LEVELS",
     "SEMANTIC_CHECKS",
     "check_graph",
     "check_structure",
@@ -534,8 +535,37 @@ SEMANTIC_CHECKS: frozenset[Callable[[_Ctx], Iterator[Problem]]] = frozenset(
 )
 
 
+#: Extra check levels of :func:`check_trace`: name -> ``"module:function"`` (or the function)
+#: giving the problems of a trace. Resolved only when asked for, so this module never imports
+#: the layers above it: ``security`` is the trace audit of :mod:`orchestrace.safety.audit`.
+LEVELS: dict[str, str | Callable[[Trace], list[Problem]]] = {
+    "security": "orchestrace.safety.audit:audit_trace",
+}
+
+
+def _level_checker(level: str) -> Callable[[Trace], list[Problem]]:
+    found = LEVELS.get(level)
+    if found is None:
+        raise ConfigError(
+            f"unknown check level {level!r}; use one of: {', '.join(sorted(LEVELS))} "
+            "(or leave level out for the format rules alone)"
+        )
+    if isinstance(found, str):
+        import importlib
+
+        module, _, name = found.partition(":")
+        fn: Callable[[Trace], list[Problem]] = getattr(importlib.import_module(module), name)
+        return fn
+    return found
+
+
 def check_trace(
-    trace: Trace, *, partial: bool = False, known_ids: Iterable[str] = (), imported: bool = False
+    trace: Trace,
+    *,
+    partial: bool = False,
+    known_ids: Iterable[str] = (),
+    imported: bool = False,
+    level: str | None = None,
 ) -> list[Problem]:
     """Run every check on ``trace``; return the problems found (errors, then warnings).
 
@@ -547,11 +577,21 @@ def check_trace(
         known_ids: Ids of events that exist but were dropped (edges to them are not dangling).
         imported: The trace was imported from a format with its own schema (the survey
             schema, OTel...): errors of :data:`SEMANTIC_CHECKS` become ``"semantic"`` problems.
+        level: Also run the checks of a :data:`LEVELS` entry: ``"security"`` adds the trace
+            audit (spoofed senders, capabilities, taint, forged aggregates and answers) once
+            the trace passes the format rules.
 
     Returns:
         Problems, each naming the place and the fix. Empty for a good trace.
+
+    Raises:
+        ConfigError: An unknown ``level``.
     """
-    return _run(_Ctx(trace, partial=partial, known_ids=frozenset(known_ids), imported=imported))
+    audit = None if level is None else _level_checker(level)
+    out = _run(_Ctx(trace, partial=partial, known_ids=frozenset(known_ids), imported=imported))
+    if audit is not None and not any(p.severity == "error" for p in out):
+        out.extend(audit(trace))
+    return out
 
 
 def check_graph(
