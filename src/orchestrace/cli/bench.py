@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from orchestrace.bench.security import SECURITY_SUITES
 from orchestrace.bench.suite import SUITES
 from orchestrace.executors import add_executor_flags
 from orchestrace.runtime.backends import BACKENDS
@@ -18,9 +19,13 @@ def add_parser(sub: Any) -> None:
         "bench",
         help="run a benchmark suite (E1-E4, scale envelope, failure taxonomy)",
         description="Run a versioned suite and write report.md, report.json and PNG plots. "
-        "Suites: " + "; ".join(f"{k}: {v.description}" for k, v in SUITES.items()),
+        "Suites: "
+        + "; ".join(
+            [f"{k}: {v.description}" for k, v in SUITES.items()]
+            + [f"{k}: {v.description}" for k, v in SECURITY_SUITES.items()]
+        ),
     )
-    p.add_argument("--suite", default="sim-v2", choices=sorted(SUITES))
+    p.add_argument("--suite", default="sim-v2", choices=sorted([*SUITES, *SECURITY_SUITES]))
     p.add_argument("--backend", default="sim", choices=BACKENDS)
     p.add_argument("--model", help="openai: model name; hf: model directory")
     p.add_argument("--base-url", help="openai: server URL ending in /v1")
@@ -57,6 +62,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     from orchestrace.io._output import report_dir
 
     opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    if args.suite in SECURITY_SUITES:
+        return _security(args, opts or None)
     given = args.executor or args.workers is not None or args.ray_address
     executor = executor_from_args(args, default="process") if given else None
     with report_dir(args.output, force=args.force, report="bench"):
@@ -94,4 +101,33 @@ def run_cmd(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def _security(args: argparse.Namespace, opts: dict[str, Any] | None) -> int:
+    """``--suite security-*``: attacks x defenses x topologies."""
+    from orchestrace.bench.security import run_security_suite, write_security_report
+    from orchestrace.io._output import report_dir
+
+    with report_dir(args.output, force=args.force, report="bench"):
+        report = run_security_suite(
+            args.suite,
+            backend=args.backend,
+            backend_options=opts,
+            jobs=args.jobs,
+            progress=not args.no_progress,
+            seeds=args.seeds,
+        )
+        out = write_security_report(report, args.output, force=args.force)
+    if args.json:
+        for d, row in report["summary"].items():
+            print(json.dumps({"defense": d, **row}))
+    else:
+        print(f"{report['suite']['id']}: {len(report['runs'])} runs in {report['wall_s']:.0f} s")
+        for d, row in report["summary"].items():
+            asr, u = row["asr"]["rate"], row["benign_utility"]["rate"]
+            shown = "n/a" if asr is None else f"{asr:.2f}"
+            util = "n/a" if u is None else f"{u:.2f}"
+            print(f"  {d}: benign utility {util}, targeted ASR {shown}")
+        print(f"report: {out / 'report.md'}")
     return 0
