@@ -1,0 +1,250 @@
+"""Attacks: each succeeds undefended somewhere (checked on the trace), refuses where it cannot
+apply, and defenses stop them through their mechanism, never through the victim model."""
+
+import pytest
+
+from orchestrace.errors import ConfigError
+from orchestrace.runtime import run
+from orchestrace.safety import CapabilityPolicy, Defenses
+from orchestrace.safety.attacks import (
+    ATTACKS,
+    MARK,
+    AggregationManipulation,
+    Byzantine,
+    Collusion,
+    DirectInjection,
+    Escalation,
+    IndirectInjection,
+    LookAlike,
+    Replication,
+    Spoofing,
+    carriers,
+    escalated_events,
+    final_answer,
+    forged_messages,
+    make_attack,
+    run_attacked,
+)
+from orchestrace.testing import ChatServer
+
+ARITH = "arith-mapreduce-v0"
+SEARCH = "wide-search-v1"
+
+#: (attack, topology, task) where the attack succeeds with no defense.
+SUCCEEDS = [
+    (DirectInjection(), "centralized", ARITH),
+    (IndirectInjection(), "swarm", SEARCH),
+    (IndirectInjection(surface_kind="tool"), "debate", "multihop-v1"),
+    (IndirectInjection(surface_kind="document"), "critic_loop", SEARCH),
+    (Spoofing(), "swarm", ARITH),
+    (Spoofing(), "pipeline", ARITH),
+    (Escalation(), "centralized", ARITH),
+    (AggregationManipulation(), "centralized", ARITH),
+    (AggregationManipulation(mode="forge"), "centralized", ARITH),
+    (Byzantine(), "hierarchical", ARITH),
+    (Collusion(), "debate", ARITH),
+    (LookAlike(), "swarm", ARITH),
+    (Replication(), "debate", ARITH),
+]
+
+
+def test_every_attack_is_covered():
+    names = {a.name for a, _, _ in SUCCEEDS}
+    assert names == set(ATTACKS)
+
+
+@pytest.mark.parametrize(("attack", "topology", "task"), SUCCEEDS, ids=lambda x: str(x)[:30])
+def test_attack_succeeds_undefended_and_the_trace_shows_it(attack, topology, task):
+    res = run_attacked(topology, task, attack, agents=3, seed=0, task_size=8)
+    tr = res.trace
+    assert attack.succeeded(tr)
+    described = [iv for iv in tr.meta["interventions"] if iv.get("kind") == "attack"]
+    assert described[0]["attack"] == attack.name
+    assert described[0]["susceptibility"] == attack.susceptibility
+    assert described[0]["model"] == "sim"
+    if attack.name in ("spoofing",):
+        assert forged_messages(tr)
+    elif attack.name == "escalation" or getattr(attack, "mode", "") == "forge":
+        assert escalated_events(tr)
+    elif attack.name == "replication":
+        assert len(carriers(tr)) >= 2
+    else:
+        assert not res.success  # a targeted attack that succeeded broke the answer
+        assert final_answer(tr) is not None
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        DirectInjection(susceptibility=0.0),
+        Byzantine(susceptibility=0.0),
+        Replication(susceptibility=0.0),
+    ],
+    ids=lambda a: a.name,
+)
+def test_victims_that_never_follow_give_no_success(attack):
+    topology = "debate" if attack.name == "replication" else "centralized"
+    res = run_attacked(topology, ARITH, attack, agents=3, seed=0, task_size=8)
+    assert not attack.succeeded(res.trace)
+    assert final_answer(res.trace) != 1337  # the default target on arith
+
+
+def test_a_trace_recorded_without_the_attack_is_refused():
+    tr = run("centralized", ARITH, agents=2, seed=0).trace
+    with pytest.raises(ConfigError, match="was not recorded under the 'byzantine' attack"):
+        Byzantine().succeeded(tr)
+
+
+REFUSALS = [
+    (IndirectInjection(), "swarm", ARITH, "its tool results never reach"),
+    (IndirectInjection(surface_kind="document"), "swarm", "multihop-v1", "retrieves no documents"),
+    (Spoofing(), "centralized", ARITH, "no agent reads messages"),
+    (Spoofing(), "hierarchical", ARITH, "no agent reads messages"),
+    (Spoofing(), "critic_loop", ARITH, "no third agent"),
+    (AggregationManipulation(), "pipeline", ARITH, "no votes to poison"),
+    (Collusion(), "critic_loop", ARITH, "one agent solves"),
+    (LookAlike(), "pipeline", ARITH, "no peer to look like"),
+    (Replication(), "centralized", ARITH, "nothing can spread"),
+    (Replication(), "swarm", ARITH, "gossip"),
+]
+
+
+@pytest.mark.parametrize(("attack", "topology", "task", "why"), REFUSALS, ids=str)
+def test_an_attack_that_cannot_apply_says_so(attack, topology, task, why):
+    reason = attack.applies_to(topology, task)
+    assert reason is not None and why in reason and reason.startswith((topology, task))
+    with pytest.raises(ConfigError, match=f"attack '{attack.name}' cannot apply: .*{why}"):
+        run_attacked(topology, task, attack, agents=3, seed=0)
+
+
+def test_replication_applies_to_a_gossiping_swarm():
+    assert Replication().applies_to("swarm", ARITH, {"gossip": 0.5}) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"susceptibility": 1.5}, "susceptibility must be a probability in \\[0, 1\\]"),
+        ({"agents": 0}, "agents must be an integer >= 1"),
+        ({"surface_kind": "email"}, "surface_kind must be 'tool' or 'document'"),
+        ({"nope": 1}, "unknown option 'nope' for attack 'indirect_injection'"),
+    ],
+)
+def test_bad_attack_options(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        make_attack("indirect_injection", **kwargs)
+
+
+def test_unknown_attack_name():
+    with pytest.raises(ConfigError, match="unknown attack 'dos'; use one of: direct_injection"):
+        make_attack("dos")
+
+
+# ---------------------------------------------------------------------------- defenses
+SIG = Defenses(sign_messages=True)
+CAPS = Defenses(capabilities=CapabilityPolicy.default_policy())
+
+
+def _safety_kinds(tr):
+    return {(e.attrs or {}).get("kind") for e in tr.events if e.type == "safety_event"}
+
+
+def _susceptibility(tr):
+    return next(iv for iv in tr.meta["interventions"] if iv.get("kind") == "attack")[
+        "susceptibility"
+    ]
+
+
+@pytest.mark.parametrize("topology", ["swarm", "pipeline", "debate"])
+def test_signatures_reject_forgeries_by_mechanism(topology):
+    attack = Spoofing(susceptibility=1.0)
+    off = run_attacked(topology, ARITH, attack, agents=3, seed=1, task_size=8).trace
+    on = run_attacked(topology, ARITH, attack, agents=3, seed=1, task_size=8, defenses=SIG).trace
+    assert _susceptibility(off) == _susceptibility(on) == 1.0
+    assert forged_messages(on)  # the attacker still forged
+    assert "forgery_rejected" in _safety_kinds(on)  # ... and the receivers' check refused them
+    assert not attack.succeeded(on)
+    if topology != "debate":
+        assert attack.succeeded(off)
+
+
+@pytest.mark.parametrize(
+    "topology", ["centralized", "pipeline", "debate", "swarm", "hierarchical", "critic_loop"]
+)
+def test_capability_policy_denies_escalation_by_mechanism(topology):
+    attack = Escalation()
+    off = run_attacked(topology, ARITH, attack, agents=3, seed=2, task_size=8).trace
+    on = run_attacked(topology, ARITH, attack, agents=3, seed=2, task_size=8, defenses=CAPS).trace
+    assert attack.succeeded(off) and not attack.succeeded(on)
+    assert "capability_denied" in _safety_kinds(on)
+    assert not escalated_events(on)
+
+
+def test_injection_detector_acts_on_content_not_on_susceptibility():
+    attack = IndirectInjection(susceptibility=1.0)
+    det = Defenses(detector="builtin")
+    off = run_attacked("centralized", SEARCH, attack, agents=3, seed=0, task_size=8).trace
+    on = run_attacked(
+        "centralized", SEARCH, attack, agents=3, seed=0, task_size=8, defenses=det
+    ).trace
+    assert _susceptibility(off) == _susceptibility(on) == 1.0
+    assert attack.succeeded(off) and not attack.succeeded(on)
+    assert "injection_detected" in _safety_kinds(on)
+
+
+def test_taint_blocks_tainted_results_from_the_aggregate():
+    attack = IndirectInjection(susceptibility=1.0)
+    taint = Defenses(taint=True)
+    on = run_attacked(
+        "centralized", SEARCH, attack, agents=3, seed=0, task_size=8, defenses=taint
+    ).trace
+    assert _susceptibility(on) == 1.0
+    assert "taint_blocked" in _safety_kinds(on)
+    assert not attack.succeeded(on)
+
+
+def test_attacks_run_on_a_real_backend():
+    """The OpenAI-compatible backend against the local chat server: the forgery works at the
+    message layer whatever the model; the model itself decides about the injection."""
+    with ChatServer() as srv:
+        opts = {"base_url": srv.url, "model": "local"}
+        res = run_attacked(
+            "swarm",
+            ARITH,
+            Spoofing(),
+            agents=2,
+            seed=0,
+            task_size=4,
+            backend="openai",
+            backend_options=opts,
+        )
+        tr = res.trace
+        desc = next(iv for iv in tr.meta["interventions"] if iv.get("kind") == "attack")
+        assert desc["model"] == "real" and tr.meta["backend"]["name"] == "openai"
+        assert Spoofing().succeeded(tr)
+        signed = run_attacked(
+            "swarm",
+            ARITH,
+            Spoofing(),
+            agents=2,
+            seed=0,
+            task_size=4,
+            backend="openai",
+            backend_options=opts,
+            defenses=SIG,
+        )
+        assert not Spoofing().succeeded(signed.trace)
+        inj = run_attacked(
+            "centralized",
+            ARITH,
+            DirectInjection(),
+            agents=2,
+            seed=0,
+            task_size=4,
+            backend="openai",
+            backend_options=opts,
+        )
+        prompts = [m["content"] for body in srv.requests for m in body["messages"]]
+        assert any(MARK in p for p in prompts)  # the real model read the injected task
+        # this model computes the sum and ignores instructions: the attack fails on it
+        assert not DirectInjection().succeeded(inj.trace)
