@@ -13,6 +13,7 @@ from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
 from orchestrace.errors import ConfigError
+from orchestrace.executors import add_executor_flags, executor_from_args
 from orchestrace.io import load
 
 
@@ -58,6 +59,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
     p.add_argument("--json", action="store_true", help="print rows {unit, id, value}, one per line")
     add_backend_flags(p, "the forks of loo, shapley and counterfactual")
+    add_executor_flags(p, "the forks of loo, shapley and counterfactual")
     add_rerun_checks(p)
     add_partial_flag(p)
     p.set_defaults(func=run_cmd)
@@ -98,6 +100,13 @@ def run_cmd(args: argparse.Namespace) -> int:
     kw["rerun_checks"] = args.rerun_checks
     if args.method in _FORKING:
         kw.update(backend_args(args))
+        if args.executor or args.workers is not None or args.ray_address:
+            kw["executor"] = executor_from_args(args)
+    elif args.executor or args.workers is not None or args.ray_address:
+        raise ConfigError(
+            f"--executor, --workers and --ray-address apply to the methods that re-execute the "
+            f"run ({', '.join(_FORKING)}), not to {args.method}; leave them out"
+        )
     elif given(args):
         raise ConfigError(
             f"--backend, --model and --base-url apply to the methods that re-execute the run "

@@ -66,10 +66,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace._safe import display
+from orchestrace.credit._forks import ForkContext, run_forks
 from orchestrace.credit.base import CreditTable, check_unit, table
 from orchestrace.credit.loo import LeaveOneOutCredit
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError, TraceError
+from orchestrace.executors import Executor
 from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
@@ -208,6 +210,8 @@ class CounterfactualMessageCredit:
         backend: Answers changed calls: ``None`` (the backend the trace records), a backend
             name (``sim``, ``openai``, ``hf``) or a backend object.
         backend_options: Options of a backend given by name, or replacing recorded ones.
+        executor: Where the forks run (:mod:`orchestrace.executors`; default: this
+            process). The table is the same on every executor.
     """
 
     name = "counterfactual"
@@ -223,6 +227,7 @@ class CounterfactualMessageCredit:
         backend: Any = None,
         backend_options: Mapping[str, Any] | None = None,
         intervention: str | None = None,
+        executor: Executor | None = None,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
             raise ConfigError(f"samples must be an integer >= 1 (--samples K), got {samples!r}")
@@ -248,6 +253,7 @@ class CounterfactualMessageCredit:
         self.backend_options = dict(backend_options or {})
         self.backend_factory = backend_factory
         self.rerun_checks = rerun_checks
+        self.executor = executor
 
     def _reward(self, trace: Trace, forked: bool = True) -> float:
         return counterfactual_reward(
@@ -318,8 +324,6 @@ class CounterfactualMessageCredit:
         self, trace: Trace, unit: str = "message", reward: float | None = None
     ) -> CreditTable:
         """Credit table at ``message`` (message interventions) or ``turn`` (turn ones)."""
-        from orchestrace.runtime.replay import fork
-
         turns = self.intervention in TURN_INTERVENTIONS
         if check_unit(unit) != ("turn" if turns else "message"):
             raise ConfigError(
@@ -340,10 +344,18 @@ class CounterfactualMessageCredit:
         k_used = 1 if deterministic else self.samples
         values: dict[str, float] = {}
         estimates: dict[str, dict[str, Any]] = {}
-        # kept arms by (calls drawn again, sample): messages read by the same calls share them
-        shared: dict[tuple[frozenset[str], int], float] = {}
-        resampled: dict[tuple[frozenset[str], int], float] = {}
-        calls = 0
+        # the forks first (each one a job; kept arms of messages read by the same calls, and a
+        # resample's forks for messages of one call, are shared), then the estimates in order
+        jobs: list[tuple[list[Any], int]] = []
+        job_of: dict[Any, int] = {}
+
+        def want(key: Any, ivs: list[Any], k: int) -> int:
+            if key not in job_of:
+                job_of[key] = len(jobs)
+                jobs.append((ivs, k))
+            return job_of[key]
+
+        plan: dict[str, list[tuple[int | None, int] | None]] = {}
         reach = 0  # LLM calls reachable from what each intervention changes
         for mid in descendants:
             arms = plans[mid] if turns else self._arms(trace, mid)
@@ -351,40 +363,63 @@ class CounterfactualMessageCredit:
                 reach += len(arms[1][-1].redraws())
             else:
                 reach += descendants[mid]
+            plan[mid] = []
+            for k in range(1, k_used + 1):
+                if arms is None:
+                    plan[mid].append(None)
+                    continue
+                kept, changed = arms
+                kk = 0 if deterministic else k
+                redrawn = frozenset(kept[0].redraws())
+                kept_job = (
+                    None  # nothing to draw again: the kept arm is the recorded run
+                    if deterministic or not redrawn
+                    else want(("kept", redrawn, k), kept, kk)
+                )
+                same = (
+                    ("resample", frozenset(changed[-1].redraws()), k)
+                    if self.intervention == "resample"
+                    else ("changed", mid, k)
+                )
+                plan[mid].append((kept_job, want(same, changed, kk)))
+        ctx = ForkContext(
+            trace,
+            self.backend,
+            self.backend_options,
+            self.reward_fn,
+            self.rerun_checks,
+            sampler="counterfactual",
+        )
+        if (
+            self.backend_factory is not None
+            and self.executor is not None
+            and self.executor.name != "local"
+        ):
+            raise ConfigError(
+                "backend_factory runs in this process only; give backend= (a name or a "
+                "backend object) to fork on another executor, or use the local executor"
+            )
+        done = run_forks(ctx, jobs, self.executor, factory)
+        charged: set[int] = set()
+        calls = 0
+        for mid, draws in plan.items():
             diffs: list[float] = []
             kept_rs: list[float] = []
             used = 0
-            for k in range(1, k_used + 1):
-                if arms is None:
+            for entry in draws:
+                if entry is None:
                     diffs.append(0.0)
                     kept_rs.append(base)
                     continue
-                kept, changed = arms
-                backend = factory(trace, 0 if deterministic else k)
-                redrawn = frozenset(kept[0].redraws())
-                if deterministic or not redrawn:
-                    kept_r = base  # nothing to draw again: the kept arm is the recorded run
-                elif (redrawn, k) in shared:
-                    kept_r = shared[(redrawn, k)]
-                else:
-                    res = fork(trace, kept, backend=backend, rerun_checks=self.rerun_checks)
-                    used += res.backend_calls
-                    kept_r = shared[(redrawn, k)] = self._reward(res.trace)
-                # a resample is of the sender's call: messages of one call share its forks
-                same = (
-                    (frozenset(changed[-1].redraws()), k)
-                    if self.intervention == "resample"
-                    else None
-                )
-                if same is not None and same in resampled:
-                    changed_r = resampled[same]
-                else:
-                    res = fork(trace, changed, backend=backend, rerun_checks=self.rerun_checks)
-                    used += res.backend_calls
-                    changed_r = self._reward(res.trace)
-                    if same is not None:
-                        resampled[same] = changed_r
-                diffs.append(kept_r - changed_r)
+                kept_job, changed_job = entry
+                kept_r = base
+                for j in (kept_job, changed_job):
+                    if j is not None and j not in charged:
+                        charged.add(j)
+                        used += done[j][0]
+                if kept_job is not None:
+                    kept_r = done[kept_job][1]
+                diffs.append(kept_r - done[changed_job][1])
                 kept_rs.append(kept_r)
             calls += used
             values[mid], estimates[mid] = _estimate(diffs, deterministic, used)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrace.credit._forks import ForkContext, run_forks
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.credit.shapley import (
@@ -38,6 +39,7 @@ from orchestrace.credit.shapley import (
     unit_starts,
 )
 from orchestrace.errors import ConfigError
+from orchestrace.executors import Executor
 from orchestrace.trace.model import Trace
 
 __all__ = ["LeaveOneOutCredit"]
@@ -54,6 +56,8 @@ class LeaveOneOutCredit:
             them as code (sandboxed); without it such a fork raises ConfigError.
         backend_options: Options of a backend given by name, or replacing recorded ones.
         samples: Paired draws per unit (K, ``--samples``); draw 0 is the recorded run.
+        executor: Where the forks run (:mod:`orchestrace.executors`; default: this
+            process). The table is the same on every executor.
     """
 
     name = "loo"
@@ -66,8 +70,10 @@ class LeaveOneOutCredit:
         rerun_checks: bool = False,
         backend_options: Mapping[str, Any] | None = None,
         samples: int = 1,
+        executor: Executor | None = None,
     ) -> None:
         self.reward_fn = reward_fn
+        self.executor = executor
         self.backend = backend
         self.backend_options = dict(backend_options or {})
         self.rerun_checks = rerun_checks
@@ -76,7 +82,7 @@ class LeaveOneOutCredit:
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``, with an estimate per row."""
         from orchestrace.credit.counterfactual import CounterfactualTable
-        from orchestrace.runtime.replay import DropMessage, Silence, fork
+        from orchestrace.runtime.replay import DropMessage, Silence
 
         unit = check_unit(unit)
         if unit not in ("agent", "message"):
@@ -92,41 +98,56 @@ class LeaveOneOutCredit:
         k_used = 1 if deterministic else self.samples
         values: dict[str, float] = {}
         estimates: dict[str, dict[str, Any]] = {}
-        kept_of: dict[tuple[tuple[str, ...], int], float] = {}  # kept arms shared by units
-        spent = {"all": 0, "unit": 0}  # backend calls in all, and for the current unit
+        # the forks first (each one a job; kept arms are shared by units with the same
+        # downstream calls), then the estimates in order
+        jobs: list[tuple[list[Any], int]] = []
+        job_of: dict[Any, int] = {}
 
-        def run_fork(ivs: list[Any], k: int) -> float:
-            res = fork(trace, ivs, backend=backends(trace, k), rerun_checks=self.rerun_checks)
-            spent["all"] += res.backend_calls
-            spent["unit"] += res.backend_calls
-            return self._reward(res.trace)
+        def want(key: Any, ivs: list[Any], k: int) -> int:
+            if key not in job_of:
+                job_of[key] = len(jobs)
+                jobs.append((ivs, k))
+            return job_of[key]
 
+        plan: dict[str, list[tuple[int | None, int]]] = {}
         for key in units:
             iv = Silence(key) if unit == "agent" else DropMessage.of(trace, key)
             keys = downstream_llm_keys(trace, unit_starts(trace, unit, key))
-            diffs: list[float] = []
-            kept_rs: list[float] = []
-            spent["unit"] = 0
+            plan[key] = []
             for k in range(k_used):
                 if k == 0 or not keys:  # the recorded run is the kept side of draw 0
-                    kept = base
-                    removed = run_fork([iv], k)
+                    plan[key].append((None, want(("removed", key, k), [iv], k)))
                 else:
                     again = redraw(keys)
-                    if (keys, k) not in kept_of:
-                        kept_of[(keys, k)] = run_fork([again], k)
-                    kept = kept_of[(keys, k)]
-                    removed = run_fork([again, iv], k)
-                diffs.append(kept - removed)
+                    kept_at = want(("kept", keys, k), [again], k)
+                    plan[key].append((kept_at, want(("removed", key, k), [again, iv], k)))
+        ctx = ForkContext(
+            trace, self.backend, self.backend_options, self.reward_fn, self.rerun_checks
+        )
+        done = run_forks(ctx, jobs, self.executor, backends)
+        charged: set[int] = set()
+        spent = 0
+        for key, draws in plan.items():
+            diffs: list[float] = []
+            kept_rs: list[float] = []
+            used = 0
+            for kept_job, removed_job in draws:
+                for j in (kept_job, removed_job):
+                    if j is not None and j not in charged:
+                        charged.add(j)
+                        used += done[j][0]
+                kept = base if kept_job is None else done[kept_job][1]
+                diffs.append(kept - done[removed_job][1])
                 kept_rs.append(kept)
+            spent += used
             e = estimate(diffs, deterministic)
             values[key] = e.pop("value")
-            e["backend_calls"] = spent["unit"]
+            e["backend_calls"] = used
             e["kept"] = sum(kept_rs) / len(kept_rs)
             e["intervened"] = e["kept"] - values[key]
             estimates[key] = e
         stats = sample_stats(self.samples, k_used, backends, trace) if units else {}
-        stats["backend_calls"] = spent["all"]
+        stats["backend_calls"] = spent
         plain = table(unit, values, reward=base, method=self.name, efficient=False, stats=stats)
         return CounterfactualTable(
             plain.rows, base, self.name, False, plain.stats, estimates=estimates

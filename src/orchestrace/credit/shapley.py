@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
 from math import factorial
 from typing import Any
@@ -48,6 +48,7 @@ from orchestrace.credit.base import (
 )
 from orchestrace.credit.reward import RewardLike, counterfactual_reward
 from orchestrace.errors import ConfigError
+from orchestrace.executors import Executor
 from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
@@ -158,6 +159,9 @@ def _redraw_class() -> type:
         def describe(self) -> dict[str, Any]:
             """Kind and how many calls are drawn again."""
             return {"kind": "RedrawCalls", "calls": len(self.keys)}
+
+        def __reduce__(self) -> tuple[Any, tuple[tuple[str, ...]]]:
+            return redraw, (self.keys,)  # pickled by its maker: it reaches worker processes
 
     return RedrawCalls
 
@@ -409,8 +413,9 @@ class TraceGame:
             self._keys = downstream_llm_keys(self.trace, starts)
         return self._keys
 
-    def _value(self, coalition: frozenset[Any], k: int) -> float:
-        from orchestrace.runtime.replay import DropMessage, Silence, fork
+    def _interventions(self, coalition: frozenset[Any], k: int) -> list[Any]:
+        """What draw ``k`` of ``coalition`` changes (nothing: the recorded run)."""
+        from orchestrace.runtime.replay import DropMessage, Silence
 
         out = [p for p in self.players if p not in coalition]
         ivs: list[Any] = (
@@ -420,6 +425,40 @@ class TraceGame:
         )
         if k > 0 and self._redrawn():
             ivs.insert(0, redraw(self._redrawn()))
+        return ivs
+
+    def prefetch(self, coalitions: Iterable[frozenset[Any]], executor: Executor | None) -> None:
+        """Draw many coalitions at once: their forks are independent jobs on ``executor``."""
+        from orchestrace.credit._forks import ForkContext, run_forks
+
+        todo = [c for c in dict.fromkeys(map(frozenset, coalitions)) if c not in self._cache]
+        where: list[tuple[frozenset[Any], int]] = []
+        jobs: list[tuple[list[Any], int]] = []
+        for c in todo:
+            for k in range(self.samples):
+                ivs = self._interventions(c, k)
+                if ivs:
+                    where.append((c, k))
+                    jobs.append((ivs, k))
+        ctx = ForkContext(
+            self.trace, self.backend, self.backend_options, self.reward_fn, self.rerun_checks
+        )
+        got: dict[tuple[frozenset[Any], int], float] = {}
+        for at, (calls, r) in zip(
+            where, run_forks(ctx, jobs, executor, self.backends), strict=True
+        ):
+            self.backend_calls += calls
+            self.forks += 1
+            got[at] = r
+        for c in todo:
+            self._cache[c] = [
+                got[(c, k)] if (c, k) in got else self._value(c, k) for k in range(self.samples)
+            ]
+
+    def _value(self, coalition: frozenset[Any], k: int) -> float:
+        from orchestrace.runtime.replay import fork
+
+        ivs = self._interventions(coalition, k)
         if not ivs:  # draw 0 of the grand coalition: the recorded run
             return counterfactual_reward(
                 self.trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=False
@@ -466,6 +505,9 @@ class ShapleyCredit:
             where that runs them as code (sandboxed); without it such a coalition raises
             ConfigError.
         backend_options: Options of a backend given by name, or replacing recorded ones.
+        executor: Where the forks run (:mod:`orchestrace.executors`): every coalition's
+            forks are then drawn at once, as independent jobs. The table is the same on
+            every executor (default: this process, coalition by coalition).
 
     Example:
         >>> from orchestrace.runtime import run
@@ -491,7 +533,9 @@ class ShapleyCredit:
         rerun_checks: bool = False,
         backend_options: Mapping[str, Any] | None = None,
         permutations: int | None = None,
+        executor: Executor | None = None,
     ) -> None:
+        self.executor = executor
         self.samples = check_samples(1 if samples is None else samples)
         if permutations is not None and (
             isinstance(permutations, bool)
@@ -510,6 +554,20 @@ class ShapleyCredit:
         self.seed = seed
         self.delta = delta
         self.backend = backend
+
+    def _coalitions(self, players: Sequence[Any], samples: int) -> list[frozenset[Any]]:
+        """The coalitions the computation evaluates (permutations are drawn as it draws them)."""
+        if self.permutations is None:
+            return [frozenset(c) for n in range(len(players) + 1) for c in combinations(players, n)]
+        seen: dict[frozenset[Any], None] = {}
+
+        def visit(s: frozenset[Any]) -> float:
+            seen[s] = None
+            return 0.0
+
+        for k in range(samples):
+            shapley_mc(players, visit, self.permutations, self.seed + k)
+        return [*seen, frozenset(players), frozenset()]
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``."""
@@ -534,6 +592,8 @@ class ShapleyCredit:
             )
         per_draw: list[dict[Any, float]] = []
         mc_se: dict[Any, float] = {}
+        if self.executor is not None:  # every coalition's forks at once, as independent jobs
+            game.prefetch(self._coalitions(players, game.samples), self.executor)
         for k in range(game.samples):
             if self.permutations is None:
                 per_draw.append(shapley_exact(players, game.draw(k)))
