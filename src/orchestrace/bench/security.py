@@ -147,7 +147,7 @@ SECURITY_SUITES: dict[str, SecuritySuite] = {
     ),
     "security-smoke-v1": SecuritySuite(
         "security-smoke-v1",
-        topologies=("swarm", "debate"),
+        topologies=("swarm", "debate", "critic_loop"),
         tasks=("arith-mapreduce-v0",),
         attacks=("direct_injection", "spoofing", "escalation", "collusion"),
         defenses=("none", "sig_cap", "all"),
