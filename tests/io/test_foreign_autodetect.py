@@ -9,6 +9,7 @@ import json
 import sys
 import types
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,13 @@ def test_native_path_does_not_sniff(fake, tmp_path, small_trace, capsys):
     assert SNIFFED == [] and CALLS == []
     load(_otlp_like(tmp_path))
     assert len(SNIFFED) == 1  # the check that would have caught a sniff on the native path
+
+
+@pytest.mark.parametrize("fmt", ["otel", "openinference", "openai-agents", "langgraph"])
+def test_deeply_nested_file_is_one_line_for_every_import_format(tmp_path: Path, fmt: str) -> None:
+    from orchestrace.io.importers import import_path
+
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 200_000)
+    with pytest.raises(TraceFormatError, match="JSON nested too deeply"):
+        import_path(p, format=fmt)

@@ -200,6 +200,18 @@ def import_path(path: PathLike, *, format: str | None = None) -> ImportResult:
         TraceFormatError: The file cannot be read or parsed, or its format cannot be told (the
             message says which ``--from`` to pass).
     """
+    try:
+        return _import_path(path, format)
+    except RecursionError:
+        raise TraceFormatError(
+            str(path),
+            "document",
+            "JSON nested too deeply",
+            "a trace nests a few levels; this file is not a trace export",
+        ) from None
+
+
+def _import_path(path: PathLike, format: str | None) -> ImportResult:
     values, cut = _json_values(path)
     fmt = format or sniff_value(values[0])
     if fmt is None:
