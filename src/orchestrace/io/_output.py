@@ -63,6 +63,8 @@ Kind = Literal["file", "dataset", "dir"]
 
 #: The tables of a Parquet dataset.
 DATASET_FILES = ("events.parquet", "edges.parquet", "traces.parquet")
+#: Tables a dataset holds only when it has something to put in them.
+DATASET_OPTIONAL = ("tokens.parquet",)
 #: Small file marking a directory (dataset or report) that orchestrace wrote.
 MARKER = "_orchestrace.json"
 #: How messages name the replace switch; the command line sets ``"--force"``.
@@ -181,7 +183,8 @@ def _read_marker(p: Path) -> dict[str, Any] | None:
 def is_our_dataset(path: PathLike) -> bool:
     """``True`` when ``path`` is a Parquet dataset directory as orchestrace writes it.
 
-    That is: exactly the three tables (plain files), optionally with the marker file.
+    That is: exactly the three tables (plain files), optionally with the token table
+    (``tokens.parquet``) and the marker file.
     """
     p = Path(path)
     try:
@@ -190,12 +193,12 @@ def is_our_dataset(path: PathLike) -> bool:
     except OSError:
         return False
     names = set(_entries(p))
-    extra = names - set(DATASET_FILES) - {MARKER}
+    extra = names - set(DATASET_FILES) - set(DATASET_OPTIONAL) - {MARKER}
     if extra or not set(DATASET_FILES) <= names:
         return False
     if MARKER in names and _read_marker(p) is None:
         return False
-    return all(_regular(p / n) for n in DATASET_FILES)
+    return all(_regular(p / n) for n in names - {MARKER})
 
 
 def _leftover(name: str) -> bool:

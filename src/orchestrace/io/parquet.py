@@ -9,6 +9,9 @@ A dataset is a directory (conventionally named ``*.parquet``) holding three file
       edges.parquet    trace_id, src, dst, type
       traces.parquet   trace_id, task_id, system, topology, schema_version, rewards, costs,
                        metrics (map<string, double>), meta (JSON text), n_events, n_edges
+      tokens.parquet   (only when a trace records token ids) trace_id, event_id, prompt_ids,
+                       completion_ids (list<int64>), logprobs (list<double>), mask (list<int8>):
+                       the token table of trainable LLM calls (see orchestrace.trace.tokens)
       _orchestrace.json  marks the directory as written by orchestrace
 
 A dataset is written into a temporary sibling and renamed into place; an existing one is
@@ -47,6 +50,7 @@ from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, 
 from orchestrace.io._common import PathLike, _denied
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.trace.graph import TraceGraph
+from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table, token_problem
 from orchestrace.trace.model import MAX_INT, Decision, Edge, EdgeType, Event, EventType, Trace
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "read_graph",
     "read_parquet",
     "read_tables",
+    "read_token_tables",
     "trace_ids",
     "write_parquet",
 ]
@@ -85,6 +90,7 @@ EVENT_COLUMNS = (
 assert tuple(f.encode_name for f in msgspec.structs.fields(Event)) == EVENT_COLUMNS
 _ATTR = {c: ("from_" if c == "from" else c) for c in EVENT_COLUMNS}
 _FILES = ("events.parquet", "edges.parquet", "traces.parquet")
+_TOKENS_FILE = "tokens.parquet"  # present only when some trace records token ids
 _EVENT: Any = Event  # built positionally from columns in field order
 # rows per row group: small groups let readers stream a trace in bounded memory
 _ROW_GROUP = 1 << 16
@@ -185,8 +191,17 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
     ev_writer = pq.ParquetWriter(tmp / _FILES[0], ev_schema)
     ed_writer = pq.ParquetWriter(tmp / _FILES[1], ed_schema)
     rows: dict[str, list[Any]] = {f.name: [] for f in tr_schema}
+    tok_rows: dict[str, list[Any]] = {c: [] for c in ("trace_id", "event_id", *TOKEN_FIELDS)}
     try:
         for tr in traces:
+            meta = tr.meta
+            if is_token_table(meta.get(TOKENS_KEY)):  # the side table goes to tokens.parquet
+                meta = {k: v for k, v in meta.items() if k != TOKENS_KEY}
+                for eid, rec in tr.meta[TOKENS_KEY].items():
+                    tok_rows["trace_id"].append(tr.trace_id)
+                    tok_rows["event_id"].append(eid)
+                    for c in TOKEN_FIELDS:
+                        tok_rows[c].append(rec[c])
             ev = tr.events
             cols: dict[str, Any] = {"trace_id": [tr.trace_id] * len(ev)}
             for c in EVENT_COLUMNS:
@@ -217,7 +232,7 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
                 ("rewards", list(tr.rewards.items())),
                 ("costs", list(tr.costs.items())),
                 ("metrics", list(tr.metrics.items())),
-                ("meta", enc.encode(tr.meta).decode()),
+                ("meta", enc.encode(meta).decode()),
                 ("n_events", len(ev)),
                 ("n_edges", len(ed)),
             ):
@@ -226,6 +241,56 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
         ev_writer.close()
         ed_writer.close()
     pq.write_table(pa.table(rows, schema=tr_schema), tmp / _FILES[2])
+    if tok_rows["trace_id"]:
+        pq.write_table(pa.table(tok_rows, schema=_token_schema()), tmp / _TOKENS_FILE)
+
+
+def _token_schema() -> Any:
+    pa, _ = _pa()
+    return pa.schema(
+        [
+            ("trace_id", pa.string()),
+            ("event_id", pa.string()),
+            ("prompt_ids", pa.list_(pa.int64())),
+            ("completion_ids", pa.list_(pa.int64())),
+            ("logprobs", pa.list_(pa.float64())),
+            ("mask", pa.list_(pa.int8())),
+        ]
+    )
+
+
+def read_token_tables(path: PathLike) -> dict[str, dict[str, dict[str, list[Any]]]]:
+    """The token tables of a dataset: ``{trace_id: {event id: record}}`` (empty without any).
+
+    Raises:
+        TraceFormatError: ``tokens.parquet`` is damaged, lacks a column, or holds a malformed
+            record (the message names the trace and event).
+    """
+    pa, pq = _pa()
+    p = Path(path) / _TOKENS_FILE
+    src = str(path)
+    if not p.exists():
+        return {}
+    try:
+        table = pq.read_table(p)
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, _TOKENS_FILE, err) from None
+    missing = [c for c in ("trace_id", "event_id", *TOKEN_FIELDS) if c not in table.column_names]
+    if missing:
+        raise TraceFormatError(src, _TOKENS_FILE, f"column {missing[0]!r} is missing", _REWRITE)
+    out: dict[str, dict[str, dict[str, list[Any]]]] = {}
+    cols = {c: table.column(c).to_pylist() for c in ("trace_id", "event_id", *TOKEN_FIELDS)}
+    for i, (tid, eid) in enumerate(zip(cols["trace_id"], cols["event_id"], strict=True)):
+        rec = {c: cols[c][i] for c in TOKEN_FIELDS}
+        problem = token_problem(rec) if isinstance(tid, str) and isinstance(eid, str) else (
+            "trace_id and event_id must be strings"
+        )
+        if problem:
+            raise TraceFormatError(
+                src, f"{_TOKENS_FILE} row {i} (trace {tid!r}, event {eid!r})", problem, _REWRITE
+            )
+        out.setdefault(tid, {})[eid] = rec
+    return out
 
 
 _REWRITE = "rewrite the dataset with `orchestrace convert`"
@@ -632,6 +697,7 @@ def parse_parquet(
 
     events, edges, traces = read_tables(path)
     src = str(path)
+    tokens = read_token_tables(path)
     ev_found = _value_problems(events, _EVENT_KINDS, "events", _EVENT_MEMBERS)
     ed_found = _value_problems(edges, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
     ev_cols = {c: _values(events.column(c), _EVENT_KINDS[c]) for c in ("trace_id", *EVENT_COLUMNS)}
@@ -668,6 +734,8 @@ def parse_parquet(
             )
         sl = slice(ev_pos, ev_pos + n_ev)
         header, problems = header_of(row)
+        if header is not None and row["trace_id"] in tokens:
+            header = header.replace(meta={**header.meta, TOKENS_KEY: tokens[row["trace_id"]]})
         problems += _located(ev_found, ev_pos, ev_pos + n_ev)
         problems += _located(ed_found, ed_pos, ed_pos + n_ed)
         attrs: list[Any] = []

@@ -156,6 +156,7 @@ class Runtime:
         self.backend_calls = 0
         self.cache_hits = 0
         self.tokens = 0
+        self.token_table: dict[str, Any] = {}  # token records of trainable calls by event id
         self.steps = 0
         self.answer: Any = None
         self.stop_reason: str | None = None
@@ -297,7 +298,10 @@ class Runtime:
             for k in ("candidate", "candidates"):
                 if k in payload:
                     attrs[k] = payload[k]
-        self.record(
+        token_record = getattr(resp, "token_record", None)  # trainable backends' token ids
+        if token_record is not None:
+            attrs["tokens_ref"] = f"e{len(self.events) + 1}"  # the id record() gives it
+        eid = self.record(
             a,
             "llm_call",
             t0,
@@ -309,6 +313,8 @@ class Runtime:
             error=None if resp.error is None else redact(resp.error),
             attrs=attrs,
         )
+        if token_record is not None:
+            self.token_table[eid] = token_record  # trace.meta["tokens"], keyed by event id
         self.add_tokens(resp.tokens_in + resp.tokens_out)
         return resp
 
@@ -772,6 +778,8 @@ class Runtime:
         return v if "checker" in v else {**v, "checker": self.task.name}
 
     def _finish(self, header: Mapping[str, Any]) -> Trace:
+        if self.token_table:  # the side table of token ids (orchestrace.trace.tokens)
+            header = {**header, "meta": {**header.get("meta", {}), "tokens": self.token_table}}
         return assemble_trace(
             header,
             self.events,

@@ -1,12 +1,20 @@
 """A local transformers causal LM (optional extra: ``pip install 'orchestrace[hf]'``).
 
 The model is loaded from a local directory or hub id (``HF_HUB_OFFLINE=1`` is honoured), or
-passed in already loaded. Generation runs in a worker thread, one request at a time, so the
-event loop stays responsive; the latency recorded is the real generation time.
+passed in already loaded. Concurrent requests from many agents are batched dynamically: a
+collector on the event loop gathers the requests that arrive together (up to ``max_batch``,
+waiting at most ``max_wait_ms`` for more) and answers them with one left-padded ``generate``
+call in a worker thread, so the event loop stays responsive. Requests whose sampling settings
+differ are generated in separate groups. The latency recorded is the real generation time of
+the batch.
+
+Every answer carries a token record (:mod:`orchestrace.trace.tokens`): prompt and completion
+token ids, the behaviour log-probability of each completion token (under the distribution it
+was drawn from) and the loss mask; the runtime stores it in the trace's token table.
 
 Example (tiny model built from a config, no download)::
 
-    backend = HFBackend(model="path/to/tiny-model", max_new_tokens=8)
+    backend = HFBackend(model="path/to/tiny-model", max_new_tokens=8, max_batch=16)
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from orchestrace.errors import ConfigError
 from orchestrace.runtime.backends.base import BackendError, LLMRequest, LLMResponse
 from orchestrace.runtime.prompts import parse
 
-__all__ = ["HFBackend", "require_transformers"]
+__all__ = ["HFBackend", "HFResponse", "require_transformers"]
 
 
 def require_transformers() -> tuple[Any, Any]:
@@ -38,18 +46,39 @@ def require_transformers() -> tuple[Any, Any]:
     return torch, transformers
 
 
+@dataclass(frozen=True)
+class HFResponse(LLMResponse):
+    """An answer with its token record (``prompt_ids``, ``completion_ids``, ``logprobs``, ``mask``).
+
+    Example:
+        >>> r = HFResponse("STOP", token_record={"prompt_ids": [1], "completion_ids": [4],
+        ...     "logprobs": [-0.1], "mask": [1]})
+        >>> r.token_record["completion_ids"]
+        [4]
+    """
+
+    token_record: dict[str, list[Any]] | None = None
+
+
 @dataclass
 class HFBackend:
-    """Generate with a local ``transformers`` model.
+    """Generate with a local ``transformers`` model, batching concurrent requests.
 
     Args:
         model: A directory or hub id, or a loaded ``PreTrainedModel``.
         tokenizer: A tokenizer (default: loaded from ``model``).
         device: ``cpu``, ``cuda``, ``cuda:0``...
         max_new_tokens: Cap on generated tokens (the request's ``max_tokens`` may lower it).
-        do_sample: Sample instead of greedy decoding.
+        do_sample: Sample instead of greedy decoding (a request with ``temperature > 0``
+            samples at that temperature whatever this says).
         temperature: Sampling temperature (with ``do_sample``; default: the model's).
         top_p: Nucleus sampling mass (with ``do_sample``; default: the model's).
+        top_k: Keep the k most likely tokens when sampling (``0``: all; default: the model's).
+        max_batch: Most requests answered by one ``generate`` call (1: one at a time).
+        max_wait_ms: Longest wait for more requests once one is queued.
+        seed: Seeds sampling (each batch draws from ``seed`` and its batch number).
+        require_chat_template: Refuse a tokenizer without a chat template instead of
+            rendering ``role: content`` lines.
     """
 
     model: Any
@@ -59,17 +88,35 @@ class HFBackend:
     do_sample: bool = False
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
+    max_batch: int = 8
+    max_wait_ms: float = 5.0
+    seed: int | None = None
+    require_chat_template: bool = False
     name: str = "hf"
     virtual: bool = False
+    generate_calls: int = field(default=0, repr=False)
+    batch_sizes: list[int] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _loaded: bool = field(default=False, repr=False)
+    _queues: dict[Any, list[tuple[LLMRequest, Any]]] = field(default_factory=dict, repr=False)
+    _workers: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
+        if self.max_batch < 1:
+            raise ConfigError(f"max_batch must be >= 1 (got {self.max_batch})")
+        if not self.max_wait_ms >= 0:
+            raise ConfigError(f"max_wait_ms must be >= 0 (got {self.max_wait_ms})")
 
     def load(self) -> None:
-        """Load model and tokenizer (done on first use)."""
+        """Load model and tokenizer (done on first use).
+
+        Raises:
+            ConfigError: The model or tokenizer cannot be loaded, or (with
+                ``require_chat_template``) the tokenizer has no chat template.
+        """
         if self._loaded:
             return
         torch, transformers = require_transformers()
@@ -81,13 +128,18 @@ class HFBackend:
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(
                     source if isinstance(source, str) else source.name_or_path
                 )
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, KeyError, TypeError) as err:
             raise ConfigError(
                 redact(
-                    f"cannot load model {source!r}: {err}; pass a local directory "
+                    f"cannot load model {source!r}: {str(err)[:300]}; pass a local directory "
                     "holding config, weights and tokenizer"
                 )
             ) from None
+        if self.require_chat_template and not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(
+                f"the tokenizer of {source!r} has no chat template; set tokenizer.chat_template "
+                "(a Jinja template) and save it, or use an instruct model's tokenizer"
+            )
         self.model.to(self.device)
         self.model.eval()
         if self.tokenizer.pad_token_id is None:
@@ -105,33 +157,108 @@ class HFBackend:
             )
         return "\n".join(f"{m['role']}: {m['content']}" for m in request.messages) + "\nassistant:"
 
-    def _generate(self, request: LLMRequest) -> LLMResponse:
+    def prompt_ids(self, request: LLMRequest) -> list[int]:
+        """The token ids the model reads for ``request`` (its rendered chat prompt)."""
+        self.load()
+        ids = self.tokenizer(self._prompt(request), add_special_tokens=False)["input_ids"]
+        return [int(x) for x in ids]
+
+    def _sampling_of(self, request: LLMRequest) -> tuple[bool, float | None, float | None]:
+        if request.temperature > 0:
+            return True, float(request.temperature), self.top_p
+        if not self.do_sample:
+            return False, None, None
+        return True, self.temperature, self.top_p
+
+    def generate_batch(self, requests: list[LLMRequest]) -> list[HFResponse]:
+        """Answer ``requests`` now, one ``generate`` call per group of equal sampling settings.
+
+        Thread-safe (one batch generates at a time). Greedy answers do not depend on which
+        other requests share the batch.
+
+        Raises:
+            ConfigError: The model cannot be loaded.
+        """
+        groups: dict[tuple[bool, float | None, float | None], list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(self._sampling_of(r), []).append(i)
+        out: list[HFResponse | None] = [None] * len(requests)
         with self._lock:
             self.load()
-            torch = self._torch
-            enc = self.tokenizer(self._prompt(request), return_tensors="pt").to(self.device)
-            n_in = int(enc["input_ids"].shape[1])
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                out = self.model.generate(
-                    **enc,
-                    max_new_tokens=min(self.max_new_tokens, request.max_tokens),
-                    do_sample=self.do_sample,
-                    **self._sampling(),
-                    pad_token_id=self.tokenizer.pad_token_id,
+            for key, idx in groups.items():
+                for lo in range(0, len(idx), self.max_batch):
+                    part = idx[lo : lo + self.max_batch]
+                    for i, resp in zip(part, self._generate(key, [requests[i] for i in part])):
+                        out[i] = resp
+        return [r for r in out if r is not None]
+
+    def _generate(
+        self, sampling: tuple[bool, float | None, float | None], reqs: list[LLMRequest]
+    ) -> list[HFResponse]:
+        torch = self._torch
+        tok = self.tokenizer
+        do_sample, temperature, top_p = sampling
+        prompts = [self.prompt_ids(r) for r in reqs]
+        width = max(len(p) for p in prompts)
+        pad = int(tok.pad_token_id)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        budgets = [max(1, min(self.max_new_tokens, r.max_tokens)) for r in reqs]
+        kw: dict[str, Any] = {"do_sample": do_sample}
+        if do_sample:
+            if temperature is not None:
+                kw["temperature"] = temperature
+            if top_p is not None:
+                kw["top_p"] = top_p
+            if self.top_k is not None:
+                kw["top_k"] = self.top_k
+            if self.seed is not None:
+                torch.manual_seed(self.seed * 1_000_003 + self.generate_calls)
+        eos = tok.eos_token_id
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=max(budgets),
+                pad_token_id=pad,
+                eos_token_id=eos,
+                return_dict_in_generate=True,
+                output_scores=True,
+                **kw,
+            )
+        self.generate_calls += 1
+        self.batch_sizes.append(len(reqs))
+        scores = torch.stack(out.scores, dim=1).float()  # [batch, steps, vocab], as sampled
+        seq = out.sequences[:, width:]
+        logp = torch.log_softmax(scores, dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
+        latency = time.perf_counter() - t0
+        model_name = str(getattr(self.model, "name_or_path", "hf")) or "hf"
+        answers = []
+        for b, prompt in enumerate(prompts):
+            row = [int(x) for x in seq[b].tolist()][: budgets[b]]
+            if eos is not None and eos in row:
+                row = row[: row.index(eos) + 1]  # the end token is generated; padding is not
+            lps = [min(0.0, float(x)) for x in logp[b, : len(row)].tolist()]
+            text = tok.decode(row, skip_special_tokens=True)
+            answers.append(
+                HFResponse(
+                    text,
+                    parse(text),
+                    len(prompt),
+                    len(row),
+                    latency,
+                    0.0,
+                    model_name,
+                    token_record={
+                        "prompt_ids": prompt,
+                        "completion_ids": row,
+                        "logprobs": lps,
+                        "mask": [1] * len(row),
+                    },
                 )
-            new = out[0, n_in:]
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            latency = time.perf_counter() - t0
-        return LLMResponse(
-            text,
-            parse(text),
-            n_in,
-            int(new.shape[0]),
-            latency,
-            0.0,
-            str(getattr(self.model, "name_or_path", "hf")) or "hf",
-        )
+            )
+        return answers
 
     def _sampling(self) -> dict[str, Any]:
         if not self.do_sample:
@@ -158,6 +285,10 @@ class HFBackend:
                 "do_sample": self.do_sample,
                 "temperature": self.temperature,
                 "top_p": self.top_p,
+                "top_k": self.top_k,
+                "max_batch": self.max_batch,
+                "max_wait_ms": self.max_wait_ms,
+                "seed": self.seed,
             }
         return out
 
@@ -174,11 +305,47 @@ class HFBackend:
         }
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Generate in a worker thread."""
-        try:
-            return await asyncio.to_thread(self._generate, request)
-        except (RuntimeError, ValueError) as err:
-            raise BackendError(f"generation failed: {type(err).__name__}: {err}") from None
+        """Queue ``request``; the collector answers it within a batch of concurrent requests."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[LLMResponse] = loop.create_future()
+        queue = self._queues.setdefault(loop, [])
+        queue.append((request, fut))
+        worker = self._workers.get(loop)
+        if worker is None or worker.done():
+            self._workers[loop] = loop.create_task(self._collect(loop))
+        return await fut
+
+    async def _collect(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Gather the requests that arrive together, answer them, repeat while any wait."""
+        queue = self._queues[loop]
+        while queue:
+            t0 = time.monotonic()
+            seen = -1
+            # yield to the loop until no new request arrives (or the batch is full / time is up)
+            while len(queue) != seen and len(queue) < self.max_batch:
+                seen = len(queue)
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                if (time.monotonic() - t0) * 1000 >= self.max_wait_ms:
+                    break
+            batch = queue[: self.max_batch]
+            del queue[: len(batch)]
+            live = [(r, f) for r, f in batch if not f.done()]
+            if not live:
+                continue
+            try:
+                answers = await asyncio.to_thread(self.generate_batch, [r for r, _ in live])
+            except (RuntimeError, ValueError, IndexError, TypeError) as err:
+                failure = BackendError(f"generation failed: {type(err).__name__}: {err}")
+                for _, f in live:
+                    if not f.done():
+                        f.set_exception(failure)
+                continue
+            for (_, f), resp in zip(live, answers, strict=True):
+                if not f.done():
+                    f.set_result(resp)
+        self._workers.pop(loop, None)
+        self._queues.pop(loop, None)
 
     async def aclose(self) -> None:
         """Nothing to close (the model stays loaded)."""
