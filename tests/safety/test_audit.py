@@ -1,0 +1,313 @@
+"""The trace audit: one tamper at a time, each with its exact finding; clean runs audit clean."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from orchestrace.errors import ConfigError
+from orchestrace.runtime import TOPOLOGIES, run
+from orchestrace.safety import CapabilityPolicy, Defenses, audit_trace
+from orchestrace.safety.audit import (
+    check_aggregates,
+    check_answer,
+    check_capabilities,
+    check_senders,
+    check_signatures,
+    check_taint,
+)
+from orchestrace.trace.check import check_trace
+from orchestrace.trace.model import Edge, Event, Trace
+
+POLICY = CapabilityPolicy.from_dict(
+    {
+        "roles": {
+            "orchestrator": {
+                "may_spawn": True,
+                "may_delegate": True,
+                "may_stop": True,
+                "may_aggregate": True,
+            },
+            "worker": {"tools": ["lookup"]},
+        }
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def tool_run() -> Trace:
+    """A defended run with tools, endorsements, returns and an aggregate."""
+    d = Defenses(sign_messages=True, capabilities=POLICY, taint=True, detector="builtin")
+    return run("centralized", "multihop", agents=2, seed=2, defenses=d).trace
+
+
+@pytest.fixture(scope="module")
+def msg_run() -> Trace:
+    """A defended run with signed messages."""
+    return run("swarm", "arith", agents=3, seed=2, defenses=Defenses.all()).trace
+
+
+@pytest.fixture(scope="module")
+def plain_run() -> Trace:
+    """An undefended run (the default policy applies)."""
+    return run("centralized", "arith", agents=2, seed=2).trace
+
+
+def _first(tr: Trace, **want: Any) -> Event:
+    return next(e for e in tr.events if all(getattr(e, k) == v for k, v in want.items()))
+
+
+def _edit(tr: Trace, ev: Event, **changes: Any) -> Trace:
+    new = msgspec.structs.replace(ev, **changes)
+    return tr.replace(events=tuple(new if e.id == ev.id else e for e in tr.events))
+
+
+def _append(tr: Trace, after: str, **fields: Any) -> tuple[Trace, str]:
+    eid = f"e{len(tr.events) + 1}"
+    t = max(e.t + e.dur for e in tr.events)
+    ev = Event(id=eid, t=t, **fields)
+    return tr.replace(events=(*tr.events, ev), edges=(*tr.edges, Edge(after, eid, "causal"))), eid
+
+
+def _codes(tr: Trace) -> list[tuple[str, str | None]]:
+    return [(p.code, p.event_id) for p in audit_trace(tr)]
+
+
+def _last_of(tr: Trace, agent: str) -> str:
+    return [e.id for e in tr.events if e.agent == agent][-1]
+
+
+# ---------------------------------------------------------------------- clean runs
+def test_clean_runs_audit_clean(tool_run: Trace, msg_run: Trace, plain_run: Trace) -> None:
+    for tr in (tool_run, msg_run, plain_run):
+        assert audit_trace(tr) == []
+    assert check_trace(tool_run, level="security") == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
+def test_every_topology_defended_audits_clean(topology: str) -> None:
+    for task in ("arith", "multihop"):
+        for d in (Defenses.none(), Defenses.all()):
+            tr = run(topology, task, agents=3, seed=5, defenses=d).trace
+            assert audit_trace(tr) == [], (topology, task, d.is_none())
+            kinds = {(e.attrs or {}).get("kind") for e in tr.events if e.type == "safety_event"}
+            assert kinds <= {"endorsement"}, kinds
+
+
+# ---------------------------------------------------------------------- one tamper each
+def test_spoofed_sender(plain_run: Trace, msg_run: Trace) -> None:
+    ret = _first(plain_run, type="return")
+    bad = _edit(plain_run, ret, from_="orchestrator")
+    [p] = audit_trace(bad)
+    assert (p.code, p.event_id) == ("spoofed-sender", ret.id)
+    assert p.message == (
+        f"return '{ret.id}' claims to be from 'orchestrator' but agent {ret.agent!r} produced it"
+    )
+    assert "Defenses(sign_messages=True)" in p.fix
+
+
+def test_spoofed_signed_message_fails_its_mac(msg_run: Trace) -> None:
+    msg = _first(msg_run, type="message")
+    bad = _edit(msg_run, msg, from_="orchestrator")
+    assert _codes(bad) == [("spoofed-sender", msg.id), ("invalid-signature", msg.id)]
+
+
+def test_forged_signature(msg_run: Trace) -> None:
+    msg = _first(msg_run, type="message")
+    bad = _edit(msg_run, msg, attrs={**(msg.attrs or {}), "mac": "0" * 64})
+    [p] = list(check_signatures(bad))
+    assert (p.code, p.event_id) == ("invalid-signature", msg.id)
+    assert _codes(bad) == [("invalid-signature", msg.id)]
+
+
+def test_content_changed_after_signing(msg_run: Trace) -> None:
+    msg = _first(msg_run, type="message")
+    assert _codes(_edit(msg_run, msg, content="999")) == [("invalid-signature", msg.id)]
+
+
+def test_unsigned_message_when_signing_was_on(msg_run: Trace) -> None:
+    msg = _first(msg_run, type="message")
+    attrs = {k: v for k, v in (msg.attrs or {}).items() if k not in ("sig", "mac")}
+    assert _codes(_edit(msg_run, msg, attrs=attrs or None)) == [("unsigned-message", msg.id)]
+
+
+def test_invalid_message_accepted(msg_run: Trace) -> None:
+    msg = _first(msg_run, type="message")
+    bad = _edit(msg_run, msg, attrs={**(msg.attrs or {}), "sig": "invalid"})
+    [p] = audit_trace(bad)
+    assert (p.code, p.event_id) == ("forgery-accepted", msg.id)
+    assert p.message == f"message '{msg.id}' is invalid but no forgery_rejected event rejected it"
+
+
+def test_worker_spawn(plain_run: Trace) -> None:
+    bad, eid = _append(
+        plain_run,
+        _last_of(plain_run, "worker1"),
+        type="spawn",
+        agent="worker1",
+        to="worker1.helper1",
+        role="worker",
+        decision="spawn",
+    )
+    [p] = list(check_capabilities(bad))
+    assert (p.code, p.event_id) == ("capability", eid)
+    assert p.message == (
+        f"agent 'worker1' (role 'worker') did spawn ('{eid}'), which the default policy "
+        "does not allow"
+    )
+    assert _codes(bad) == [("capability", eid)]
+
+
+def test_worker_spawns_an_orchestrator(plain_run: Trace) -> None:
+    bad, eid = _append(
+        plain_run,
+        _last_of(plain_run, "worker1"),
+        type="spawn",
+        agent="worker1",
+        to="boss",
+        role="orchestrator",
+        decision="spawn",
+    )
+    assert _codes(bad) == [("role-escalation", eid), ("capability", eid)]
+
+
+def test_worker_stop(plain_run: Trace) -> None:
+    bad, eid = _append(
+        plain_run,
+        _last_of(plain_run, "worker1"),
+        type="orchestrator_decision",
+        agent="worker1",
+        decision="stop",
+        attrs={"answer": 7},
+    )
+    assert _codes(bad) == [("capability", eid)]
+
+
+def test_tool_outside_policy(tool_run: Trace) -> None:
+    call = _first(tool_run, type="tool_call")
+    bad = _edit(tool_run, call, tool="shell")
+    [p] = audit_trace(bad)
+    assert (p.code, p.event_id) == ("capability", call.id)
+    assert "call tool 'shell'" in p.message and "the recorded policy" in p.message
+
+
+def test_human_intervention_by_a_worker(plain_run: Trace) -> None:
+    bad, eid = _append(
+        plain_run, _last_of(plain_run, "worker1"), type="human_intervention", agent="worker1"
+    )
+    assert _codes(bad) == [("capability", eid)]
+
+
+def test_tainted_decision_without_endorsement(tool_run: Trace) -> None:
+    endorsement = _first(tool_run, type="safety_event")
+    assert endorsement.attrs is not None and endorsement.attrs["kind"] == "endorsement"
+    [ret] = endorsement.attrs["endorses"]
+    decision = next(e for e in tool_run.edges if e.src == endorsement.id and e.type == "causal")
+    agg = _first(tool_run, type="aggregate")  # the same return feeds the aggregate too
+    bad = _edit(tool_run, endorsement, attrs={**endorsement.attrs, "endorses": []})
+    p = next(iter(check_taint(bad)))
+    assert (p.code, p.event_id) == ("tainted-decision", decision.dst)
+    assert p.message == (
+        f"spawn '{decision.dst}' of 'orchestrator' is driven by tainted data ('{ret}') "
+        "with no endorsement"
+    )
+    assert _codes(bad) == [("tainted-decision", decision.dst), ("tainted-decision", agg.id)]
+
+
+def test_trusted_tool_output(tool_run: Trace) -> None:
+    res = _first(tool_run, type="tool_result")
+    [p] = audit_trace(_edit(tool_run, res, trusted=True))
+    assert (p.code, p.event_id) == ("trusted-tool-output", res.id)
+
+
+def test_taint_label_dropped(tool_run: Trace) -> None:
+    llm = next(e for e in tool_run.events if e.type == "llm_call" and e.trusted is False)
+    attrs = {k: v for k, v in (llm.attrs or {}).items() if k != "taint"}
+    bad = _edit(tool_run, llm, trusted=None, attrs=attrs)
+    assert _codes(bad) == [("taint-dropped", llm.id)]
+
+
+def test_forged_aggregate(tool_run: Trace) -> None:
+    agg = _first(tool_run, type="aggregate")
+    bad = _edit(tool_run, agg, attrs={**(agg.attrs or {}), "value": 999999})
+    [p] = list(check_aggregates(bad))
+    assert (p.code, p.event_id) == ("aggregate-mismatch", agg.id)
+    assert p.message.startswith(f"aggregate '{agg.id}' records '999999' but 'combine' over its")
+    assert _codes(bad) == [("aggregate-mismatch", agg.id)]
+
+
+def test_aggregate_inputs_removed(plain_run: Trace) -> None:
+    agg = _first(plain_run, type="aggregate")
+    edges = tuple(e for e in plain_run.edges if not (e.dst == agg.id and e.type == "aggregate"))
+    assert _codes(plain_run.replace(edges=edges)) == [("aggregate-without-inputs", agg.id)]
+
+
+def test_misrouted_return(plain_run: Trace) -> None:
+    ret = _first(plain_run, type="return")
+    assert _codes(_edit(plain_run, ret, to="worker2")) == [("misrouted-return", ret.id)]
+
+
+def test_answer_from_a_worker(plain_run: Trace) -> None:
+    bad, eid = _append(
+        plain_run,
+        _last_of(plain_run, "worker1"),
+        type="orchestrator_decision",
+        agent="worker1",
+        decision="stop",
+        attrs={"answer": 4242},
+    )
+    meta = dict(bad.meta)
+    meta["result"] = {**meta["result"], "answer": 4242}
+    bad = bad.replace(meta=meta)
+    [p] = list(check_answer(bad))
+    assert (p.code, p.event_id) == ("answer-from-non-orchestrator", eid)
+    assert _codes(bad) == [("capability", eid), ("answer-from-non-orchestrator", eid)]
+
+
+def test_answer_changed_after_the_run(plain_run: Trace) -> None:
+    meta = dict(plain_run.meta)
+    meta["result"] = {**meta["result"], "answer": -1}
+    stop = [e for e in plain_run.events if e.decision == "stop"][-1]
+    assert _codes(plain_run.replace(meta=meta)) == [("answer-mismatch", stop.id)]
+
+
+def test_answer_only_from_a_worker_without_result(plain_run: Trace) -> None:
+    bad, eid = _append(
+        plain_run,
+        _last_of(plain_run, "worker1"),
+        type="orchestrator_decision",
+        agent="worker1",
+        decision="stop",
+        attrs={"answer": 1},
+    )
+    meta = {k: v for k, v in bad.meta.items() if k != "result"}
+    events = tuple(
+        e for e in bad.events if not (e.agent == "orchestrator" and e.decision == "stop")
+    )
+    bad = bad.replace(meta=meta, events=events)
+    bad = bad.replace(edges=tuple(e for e in bad.edges if e.dst in {x.id for x in events}))
+    assert ("answer-from-non-orchestrator", eid) in _codes(bad)
+
+
+def test_senders_check_alone(plain_run: Trace) -> None:
+    assert list(check_senders(plain_run)) == []
+
+
+# ---------------------------------------------------------------------- levels and bad input
+def test_check_trace_security_level(plain_run: Trace) -> None:
+    ret = _first(plain_run, type="return")
+    bad = _edit(plain_run, ret, from_="orchestrator")
+    assert check_trace(bad) == []
+    assert [p.code for p in check_trace(bad, level="security")] == ["spoofed-sender"]
+    with pytest.raises(ConfigError, match="unknown check level 'secure'; use one of: security"):
+        check_trace(bad, level="secure")
+
+
+def test_malformed_recorded_defenses(plain_run: Trace) -> None:
+    meta = dict(plain_run.meta)
+    meta["config"] = {**meta["config"], "defenses": {"sign": True}}
+    with pytest.raises(ConfigError, match="cannot audit: meta.config.defenses: unknown key 'sign'"):
+        audit_trace(plain_run.replace(meta=meta))
