@@ -46,7 +46,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seeds", type=int, help="held-out evaluation seeds")
     p.add_argument("--episodes", type=int, help="episodes per evaluation seed")
     p.add_argument("--live-episodes", type=int, help="instances re-run live per method")
-    p.add_argument("--jobs", type=int, default=2, help="processes")
+    p.add_argument(
+        "--jobs", type=int, default=2, help="processes when --executor is not given (1: this one)"
+    )
+    from orchestrace.executors import add_executor_flags
+
+    add_executor_flags(p, "the study's jobs (evaluation banks, training replicates)")
     p.add_argument("-o", "--output", default="runs/learned-stopping", help="report directory")
     p.add_argument(
         "--force",
@@ -102,6 +107,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
     cfg = _config(args)
+    from orchestrace.executors import executor_from_args
+
+    given = args.executor or args.workers is not None or args.ray_address
+    executor = executor_from_args(args, default="process") if given else None
     t0 = time.perf_counter()
     with report_dir(args.output, force=args.force, report="study"):
         study = run_study(
@@ -111,6 +120,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             progress=lambda m: print(f"{m} ({time.perf_counter() - t0:.0f} s)", flush=True),
             force=args.force,
+            executor=executor,
         )
     print(summary_table(study))
     print(f"report: {Path(args.output) / 'results.md'}")

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import ConfigError
+from orchestrace.executors import Executor
 from orchestrace.learn.evaluate import HELD_OUT
 from orchestrace.learn.policies.heuristic import ConfThreshold, FixedN, Heuristic, KAgree, SizeAware
 from orchestrace.runtime.tasks import make_task
@@ -607,7 +608,11 @@ def _job_posterior(cfg: StudyConfig, ev: Bank) -> dict[float, np.ndarray]:
     return posterior_stops(ev, weights, cfg.horizon, cfg.samples)
 
 
-def _pool_map(fn: Callable[..., Any], args: list[tuple[Any, ...]], jobs: int) -> list[Any]:
+def _pool_map(
+    fn: Callable[..., Any], args: list[tuple[Any, ...]], jobs: int, executor: Executor | None = None
+) -> list[Any]:
+    if executor is not None:  # results in job order: the study is the same on every executor
+        return executor.map(_apply, [(fn, a) for a in args])
     if jobs <= 1 or len(args) <= 1:
         return [fn(*a) for a in args]
     with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
@@ -870,8 +875,13 @@ def run_study(
     jobs: int = 2,
     progress: Callable[[str], None] | None = None,
     force: bool = False,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run the study (see the module docstring) and, with ``out``, write the report.
+
+    Its jobs (recording the evaluation banks, each training replicate, the posterior rule)
+    run on ``executor`` when given (:mod:`orchestrace.executors`), else in ``jobs``
+    processes; the results are the same on every executor.
 
     ``out`` is checked before any work, as ``orchestrace study -o`` checks it: new, empty,
     or written by an earlier study (then only with ``force``).
@@ -900,8 +910,8 @@ def run_study(
         from orchestrace.io._output import report_dir
 
         with report_dir(out, force=force, report="study"):
-            return _run(names, cfg, out, jobs, progress)
-    return _run(names, cfg, None, jobs, progress)
+            return _run(names, cfg, out, jobs, progress, executor)
+    return _run(names, cfg, None, jobs, progress, executor)
 
 
 def _run(
@@ -910,6 +920,7 @@ def _run(
     out: str | Path | None,
     jobs: int,
     progress: Callable[[str], None] | None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     from orchestrace.learn.policies.torch_policy import MLPPolicy, require_torch
 
@@ -917,7 +928,9 @@ def _run(
     wall0, cpu0 = time.perf_counter(), time.process_time()
     seeds = _check_disjoint(cfg)
     say = progress or (lambda _m: None)
-    evs = _pool_map(_job_bank, [(t, eval_seeds(cfg.eval_seeds, cfg.episodes)) for t in tasks], jobs)
+    evs = _pool_map(
+        _job_bank, [(t, eval_seeds(cfg.eval_seeds, cfg.episodes)) for t in tasks], jobs, executor
+    )
     say(f"recorded {len(tasks)} x {len(evs[0])} evaluation episodes")
     replicates = range(cfg.first_seed, cfg.first_seed + cfg.train_seeds)
     args: list[tuple[Any, ...]] = [
@@ -925,7 +938,7 @@ def _run(
     ]
     args += [(cfg, ev) for ev in evs]
     fns = [_job_replicate] * (len(args) - len(evs)) + [_job_posterior] * len(evs)
-    done = _pool_map(_call, [(f, a) for f, a in zip(fns, args, strict=True)], jobs)
+    done = _pool_map(_call, [(f, a) for f, a in zip(fns, args, strict=True)], jobs, executor)
     reps_all, posts = done[: -len(evs)], done[-len(evs) :]
     results: dict[str, Any] = {}
     logs: dict[str, list[dict[str, float]]] = {}
@@ -962,6 +975,10 @@ def _run(
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return fn(*args)
+
+
+def _apply(job: tuple[Callable[..., Any], tuple[Any, ...]]) -> Any:
+    return job[0](*job[1])
 
 
 # ---------------------------------------------------------------------------- report
