@@ -442,7 +442,7 @@ def test_builtin_detector_patterns() -> None:
 def test_detector_model_path_errors(tmp_path: Any) -> None:
     with pytest.raises(ConfigError, match="is not a directory"):
         make_detector(str(tmp_path / "missing"))
-    with pytest.raises(ConfigError, match="has no config.json"):
+    with pytest.raises(ConfigError, match=r"has no config.json"):
         make_detector(str(tmp_path))
     with pytest.raises(ConfigError, match="is not a directory"):
         run("centralized", "arith", agents=2, defenses=Defenses(detector=str(tmp_path / "m")))
@@ -484,11 +484,11 @@ def test_transformers_detector_with_a_tiny_model(tmp_path: Any) -> None:
 
 # ---------------------------------------------------------------------- config errors
 def test_defenses_config_errors() -> None:
-    with pytest.raises(ConfigError, match="defenses.keys='random' needs sign_messages=True"):
+    with pytest.raises(ConfigError, match=r"defenses.keys='random' needs sign_messages=True"):
         Defenses(keys="random")
     with pytest.raises(ConfigError, match=r"defenses.quorum must be in \[0, 1\) \(got 1.5\)"):
         Defenses(quorum=1.5)
-    with pytest.raises(ConfigError, match="defenses.taint must be true or false"):
+    with pytest.raises(ConfigError, match=r"defenses.taint must be true or false"):
         Defenses(taint="yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="defenses must be a Defenses"):
         RunConfig(defenses="all")  # type: ignore[arg-type]

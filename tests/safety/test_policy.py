@@ -111,5 +111,5 @@ def test_defenses_from_dict_reports_the_policy_key() -> None:
         ConfigError, match=r"^defenses.capabilities: unknown key 'oops' in role 'w'"
     ):
         Defenses.from_dict(data)
-    with pytest.raises(ConfigError, match="defenses.capabilities must be a CapabilityPolicy"):
+    with pytest.raises(ConfigError, match=r"defenses.capabilities must be a CapabilityPolicy"):
         Defenses(capabilities={"roles": {}})  # type: ignore[arg-type]
