@@ -309,5 +309,7 @@ def test_check_trace_security_level(plain_run: Trace) -> None:
 def test_malformed_recorded_defenses(plain_run: Trace) -> None:
     meta = dict(plain_run.meta)
     meta["config"] = {**meta["config"], "defenses": {"sign": True}}
-    with pytest.raises(ConfigError, match=r"cannot audit: meta.config.defenses: unknown key 'sign'"):
+    with pytest.raises(
+        ConfigError, match=r"cannot audit: meta.config.defenses: unknown key 'sign'"
+    ):
         audit_trace(plain_run.replace(meta=meta))
