@@ -56,13 +56,14 @@ import contextlib
 import math
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from orchestrace.errors import ConfigError
+from orchestrace.executors import Executor
 from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
 from orchestrace.runtime.backends.sim import SimBackend
@@ -90,6 +91,7 @@ __all__ = [
     "EnvConfig",
     "OrchestrationEnv",
     "make_env",
+    "rollouts",
 ]
 
 _FAMILIES = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0")
@@ -561,3 +563,76 @@ def make_env(env_id: str, **kw: Any) -> OrchestrationEnv:
         kw.setdefault("learn", ("O5",))
         return OrchestrationEnv(EnvConfig(**kw), env_id)
     raise ConfigError(f"unknown environment {env_id!r}; use one of: {', '.join(ENV_IDS)}")
+
+
+def rollouts(
+    policy: Any,
+    seeds: Sequence[int],
+    env_id: str = "stop-v0",
+    *,
+    env_options: Mapping[str, Any] | None = None,
+    executor: Executor | None = None,
+    traces: bool = False,
+) -> list[dict[str, Any]]:
+    """One episode per seed, as independent jobs on ``executor``; results in seed order.
+
+    Each episode runs on a fresh environment (``make_env(env_id, **env_options)``) reset with
+    its seed, so an episode's result depends on its seed alone and is the same on every
+    executor (:mod:`orchestrace.executors`; default: this process).
+
+    Args:
+        policy: Anything with ``act(obs, info, env)`` (a heuristic, a torch policy); its
+            ``reset()`` is called before each episode. It must pickle to run elsewhere.
+        seeds: One episode per seed.
+        env_id: A registered environment id.
+        env_options: :class:`EnvConfig` settings.
+        executor: Where the episodes run.
+        traces: Also return each episode's trace.
+
+    Returns:
+        Per episode: ``seed``, ``return`` (sum of rewards), ``steps``, ``terminated``,
+        ``truncated``, ``info`` (the last step's info, JSON-ready, without its trace) and,
+        with ``traces``, ``trace``.
+
+    Raises:
+        RuntimeError_: An episode failed (the message names its seed).
+
+    Example:
+        >>> from orchestrace.learn.policies.heuristic import FixedN
+        >>> out = rollouts(FixedN(n=2), [0, 1], "stop-v0", env_options={"task": "arith"})
+        >>> [r["seed"] for r in out], [r["info"]["answers"] for r in out]
+        ([0, 1], [2, 2])
+    """
+    make_env(env_id, **dict(env_options or {})).close()  # bad settings: refused here
+    shared = (policy, env_id, dict(env_options or {}), traces)
+    specs = [int(s) for s in seeds]
+    if executor is None or executor.name == "local":
+        return [_rollout(shared, s) for s in specs]
+    return executor.map(_rollout, specs, shared=shared)
+
+
+def _rollout(shared: tuple[Any, str, dict[str, Any], bool], seed: int) -> dict[str, Any]:
+    """One episode of ``policy`` on a fresh environment."""
+    policy, env_id, options, keep = shared
+    with make_env(env_id, **options) as env:
+        obs, info = env.reset(seed=seed)
+        if hasattr(policy, "reset"):
+            policy.reset()
+        total, steps = 0.0, 0
+        while True:
+            obs, reward, term, trunc, info = env.step(policy.act(obs, info, env))
+            total += float(reward)
+            steps += 1
+            if term or trunc:
+                break
+        out: dict[str, Any] = {
+            "seed": seed,
+            "return": total,
+            "steps": steps,
+            "terminated": bool(term),
+            "truncated": bool(trunc),
+            "info": _jsonable({k: v for k, v in info.items() if k != "trace"}),
+        }
+        if keep:
+            out["trace"] = env.trace
+    return out
