@@ -26,6 +26,7 @@ BENCHMARKS = [
     "bench_counterfactual",
     "bench_learn",
     "bench_import",
+    "bench_security",
 ]
 
 

@@ -426,7 +426,7 @@ class Keyring:
     def sign(self, sender: str, recipient: str, content: str, step: int) -> str:
         """The hex MAC of a message sent by ``sender``."""
         body = self._body(sender, recipient, content, step)
-        return hmac.new(self.key(sender), body, hashlib.sha256).hexdigest()
+        return hmac.digest(self.key(sender), body, "sha256").hex()
 
     def verify(self, sender: str, recipient: str, content: str, step: int, mac: str | None) -> bool:
         """Whether ``mac`` is ``sender``'s signature of the message."""
