@@ -494,3 +494,13 @@ def test_defenses_config_errors() -> None:
         RunConfig(defenses="all")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="defenses: unknown key 'sign'; known:"):
         Defenses.from_dict({"sign": True})
+
+
+def test_replay_of_a_defended_run_reproduces_it() -> None:
+    from orchestrace.runtime.replay import replay
+
+    for topology in ("swarm", "debate"):
+        tr = run(topology, "multihop", agents=3, seed=2, defenses=Defenses.all()).trace
+        again = replay(tr).trace
+        assert msgspec.json.encode(again.events) == msgspec.json.encode(tr.events)
+        assert again.meta["config"]["defenses"] == tr.meta["config"]["defenses"]
