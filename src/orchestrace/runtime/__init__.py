@@ -177,16 +177,20 @@ def run(
     if progress:
         procs.append(ProgressBar(desc=f"{spec.name}/{inst.name}", force=True))
     recorder = Recorder(procs)
-    rt = Runtime(
-        task=inst,
-        backend=be,
-        config=cfg,
-        recorder=recorder,
-        interventions=interventions,
-        cache=cache,
-        topology=spec.trace_topology,
-        meta={"runner": {"topology": spec.name}, **({"team": team} if team else {})},
-    )
+    try:
+        rt = Runtime(
+            task=inst,
+            backend=be,
+            config=cfg,
+            recorder=recorder,
+            interventions=interventions,
+            cache=cache,
+            topology=spec.trace_topology,
+            meta={"runner": {"topology": spec.name}, **({"team": team} if team else {})},
+        )
+    except BaseException:
+        recorder.shutdown()  # refused before it started (a bad policy...): no file is left
+        raise
     cpu0, wall0 = time.process_time(), time.perf_counter()
     recorder.on_fatal = rt.request_stop
     runner = run_virtual if be.virtual else run_real
