@@ -80,3 +80,46 @@ def test_malformed_recorded_policy_exits_1(
     assert capsys.readouterr().err == (
         "error: cannot audit: defenses.taint must be true or false (got 'yes')\n"
     )
+
+
+def test_run_with_defenses_then_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "defenses.toml"
+    spec.write_text(
+        "sign_messages = true\ntaint = true\n"
+        "[capabilities.roles.orchestrator]\nmay_spawn = true\nmay_stop = true\n"
+        "may_aggregate = true\n"
+    )
+    out = tmp_path / "run.jsonl"
+    args = ["run", "swarm", "--task", "multihop", "-k", "3", "--no-progress", "-o", str(out)]
+    assert main([*args, "--defenses", str(spec)]) == 0
+    capsys.readouterr()
+    assert main(["audit", str(out)]) == 0
+    assert capsys.readouterr().out == f"{out}: clean (1 trace, 0 findings)\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--defenses", "nope.toml"], "error: --defenses nope.toml: cannot read it"),
+        (["--defenses", "all", "--policy", "missing.toml"], "error: missing.toml: cannot read"),
+    ],
+)
+def test_run_bad_defenses(
+    tmp_path: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "centralized", "--no-progress", *extra]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_run_policy_with_an_unknown_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text("[roles.wizard]\n")
+    out = tmp_path / "never.jsonl"
+    assert main(["run", "centralized", "--policy", str(policy), "-o", str(out)]) == 1
+    assert capsys.readouterr().err.startswith(
+        "error: defenses.capabilities: unknown role 'wizard'; roles of this run: aggregator"
+    )
+    assert not out.exists()

@@ -13,6 +13,7 @@ from orchestrace._safe import display
 from orchestrace.errors import ConfigError
 from orchestrace.runtime import TASKS, TOPOLOGIES, RunConfig, run
 from orchestrace.runtime.backends import BACKENDS
+from orchestrace.runtime.security import defenses_from
 
 
 def add_parser(sub: Any) -> None:
@@ -90,6 +91,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="topology option, e.g. rounds=3, gossip=0.2, chunks=4 (repeatable)",
     )
+    p.add_argument(
+        "--defenses",
+        metavar="none|all|FILE",
+        help="security defenses: none (default), all, or a TOML file of Defenses fields "
+        "(see docs/security.md)",
+    )
+    p.add_argument("--policy", metavar="FILE", help="capability policy per role (TOML)")
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:
@@ -118,6 +126,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         on_error=args.on_error,
         tool_failure_rate=args.tool_failure_rate,
         options=_options(args.option),
+        defenses=defenses_from(getattr(args, "defenses", None), getattr(args, "policy", None)),
     )
 
 

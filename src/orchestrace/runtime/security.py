@@ -44,6 +44,7 @@ __all__ = [
     "Defenses",
     "Keyring",
     "RolePolicy",
+    "defenses_from",
 ]
 
 #: Actions a capability policy rules on (besides tool calls).
@@ -380,6 +381,39 @@ class Defenses:
         if caps is not None and not isinstance(caps, CapabilityPolicy):
             kw["capabilities"] = CapabilityPolicy.from_dict(caps, source=f"{source}.capabilities")
         return cls(**kw)
+
+
+def defenses_from(spec: str | None, policy: str | Path | None = None) -> Defenses:
+    """The defenses a command line names: ``none``, ``all`` or a TOML file, plus a policy file.
+
+    A defenses file holds :class:`Defenses` fields at its top level, the capability policy
+    as a ``[capabilities]`` table. ``policy`` (a policy TOML file) sets ``capabilities``.
+
+    Example:
+        >>> defenses_from("all").sign_messages, defenses_from(None).is_none()
+        (True, True)
+
+    Raises:
+        ConfigError: An unreadable or malformed file, or an unknown key (one line).
+    """
+    if spec in (None, "none"):
+        d = Defenses.none()
+    elif spec == "all":
+        d = Defenses.all()
+    else:
+        p = Path(str(spec))
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(
+                f"--defenses {spec}: cannot read it ({err}); pass none, all or a TOML file"
+            ) from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{p}: not valid TOML: {err}; fix the defenses file") from None
+        d = Defenses.from_dict(data, source=str(p))
+    if policy is not None:
+        d = dataclasses.replace(d, capabilities=CapabilityPolicy.from_toml(policy))
+    return d
 
 
 class Keyring:
