@@ -97,7 +97,7 @@ def bench_all_defenses(quick: bool) -> None:
     agents = 8 if quick else 32
 
     def one(d: Defenses) -> Any:
-        return run("swarm", "multihop", agents=agents, seed=1, defenses=d, backend_options={})
+        return run("swarm", "wide-search-v0", agents=agents, seed=1, defenses=d)
 
     plain_s = all_s = float("inf")
     for _ in range(3):
@@ -107,7 +107,7 @@ def bench_all_defenses(quick: bool) -> None:
         all_s = min(all_s, t)
     per_event = lambda s, r: s / len(r.trace.events) * 1e6  # noqa: E731
     report(
-        f"swarm/multihop, {agents} agents, per event, every defense on",
+        f"swarm/wide-search, {agents} agents, per event, all defenses",
         per_event(all_s, defended),
         "us",
         baseline="no defenses",

@@ -504,3 +504,15 @@ def test_replay_of_a_defended_run_reproduces_it() -> None:
         again = replay(tr).trace
         assert msgspec.json.encode(again.events) == msgspec.json.encode(tr.events)
         assert again.meta["config"]["defenses"] == tr.meta["config"]["defenses"]
+
+
+def test_spotlight_alone_does_not_reshuffle_the_simulator() -> None:
+    for seed in (1, 2):
+        plain = run("swarm", "wide-search-v0", agents=8, seed=seed).trace
+        lit = run("swarm", "wide-search-v0", agents=8, seed=seed, defenses=Defenses(spotlight=True))
+        assert lit.trace.meta["result"]["answer"] == plain.meta["result"]["answer"]
+        answers = [(e.attrs or {}).get("answer") for e in plain.events if e.type == "llm_call"]
+        lit_answers = [
+            (e.attrs or {}).get("answer") for e in lit.trace.events if e.type == "llm_call"
+        ]
+        assert lit_answers == answers

@@ -158,6 +158,14 @@ class SimBackend:
         return min(1.0, max(0.0, base + jitter))
 
     def _rng(self, request: LLMRequest) -> random.Random:
+        from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
+
+        msgs = request.messages
+        if msgs and SPOTLIGHT_NOTE in msgs[0].get("content", ""):
+            # draws depend on what is asked, not on how untrusted text is delimited: a
+            # spotlighted prompt draws as its plain rendering does
+            plain = render(request.kind, request.payload, request.role)
+            request = dataclasses.replace(request, messages=plain)
         key = request_key(request, 0)
         return random.Random(f"{self.seed}:{key}")
 
