@@ -3,7 +3,7 @@
 Example:
     >>> from orchestrace.bench import SUITES
     >>> sorted(SUITES)
-    ['sim-v1', 'sim-v2', 'smoke-v1', 'smoke-v2']
+    ['envelope-v1', 'sim-v1', 'sim-v2', 'smoke-v1', 'smoke-v2']
 """
 
 from orchestrace.bench.envelope import envelope_point

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from orchestrace.bench.envelope import envelope_markdown, scale_gap_figure
+
 __all__ = ["markdown", "write_report"]
 
 
@@ -121,18 +123,15 @@ def markdown(report: dict[str, Any]) -> str:
     if report["envelope"]:
         out += [
             "",
-            "## Scale envelope (swarm on wide-search, sim backend)",
+            "## Scale envelope (sim backend, virtual time)",
             "",
-            "| agents | target length | events | CPU s | virtual s | speedup | "
-            "efficiency | tokens | setting |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "Swarm points: wide-search, one document per turn; industry: the staged "
+            "three-level hierarchy (`orchestrace.bench.envelope.INDUSTRY`). CPU s covers "
+            "recording, validation and analysis; peak MiB is the peak resident memory of the "
+            "point's own process (n/a when it ran in the suite's process).",
+            "",
         ]
-        for r in report["envelope"]:
-            out.append(
-                f"| {r['agents']} | {r['target_length']} | {r['events']:,} | "
-                f"{r['cpu_s']:.3f} | {r['virtual_s']:.1f} | {r['speedup']:.1f} | "
-                f"{r['efficiency']:.2f} | {r['tokens']:,} | {r['setting']} |"
-            )
+        out += envelope_markdown(report["envelope"])
         if report.get("envelope_infeasible"):
             pts = ", ".join(
                 f"{p['agents']}x{p['target_length']}" for p in report["envelope_infeasible"]
@@ -242,7 +241,11 @@ def _plots(report: dict[str, Any], out: Path) -> None:
             fig.tight_layout()
             _savefig(fig, out / "e4.png")
             plt.close(fig)
-    env = report["envelope"]
+    if report["envelope"]:
+        fig = scale_gap_figure(report["envelope"])
+        _savefig(fig, out / "scale_gap.png")
+        plt.close(fig)
+    env = [r for r in report["envelope"] if r.get("target_length") is not None]
     if env:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
         for n in sorted({r["target_length"] for r in env}):

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from orchestrace._safe import redact
-from orchestrace.bench.envelope import envelope_point
+from orchestrace.bench.envelope import ENVELOPE_POINTS, envelope_point, measure_point
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor, JobFailure, failures, make_executor
 from orchestrace.stats import mean_ci, wilson_interval
@@ -87,6 +87,12 @@ class Suite:
     #: Options of the sim backend (recorded in every trace's backend spec; other backends
     #: ignore them); options given to :func:`run_suite` override them.
     sim_options: dict[str, Any] = field(default_factory=dict)
+    #: Envelope points beyond the grid: (agents, target events).
+    envelope_points: tuple[tuple[int, int], ...] = ()
+    #: Also record the industry configuration (:data:`orchestrace.bench.envelope.INDUSTRY`).
+    envelope_industry: bool = False
+    #: Run each envelope point in a fresh process and record its peak memory.
+    envelope_isolate: bool = False
 
 
 #: Registered suites by versioned id.
@@ -103,6 +109,21 @@ SUITES: dict[str, Suite] = {
         description="as sim-v2 with the earlier simulator: -v0 tasks (tool results not "
         "shown) and oracle verifiers (judge, critic and reviser read the ground truth)",
         sim_options={"oracle_verifiers": True},
+    ),
+    "envelope-v1": Suite(
+        "envelope-v1",
+        topologies=(),
+        tasks=(),
+        seeds=1,
+        envelope_agents=(2, 5, 10, 100, 300),
+        envelope_lengths=(10, 100, 1000, 10_000),
+        envelope_points=ENVELOPE_POINTS,
+        envelope_industry=True,
+        envelope_isolate=True,
+        description="the scale envelope alone, each point in its own process (CPU time and "
+        "peak memory): 2-300 agents x 10-10,000 events, 300 x 4,000, 1,000 x 40,000, "
+        "10,000 x 400,000, and the industry configuration (staged three-level hierarchy, "
+        "360 sub-agents, 4,200 tool calls)",
     ),
     "smoke-v2": Suite(
         "smoke-v2",
@@ -377,11 +398,13 @@ def run_suite(
     if backend == "sim" and suite.sim_options:
         backend_options = {**suite.sim_options, **(backend_options or {})}
     specs = _specs(suite, backend, backend_options)
+    grid = [(k, n) for k in suite.envelope_agents for n in suite.envelope_lengths]
     points = (
-        [(k, n) for k in suite.envelope_agents for n in suite.envelope_lengths]
+        grid + [p for p in suite.envelope_points if p not in grid]
         if envelope and backend == "sim"
         else []
     )
+    industry = envelope and backend == "sim" and suite.envelope_industry
     if executor is None:
         executor = "process" if jobs > 1 else "local"
     ex = (
@@ -411,16 +434,26 @@ def run_suite(
             f"{' after ' + str(m['attempts']) + ' attempts' if m['attempts'] > 1 else ''}"
         )
     bar: Any = None
-    if progress and points:
+    if progress and (points or industry):
         from tqdm import tqdm
 
-        bar = tqdm(total=len(points), unit="point", desc=f"{suite.id} envelope")
+        bar = tqdm(total=len(points) + industry, unit="point", desc=f"{suite.id} envelope")
     try:
-        for k, n in points:  # in this process: CPU per point is a figure of the report
-            row = envelope_point(k, n)
+        for k, n in points:  # not in the executor: CPU per point is a figure of the report
+            row = (
+                measure_point("swarm", agents=k, length=n)
+                if suite.envelope_isolate
+                else envelope_point(k, n)
+            )
             if row is None:
                 skipped.append({"agents": k, "target_length": n})
             else:
+                env_rows.append(row)
+            if bar is not None:
+                bar.update(1)
+        if industry:
+            row = measure_point("industry", isolate=suite.envelope_isolate)
+            if row is not None:
                 env_rows.append(row)
             if bar is not None:
                 bar.update(1)

@@ -6,6 +6,7 @@ a peer); the aggregator combines and returns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrace.runtime.core import Context
@@ -15,12 +16,19 @@ from orchestrace.runtime.topologies.common import solve_part, worker_role
 __all__ = ["orchestrate"]
 
 
-async def swarm_worker(ctx: Context, part: Subtask, aggregator: str, peers: list[str]) -> Any:
-    """Solve, maybe tell a peer, report to the aggregator."""
+async def swarm_worker(
+    ctx: Context, part: Subtask, aggregator: str, team: Sequence[str], index: int
+) -> Any:
+    """Solve, maybe tell a peer (another member of ``team``), report to the aggregator.
+
+    ``team`` is shared by every worker (``index`` is this worker's place in it), so a team of
+    ``n`` costs ``n`` names, not ``n`` lists of peers.
+    """
     value = await solve_part(ctx, part)
     gossip = float(ctx.option("gossip", 0.0))
-    if peers and gossip > 0 and ctx.random() < gossip:
-        peer = peers[int(ctx.random() * len(peers))]
+    if len(team) > 1 and gossip > 0 and ctx.random() < gossip:
+        j = int(ctx.random() * (len(team) - 1))  # a uniform draw among the others
+        peer = team[j if j < index else j + 1]
         await ctx.send(peer, f"part {part.index}: {value}", data={"index": part.index})
     await ctx.send(aggregator, value, data={"index": part.index, "value": value})
     return value
@@ -47,16 +55,16 @@ async def orchestrate(ctx: Context) -> Any:
     await ctx.generate("plan", {"prompt": task.question, "suggest": n})
     parts = task.subtasks(n)
     agg = await ctx.spawn("aggregator", aggregator, n=len(parts), content="combine the reports")
-    names = [f"{worker_role(ctx, i)}{i + 1}" for i in range(len(parts))]
+    names = tuple(f"{worker_role(ctx, i)}{i + 1}" for i in range(len(parts)))
     for i, p in enumerate(parts):
-        peers = [m for m in names if m != names[i]]
         await ctx.spawn(
             worker_role(ctx, i),
             swarm_worker,
             name=names[i],
             part=p,
             aggregator=agg.name,
-            peers=peers,
+            team=names,
+            index=i,
             content=p.prompt,
         )
     (result,) = await ctx.wait([agg])
