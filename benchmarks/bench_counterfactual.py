@@ -336,7 +336,14 @@ def bench_accuracy(
         rho = rhos[0]
         low, high = _bootstrap([est[i] for i in ids], [ref[i] for i in ids], clusters)
         se2, _ = _noise(est_e, ids)
-        spread = f"{np.mean(rhos):+.3f}+-{np.std(rhos, ddof=1):.3f}" if len(rhos) > 1 else "-"
+        # a block whose estimates are all equal has no rank correlation: left out, and said
+        valid = [x for x in rhos if not np.isnan(x)]
+        spread = (
+            f"{np.mean(valid):+.3f}+-{np.std(valid, ddof=1):.3f}"
+            + ("" if len(valid) == len(rhos) else f" ({len(valid)}/{len(rhos)})")
+            if len(valid) > 1
+            else "-"
+        )
         print(
             f"  {k:>5} {rho:>16.3f}   [{low:+.3f}, {high:+.3f}] {spread:>14} {se2**0.5:>8.4f} "
             f"{cpu_total / len(rhos):>8.1f}"
@@ -347,8 +354,9 @@ def bench_accuracy(
             "rho",
             note=f"{len(ids)} messages in {len(set(clusters))} clusters, {draws}, bootstrap 95% [{low:+.3f}, {high:+.3f}]"
             + (
-                f", over {len(rhos)} seed blocks {np.mean(rhos):+.3f} +- {np.std(rhos, ddof=1):.3f}"
-                if len(rhos) > 1
+                f", over {len(valid)} of {len(rhos)} seed blocks (the others all-equal) "
+                f"{np.mean(valid):+.3f} +- {np.std(valid, ddof=1):.3f}"
+                if len(rhos) > 1 and len(valid) > 1
                 else ""
             )
             + f"; mean se {se2**0.5:.4f} against a credit spread of {signal**0.5:.4f}; "
