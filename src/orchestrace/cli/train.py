@@ -33,6 +33,15 @@ def add_parser(sub: Any) -> None:
         "(a directory holding anything else is never written into)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--policy",
+        metavar="MODEL_DIR",
+        help="train this local LLM (transformers directory with a chat-template tokenizer) as "
+        "the orchestrator, online with --algo grpo|ppo; --steps counts iterations",
+    )
+    p.add_argument("--tasks", type=int, default=2, help="LLM: task instances per iteration")
+    p.add_argument("--kl", type=float, default=0.0, help="LLM: weight of the KL to the start")
+    p.add_argument("--lora", action="store_true", help="LLM: train LoRA adapters (needs peft)")
     p.set_defaults(func=run_cmd)
 
 
@@ -42,6 +51,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     from orchestrace.learn.algorithms import TrainConfig, make_trainer
 
     check_output(args.output, force=args.force, kind="dir", report="train")  # before any work
+    if args.policy is not None:
+        return _train_llm(args)
     cfg = TrainConfig(
         env=args.env,
         task=args.task,
@@ -75,6 +86,56 @@ def run_cmd(args: argparse.Namespace) -> int:
                 "episodes_per_min": round(result.episodes_per_min),
                 "final_reward": round(last["reward"], 4),
                 "final_success": round(last["success"], 4),
+                "output": str(result.out),
+            }
+        )
+    )
+    return 0
+
+
+def _train_llm(args: argparse.Namespace) -> int:
+    """Online GRPO/PPO of an LLM orchestrator (orchestrace.learn.algorithms.llm_grpo)."""
+    from orchestrace.errors import ConfigError
+    from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, train_llm
+
+    if args.algo == "reinforce":
+        raise ConfigError("--policy trains with --algo grpo or ppo, not reinforce")
+    task = "arith" if args.task == "arith-mapreduce-v0" else args.task
+    cfg = LLMTrainConfig(
+        policy=args.policy,
+        algo=args.algo,
+        env=args.env,
+        task=task,
+        iterations=args.steps if args.steps != 20000 else 20,
+        tasks=args.tasks,
+        group=args.group,
+        lr=args.lr if args.lr != 1e-3 else 1e-2,
+        kl_coef=args.kl,
+        lora=args.lora,
+        seed=args.seed,
+        out=args.output,
+    )
+    bar: Any = None
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.iterations, unit="it", desc=f"{args.algo} LLM {args.env}")
+    try:
+        result = train_llm(cfg, progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    first, last = result.log[0], result.log[-1]
+    print(
+        json.dumps(
+            {
+                "algo": args.algo,
+                "env": args.env,
+                "policy": args.policy,
+                "iterations": len(result.log),
+                "reward_first": round(first["reward"], 4),
+                "reward_last": round(last["reward"], 4),
+                "invalid_rate_last": round(last["invalid_rate"], 4),
                 "output": str(result.out),
             }
         )

@@ -156,6 +156,10 @@ def root_agents(trace: Trace) -> list[str]:
 def unit_members(trace: Trace, unit: str) -> dict[str, list[int]]:
     """Each unit id with the indices of the events it owns (tokens: their llm_call).
 
+    Token ids are ``<event id>:<k>``: for a call with a token record (see
+    :mod:`orchestrace.trace.tokens`, also an orchestrator decision), ``k`` indexes its
+    ``completion_ids``; otherwise it counts the call's ``tokens_out``.
+
     Tool results belong to the calling agent's turn and action.
     """
     unit = check_unit(unit)
@@ -197,8 +201,14 @@ def unit_members(trace: Trace, unit: str) -> dict[str, list[int]]:
             if events[j].type == "tool_call":
                 out.setdefault(events[j].id, []).append(i)
         return out
+    from orchestrace.trace.tokens import token_table
+
+    recorded = token_table(trace)  # real token ids of trainable calls, where recorded
     for i, e in enumerate(events):  # token
-        if e.type == "llm_call":
+        if e.id in recorded:  # <id>:<k> is completion token k of its token record
+            for k in range(len(recorded[e.id]["completion_ids"])):
+                out[f"{e.id}:{k}"] = [i]
+        elif e.type == "llm_call":
             for k in range(e.tokens_out):
                 out[f"{e.id}:{k}"] = [i]
     return out

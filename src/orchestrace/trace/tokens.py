@@ -36,6 +36,7 @@ __all__ = [
     "is_token_table",
     "token_problem",
     "token_record",
+    "token_credit",
     "token_table",
 ]
 
@@ -144,3 +145,25 @@ def attach_tokens(trace: Trace, records: Mapping[str, Mapping[str, list[Any]]]) 
     return msgspec.structs.replace(
         trace, events=events, meta={**trace.meta, TOKENS_KEY: table}
     )
+
+
+def token_credit(trace: Trace, credit: Mapping[str, float]) -> dict[str, list[float]]:
+    """Token-unit credit (``{"<event id>:<k>": value}``) laid onto each record's completion ids.
+
+    Returns ``{event id: [credit of completion token k, ...]}`` for every event with a token
+    record; tokens the credit does not name, or the harness inserted (mask 0), get 0.
+
+    Example:
+        >>> from orchestrace.trace.generate import generate_trace
+        >>> tr = generate_trace(agents=2, steps=6, seed=1)
+        >>> eid = tr.events[-1].id
+        >>> tr2 = attach_tokens(tr, {eid: token_record([1], [7, 8], [-1.0, -2.0], [1, 0])})
+        >>> token_credit(tr2, {f"{eid}:0": 0.5, f"{eid}:1": 0.5})[eid]
+        [0.5, 0.0]
+    """
+    out: dict[str, list[float]] = {}
+    for eid, rec in token_table(trace).items():
+        out[eid] = [
+            float(credit.get(f"{eid}:{k}", 0.0)) if m else 0.0 for k, m in enumerate(rec["mask"])
+        ]
+    return out
