@@ -354,8 +354,13 @@ def bench_accuracy(
             "rho",
             note=f"{len(ids)} messages in {len(set(clusters))} clusters, {draws}, bootstrap 95% [{low:+.3f}, {high:+.3f}]"
             + (
-                f", over {len(valid)} of {len(rhos)} seed blocks (the others all-equal) "
-                f"{np.mean(valid):+.3f} +- {np.std(valid, ddof=1):.3f}"
+                f", over {len(valid)} seed blocks {np.mean(valid):+.3f} +- "
+                f"{np.std(valid, ddof=1):.3f}"
+                + (
+                    f" ({len(rhos) - len(valid)} all-equal left out)"
+                    if len(valid) < len(rhos)
+                    else ""
+                )
                 if len(rhos) > 1 and len(valid) > 1
                 else ""
             )
