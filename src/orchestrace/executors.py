@@ -61,6 +61,7 @@ __all__ = [
     "executor_from_args",
     "failures",
     "make_executor",
+    "shutdown_ray",
 ]
 
 #: Executor names, as ``--executor`` takes them.
@@ -610,7 +611,11 @@ def _paths() -> list[str]:
 
 
 def shutdown_ray() -> None:
-    """Stop the Ray instance this process started (nothing when Ray is not running)."""
+    """Stop the Ray instance this process runs (nothing when Ray is not running).
+
+    Example:
+        >>> shutdown_ray()  # nothing to stop here
+    """
     if "ray" in sys.modules:
         ray = sys.modules["ray"]
         if ray.is_initialized():
@@ -662,7 +667,15 @@ def make_executor(
 
 
 def add_executor_flags(p: Any, what: str) -> None:
-    """Add ``--executor``, ``--workers`` and ``--ray-address`` to an argparse parser."""
+    """Add ``--executor``, ``--workers`` and ``--ray-address`` to an argparse parser.
+
+    Example:
+        >>> import argparse
+        >>> p = argparse.ArgumentParser()
+        >>> add_executor_flags(p, "the jobs")
+        >>> executor_from_args(p.parse_args(["--executor", "local"])).name
+        'local'
+    """
     p.add_argument(
         "--executor",
         choices=EXECUTORS,
@@ -686,7 +699,17 @@ def add_executor_flags(p: Any, what: str) -> None:
 
 
 def executor_from_args(args: Any, default: str = "local") -> Executor:
-    """The executor the ``--executor/--workers/--ray-address`` flags ask for."""
+    """The executor the ``--executor/--workers/--ray-address`` flags ask for.
+
+    ``--ray-address`` alone means Ray; otherwise ``default`` where ``--executor`` is not given.
+
+    Example:
+        >>> import argparse
+        >>> args = argparse.Namespace(executor=None, workers=2, ray_address=None)
+        >>> ex = executor_from_args(args, default="process")
+        >>> ex.name, ex.workers
+        ('process', 2)
+    """
     name = args.executor or ("ray" if args.ray_address else default)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")

@@ -101,7 +101,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.method in _FORKING:
         kw.update(backend_args(args))
         if args.executor or args.workers is not None or args.ray_address:
-            kw["executor"] = executor_from_args(args)
+            kw["executor"] = executor_from_args(args, default="process")
     elif args.executor or args.workers is not None or args.ray_address:
         raise ConfigError(
             f"--executor, --workers and --ray-address apply to the methods that re-execute the "
