@@ -313,3 +313,18 @@ def test_malformed_recorded_defenses(plain_run: Trace) -> None:
         ConfigError, match=r"cannot audit: meta.config.defenses: unknown key 'sign'"
     ):
         audit_trace(plain_run.replace(meta=meta))
+
+
+def test_odd_values_never_crash_the_audit(tool_run: Trace, msg_run: Trace) -> None:
+    odd: list[Any] = [None, 5, "x", [], {}, [1, [2]], {"a": None}, float("inf")]
+    for base in (tool_run, msg_run):
+        for value in odd:
+            for i in range(0, len(base.events), 3):
+                ev = base.events[i]
+                attrs = {k: value for k in (ev.attrs or {})} or {"taint": value}
+                attrs |= {"endorses": value, "kind": "endorsement", "value": value}
+                audit_trace(_edit(base, ev, attrs=attrs))
+            meta = {**base.meta, "result": value, "task": value}
+            audit_trace(base.replace(meta=meta))
+            cfg = {**base.meta["config"], "seed": value}
+            audit_trace(base.replace(meta={**base.meta, "config": cfg}))

@@ -122,6 +122,11 @@ class _View:
         named = [r for r in roots if r == "orchestrator" or self.roles.get(r) == ROOT_ROLE]
         return set(named or roots[:1])
 
+    @cached_property
+    def task(self) -> Any:
+        """The task rebuilt from ``meta.task`` (``None`` when it cannot be, or runs code)."""
+        return _task(self)
+
     def safety(self, kind: str) -> list[Event]:
         return [
             e
@@ -364,7 +369,7 @@ def _recompute(
             raise LookupError("trust weights are not recorded")
         kw["weights"] = [0.5 if _tainted(s, d.taint) else 1.0 for s in srcs]
     if method == "combine":
-        task = _task(v)
+        task = v.task
         if task is None:
             raise LookupError("task cannot be rebuilt")
         return task.combine(values) if all(oks) else None
