@@ -9,6 +9,7 @@ from orchestrace.bench.security import (
     SECURITY_SUITES,
     SecuritySuite,
     make_defenses,
+    read_security_runs,
     run_security_suite,
     security_markdown,
     write_security_report,
@@ -54,8 +55,11 @@ def test_smoke_report_figures(smoke):
 def test_report_files_and_markdown(smoke, tmp_path):
     out = write_security_report(smoke, tmp_path / "rep")
     names = {p.name for p in out.iterdir()}
-    assert {"report.json", "report.md", "asr_by_defense.png", "utility_vs_asr.png"} <= names
+    assert {"report.json", "runs.jsonl.gz", "report.md", "asr_by_defense.png"} <= names
+    assert "utility_vs_asr.png" in names
+    assert read_security_runs(out) == json.loads(json.dumps(smoke["runs"]))
     back = json.loads((out / "report.json").read_text())
+    assert back["runs_count"] == len(smoke["runs"]) and "runs" not in back
     assert back["summary"]["none"]["asr"]["n"] == smoke["summary"]["none"]["asr"]["n"]
     md = security_markdown(smoke)
     for heading in (
@@ -98,6 +102,12 @@ def test_bad_inputs():
         run_security_suite("security-smoke-v1", seeds=0, progress=False)
     with pytest.raises(ConfigError, match="unknown defense setting 'moat'"):
         make_defenses("moat")
+
+
+def test_unreadable_runs_file(tmp_path):
+    (tmp_path / "runs.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(ConfigError, match=r"runs\.jsonl\.gz: cannot read the runs of a security"):
+        read_security_runs(tmp_path)
 
 
 def test_registered_suites_name_known_attacks_and_defenses():

@@ -47,6 +47,7 @@ __all__ = [
     "SECURITY_SUITES",
     "SecuritySuite",
     "make_defenses",
+    "read_security_runs",
     "run_security_one",
     "run_security_suite",
     "security_markdown",
@@ -476,7 +477,8 @@ def security_markdown(report: dict[str, Any]) -> str:
         "",
         f"Backend `{report['config']['backend']}`, {s['seeds']} seeds per cell, team size "
         f"{s['agents']}, task size {s['task_size']}, simulated victims' susceptibility "
-        f"{s['susceptibility']} (the same with and without defenses); {len(report['runs'])} "
+        f"{s['susceptibility']} (the same with and without defenses); "
+        f"{report.get('runs_count', len(report.get('runs', [])))} "
         f"runs in {report['wall_s']:.0f} s wall.",
         "",
         "Rates carry their 95% Wilson score interval [low, high]. Targeted ASR: the share of "
@@ -628,20 +630,50 @@ def security_markdown(report: dict[str, Any]) -> str:
 
 
 def write_security_report(report: dict[str, Any], out: str | Path, *, force: bool = False) -> Path:
-    """Write ``report.json``, ``report.md`` and the plots into ``out``; return it.
+    """Write ``report.json``, ``runs.jsonl.gz``, ``report.md`` and the plots into ``out``.
 
-    ``out`` is checked as ``orchestrace bench -o`` checks it (new, empty, or an earlier bench
-    report with ``force``).
+    ``report.json`` holds everything but the per-run rows, which go to ``runs.jsonl.gz`` (one
+    JSON object a line; ``read_security_runs`` reads them back). ``out`` is checked as
+    ``orchestrace bench -o`` checks it (new, empty, or an earlier bench report with ``force``).
+    Returns ``out``.
     """
+    import gzip
+
     from orchestrace.io._output import report_dir, report_file
 
+    runs = report.get("runs", [])
+    head = {k: v for k, v in report.items() if k != "runs"}
+    head["runs_file"] = "runs.jsonl.gz"
+    head["runs_count"] = len(runs)
     with report_dir(out, force=force, report="bench") as target:
         with report_file(target / "report.json", "w") as fh:
-            fh.write(json.dumps(report, indent=1, default=str))
+            fh.write(json.dumps(head, indent=1, default=str))
+        lines = "".join(json.dumps(r, default=str) + "\n" for r in runs).encode()
+        with report_file(target / "runs.jsonl.gz") as fh:
+            fh.write(gzip.compress(lines, mtime=0))
         with report_file(target / "report.md", "w") as fh:
-            fh.write(security_markdown(report))
-        _plots(report, target)
+            fh.write(security_markdown(head))
+        _plots(head, target)
     return Path(out)
+
+
+def read_security_runs(out: str | Path) -> list[dict[str, Any]]:
+    """The per-run rows of a report written by :func:`write_security_report`.
+
+    Raises:
+        ConfigError: The file is missing or not what the writer writes.
+    """
+    import gzip
+
+    path = Path(out) / "runs.jsonl.gz"
+    try:
+        text = gzip.decompress(path.read_bytes()).decode()
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, EOFError, ValueError) as err:
+        raise ConfigError(
+            f"{path}: cannot read the runs of a security report ({err}); "
+            "write it again with orchestrace bench --suite security-v1"
+        ) from None
 
 
 def _plots(report: dict[str, Any], out: Path) -> None:

@@ -649,11 +649,17 @@ class Spoofing(Attack):
         target = st.target
 
         async def forger(ctx: Any, **inputs: Any) -> Any:
-            from orchestrace.safety._forge import forge
+            async def forge(ctx: Any, claimed: str, to: str, content: Any, data: Any) -> None:
+                # the attacker holds only its own key: what it can put in the MAC field is
+                # a made-up value, which the receiver's check refuses when signing is on
+                fake = hashlib.sha256(f"{claimed}:{to}:{content}".encode()).hexdigest()
+                await ctx.send_raw(to, content, sender=claimed, mac=fake, data=data)
 
             if role == "worker" and "aggregator" in inputs:
-                peers = [name, *inputs.get("peers", [])]
-                for i, who in enumerate(sorted(peers, key=_natural)):
+                team = inputs.get("team")  # every worker's name, in part order
+                if team is None:
+                    team = sorted([name, *inputs.get("peers", [])], key=_natural)
+                for i, who in enumerate(team):
                     data = {"index": i, "value": target}
                     await forge(ctx, who, inputs["aggregator"], target, data)
             elif role == "planner":
