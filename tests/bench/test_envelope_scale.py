@@ -122,3 +122,15 @@ def test_streamed_parquet_refuses_and_cleans_up(tmp_path):
     with pytest.raises(RuntimeError_, match="stream each run to its own dataset"):
         w.finish(other.trace)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.parquet"]  # nothing left over
+
+
+def test_run_streams_a_parquet_output(tmp_path, capsys):
+    from orchestrace.cli import main
+
+    path = tmp_path / "run.parquet"
+    res = run("swarm", "arith", agents=3, seed=5, output=path)
+    assert read_parquet(path) == [res.trace]
+    with pytest.raises(OutputError):
+        run("swarm", "arith", agents=3, seed=5, output=path)
+    assert main(["run", "swarm", "-k", "3", "--no-progress", "-o", str(path), "--force"]) == 0
+    assert read_parquet(path)[0].n_events == res.trace.n_events

@@ -266,7 +266,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     fmt: str | None = None
     if args.output:  # checked before anything runs
         fmt = check_dump_target(args.output, overwrite=args.force)
-    stream = args.output if fmt == "jsonl" else None
+    stream = args.output if fmt in ("jsonl", "parquet") else None
     res = run(
         args.topology,
         args.task,

@@ -119,8 +119,9 @@ def run(
         backend: ``sim``, ``openai``, ``hf``, or a backend object.
         backend_options: Options for the backend factory.
         config: Full configuration (overrides ``agents``/``seed``/``options``).
-        output: Stream the trace to this ``.jsonl`` file as it is recorded. It is checked
-            and created before the run starts; if it cannot be written completely the run
+        output: Stream the trace to this ``.jsonl`` file (or ``.parquet`` dataset directory,
+            written in row groups and put in place when the run ends) as it is recorded. It
+            is checked and created before the run starts; if it cannot be written completely the run
             stops and raises :class:`~orchestrace.io.OutputError`.
         progress: Show a progress bar.
         processors: Extra recording processors.
@@ -143,8 +144,9 @@ def run(
         OutputError: ``output`` exists (without ``overwrite``), is being written by another
             process, cannot be created, or writing it failed during the run.
     """
+    parquet = output is not None and str(output).endswith(".parquet")
     if output is not None:
-        check_output(output, force=overwrite, kind="file")
+        check_output(output, force=overwrite, kind="dataset" if parquet else "file")
     spec = get_topology(topology)
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     given = {k: v for k, v in options.items() if k in fields}
@@ -174,7 +176,12 @@ def run(
         )
     )
     procs = list(processors)
-    if output is not None:
+    if output is not None and parquet:
+        from orchestrace.io.parquet_stream import ParquetExporter
+
+        exporter: Any = ParquetExporter(output, overwrite=overwrite)
+        procs.insert(0, exporter)
+    elif output is not None:
         procs.insert(0, JsonlExporter(output, overwrite=overwrite))
     if progress:
         procs.append(ProgressBar(desc=f"{spec.name}/{inst.name}", force=True))
