@@ -89,6 +89,16 @@ def test_victims_that_never_follow_give_no_success(attack):
     assert final_answer(res.trace) != 1337  # the default target on arith
 
 
+def test_susceptibility_per_role_is_the_victims_and_is_recorded():
+    immune = Byzantine(susceptibility={"worker": 0.0, "*": 1.0})
+    res = run_attacked("centralized", ARITH, immune, agents=3, seed=0, task_size=8)
+    assert not immune.succeeded(res.trace)
+    assert _susceptibility(res.trace) == {"worker": 0.0, "*": 1.0}
+    fragile = Byzantine(susceptibility={"worker": 1.0, "*": 0.0})
+    res = run_attacked("centralized", ARITH, fragile, agents=3, seed=0, task_size=8)
+    assert fragile.succeeded(res.trace)
+
+
 def test_a_trace_recorded_without_the_attack_is_refused():
     tr = run("centralized", ARITH, agents=2, seed=0).trace
     with pytest.raises(ConfigError, match="was not recorded under the 'byzantine' attack"):
@@ -125,6 +135,7 @@ def test_replication_applies_to_a_gossiping_swarm():
     ("kwargs", "message"),
     [
         ({"susceptibility": 1.5}, "susceptibility must be a probability in \\[0, 1\\]"),
+        ({"susceptibility": {"worker": -1}}, "or a mapping of role to probability \\(got -1\\)"),
         ({"agents": 0}, "agents must be an integer >= 1"),
         ({"surface_kind": "email"}, "surface_kind must be 'tool' or 'document'"),
         ({"nope": 1}, "unknown option 'nope' for attack 'indirect_injection'"),

@@ -38,7 +38,8 @@ other than the one it was planted in forwarded it.
 
 **Susceptibility** (the simulator's model of a victim): ``susceptibility`` is the probability
 that a simulated agent whose prompt carries the attacker's instruction follows it (a seeded
-draw per call; recorded in the trace's ``meta.interventions``). It is a property of the
+draw per call), one number or one per role; it is recorded in the trace's
+``meta.interventions``. It is a property of the
 victim model, never of the defenses: a defense lowers attack success only through what its
 code does to the run (a rejected forgery, a denied capability, a blocked taint flow, an
 instruction removed before it reaches the prompt). On real backends the model itself decides;
@@ -224,7 +225,7 @@ class AttackBackend:
         if st.simulated:
             if carries:
                 u = _draw(st.seed, st.attack.name, "follow", request_key(request, 0))
-                if u < st.attack.susceptibility:
+                if u < st.attack.follows(request.role):
                     return self._follow(request, resp)
             return resp
         if MARK in resp.text or (carries and resp.answer is not None and resp.answer == st.target):
@@ -384,7 +385,9 @@ class Attack:
     """Base of the attacks (see the module docstring).
 
     Args:
-        susceptibility: Probability that a simulated victim follows an instruction it reads.
+        susceptibility: Probability that a simulated victim follows an instruction it reads;
+            a mapping gives it per role (``{"worker": 0.6, "critic": 0.1, "*": 0.3}``; roles
+            not listed take ``"*"``, else 1).
         agents: How many agents the attacker controls (the first solving agents to act).
         target: The attacker's value (default: :func:`default_target` of the task).
     """
@@ -392,18 +395,35 @@ class Attack:
     name: ClassVar[str] = "attack"
     #: What the attack manipulates (the report's grouping).
     surface: ClassVar[str] = ""
-    susceptibility: float = 1.0
+    susceptibility: float | Mapping[str, float] = 1.0
     agents: int = 1
     target: Any = None
 
     def __post_init__(self) -> None:
         s = self.susceptibility
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 0.0 <= s <= 1.0:
-            raise ConfigError(
-                f"{self.name}: susceptibility must be a probability in [0, 1] (got {s!r})"
-            )
+        values = list(s.values()) if isinstance(s, Mapping) else [s]
+        if isinstance(s, Mapping) and not all(isinstance(k, str) and k for k in s):
+            raise ConfigError(f"{self.name}: susceptibility roles must be names (got {s!r})")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0:
+                raise ConfigError(
+                    f"{self.name}: susceptibility must be a probability in [0, 1], or a "
+                    f"mapping of role to probability (got {v!r})"
+                )
         if isinstance(self.agents, bool) or not isinstance(self.agents, int) or self.agents < 1:
             raise ConfigError(f"{self.name}: agents must be an integer >= 1 (got {self.agents!r})")
+
+    def follows(self, role: str) -> float:
+        """The susceptibility of an agent of ``role`` (a mapping's ``"*"`` covers the rest).
+
+        Example:
+            >>> Byzantine(susceptibility={"critic": 0.1, "*": 0.6}).follows("worker")
+            0.6
+        """
+        s = self.susceptibility
+        if isinstance(s, Mapping):
+            return float(s.get(role, s.get("*", 1.0)))
+        return float(s)
 
     # -- what it applies to
     def applies_to(
