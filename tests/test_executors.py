@@ -184,3 +184,46 @@ def test_ray_retries_a_dead_worker(ray_local: Any, tmp_path: Path) -> None:
     (fail,) = failures(out)
     assert fail.index == 3 and fail.kind == "worker-died" and fail.attempts == 2
     assert out[:3] == [0, 2, 4] and out[4] == 8
+
+
+# ---------------------------------------------------------------------------- command line
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from orchestrace.cli import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+def test_cli_refuses_executor_flags_where_nothing_forks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from orchestrace import dump
+    from orchestrace.runtime import run
+
+    path = tmp_path / "t.json"
+    dump(run("debate", "arith", agents=3, seed=1, rounds=1, task_size=6).trace, path)
+    code, err = _cli(capsys, "credit", str(path), "--method", "uniform", "--workers", "2")
+    assert code == 1
+    assert err.strip() == (
+        "error: --executor, --workers and --ray-address apply to the methods that re-execute "
+        "the run (counterfactual, loo, shapley), not to uniform; leave them out"
+    )
+    code, err = _cli(
+        capsys, "credit", str(path), "--method", "loo", "--executor", "local", "--json"
+    )
+    assert code == 0 and err == ""
+
+
+@needs_ray
+def test_cli_unreachable_ray_address_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "bench"
+    code, err = _cli(
+        capsys, "bench", "--suite", "smoke-v2", "--ray-address", f"127.0.0.1:{port}", "-o", str(out)
+    )
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith(f"error: --ray-address 127.0.0.1:{port}: no Ray cluster answers there")
