@@ -516,3 +516,27 @@ def test_spotlight_alone_does_not_reshuffle_the_simulator() -> None:
             (e.attrs or {}).get("answer") for e in lit.trace.events if e.type == "llm_call"
         ]
         assert lit_answers == answers
+
+
+def test_a_forced_stop_is_gated_too() -> None:
+    async def root(ctx: Context) -> Any:
+        res = await ctx.call_tool("fetch", {})
+        ctx.remember(res.value)
+        while True:
+            await ctx.generate("solve", ctx.payload(ctx.task.whole()))
+
+    for text, withheld in (("42", False), (INJECTION, True)):
+        rt = Runtime(
+            task=make_task("arith", seed=0, size=4),
+            backend=SimBackend(seed=1),
+            config=RunConfig(agents=2, max_steps=4, defenses=Defenses(taint=True)),
+            tools={"fetch": lambda a, text=text: text},
+        )
+        tr = run_virtual(rt.run(root))
+        stop = tr.events[-1]
+        assert stop.decision == "stop" and stop.attrs["budget"] == "max_steps"
+        assert stop.attrs.get("withheld", False) is withheld
+        assert rt.answer == (None if withheld else "42")
+        kind = "taint_blocked" if withheld else "endorsement"
+        assert [e.attrs["action"] for e in _safety(tr, kind)] == ["stop"]
+        assert audit_trace(tr) == []

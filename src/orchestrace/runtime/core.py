@@ -754,6 +754,8 @@ class Runtime:
             else None
         )
         attrs: dict[str, Any] = {"answer": a.best if self.answer is None else self.answer}
+        if self.guard is not None and self.guard.gate(a, "stop"):
+            attrs = {"answer": None, "withheld": True}  # tainted and not endorsable
         if budget:
             attrs["budget"] = budget
         self.record(
