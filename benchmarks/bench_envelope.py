@@ -23,11 +23,8 @@ from _common import check, report
 POINTS = ((250, 10_000), (1_000, 40_000), (10_000, 400_000))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    points = POINTS[:2] if args.quick else POINTS
+def main(quick: bool = False) -> None:
+    points = POINTS[:2] if quick else POINTS
     rows = []
     for agents, length in points:
         row = measure_point("swarm", agents=agents, length=length)
@@ -73,4 +70,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    main(quick=ap.parse_args().quick)

@@ -27,6 +27,7 @@ BENCHMARKS = [
     "bench_learn",
     "bench_import",
     "bench_security",
+    "bench_envelope",
 ]
 
 
