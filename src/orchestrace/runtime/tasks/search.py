@@ -38,7 +38,7 @@ class WideSearchTask(Task):
 
     name = "wide-search-v0"
     unit = 25.0
-    max_size = 200_000
+    max_size = 120_000
 
     def __init__(self, seed: int = 0, size: int = 200) -> None:
         super().__init__(seed, size)
