@@ -5,8 +5,6 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
-pytestmark = pytest.mark.slow  # builds and runs a tiny model
-
 from orchestrace import check_trace
 from orchestrace.credit.base import unit_members
 from orchestrace.errors import ConfigError, TraceFormatError
@@ -17,6 +15,8 @@ from orchestrace.learn.llm_policy import tiny_chat_lm
 from orchestrace.runtime import run
 from orchestrace.runtime.backends.hf import HFBackend
 from orchestrace.trace.tokens import attach_tokens, token_credit, token_record, token_table
+
+pytestmark = pytest.mark.slow  # builds and runs a tiny model
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +68,11 @@ def test_damaged_token_table_is_one_clear_error(traced, tmp_path):
     write_parquet([trace], tmp_path / "d.parquet")
     p = tmp_path / "d.parquet" / "tokens.parquet"
     t = pq.read_table(p)
-    bad = t.set_column(5, "mask", pa.array([[7] * len(m) for m in t.column("mask").to_pylist()],
-                                           type=pa.list_(pa.int8())))
+    bad = t.set_column(
+        5,
+        "mask",
+        pa.array([[7] * len(m) for m in t.column("mask").to_pylist()], type=pa.list_(pa.int8())),
+    )
     pq.write_table(bad, p)
     with pytest.raises(TraceFormatError, match=r"tokens.parquet row 0 .*mask must hold 0"):
         read_parquet(tmp_path / "d.parquet")

@@ -5,13 +5,15 @@ import asyncio
 import pytest
 
 pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
-pytestmark = pytest.mark.slow  # builds and runs a tiny model
+import torch
 
 from orchestrace.learn.llm_policy import tiny_chat_lm
 from orchestrace.runtime.backends.base import LLMRequest
 from orchestrace.runtime.backends.hf import HFBackend
+
+pytestmark = pytest.mark.slow  # builds and runs a tiny model
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,10 @@ def model_dir(tmp_path_factory):
 def _requests(n):
     return [
         LLMRequest(
-            f"w{i}", "worker", "solve", [{"role": "user", "content": "Answers so far: " + "3 " * i}],
+            f"w{i}",
+            "worker",
+            "solve",
+            [{"role": "user", "content": "Answers so far: " + "3 " * i}],
             max_tokens=4,
         )
         for i in range(n)
@@ -53,7 +58,9 @@ def test_concurrent_requests_share_generate_calls_and_equal_serial_answers(model
     for r in got:
         rec = r.token_record
         assert r.tokens_in == len(rec["prompt_ids"]) and r.tokens_out == len(rec["completion_ids"])
-        assert len(rec["logprobs"]) == len(rec["completion_ids"]) and all(x <= 0 for x in rec["logprobs"])
+        assert len(rec["logprobs"]) == len(rec["completion_ids"]) and all(
+            x <= 0 for x in rec["logprobs"]
+        )
 
 
 def test_logprobs_are_the_models_own(model_dir):

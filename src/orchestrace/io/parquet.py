@@ -50,8 +50,8 @@ from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, 
 from orchestrace.io._common import PathLike, _denied
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.trace.graph import TraceGraph
-from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table, token_problem
 from orchestrace.trace.model import MAX_INT, Decision, Edge, EdgeType, Event, EventType, Trace
+from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table, token_problem
 
 __all__ = [
     "EVENT_COLUMNS",

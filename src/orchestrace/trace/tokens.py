@@ -34,9 +34,9 @@ __all__ = [
     "TOKEN_FIELDS",
     "attach_tokens",
     "is_token_table",
+    "token_credit",
     "token_problem",
     "token_record",
-    "token_credit",
     "token_table",
 ]
 
@@ -64,7 +64,7 @@ def token_record(
     Raises:
         ConfigError: Lengths disagree or a value is out of range (the message names it).
     """
-    rec = {
+    rec: dict[str, list[Any]] = {
         "prompt_ids": [int(x) for x in prompt_ids],
         "completion_ids": [int(x) for x in completion_ids],
         "logprobs": [float(x) for x in logprobs],
@@ -116,7 +116,7 @@ def is_token_table(value: Any) -> bool:
 
 def token_table(trace: Trace) -> dict[str, dict[str, list[Any]]]:
     """The token table of ``trace`` (empty when it records none)."""
-    table = trace.meta.get(TOKENS_KEY)
+    table: Any = trace.meta.get(TOKENS_KEY)
     return dict(table) if is_token_table(table) else {}
 
 
@@ -142,9 +142,7 @@ def attach_tokens(trace: Trace, records: Mapping[str, Mapping[str, list[Any]]]) 
         for e in trace.events
     )
     table = {**token_table(trace), **{k: dict(v) for k, v in records.items()}}
-    return msgspec.structs.replace(
-        trace, events=events, meta={**trace.meta, TOKENS_KEY: table}
-    )
+    return msgspec.structs.replace(trace, events=events, meta={**trace.meta, TOKENS_KEY: table})
 
 
 def token_credit(trace: Trace, credit: Mapping[str, float]) -> dict[str, list[float]]:

@@ -203,8 +203,13 @@ def train_llm(
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     epochs = cfg.epochs or (1 if cfg.algo == "grpo" else 2)
     envs = [
-        make_env(cfg.env, task=cfg.task, max_rounds=cfg.max_rounds,
-                 latency_weight=cfg.latency_weight, reward_fn=cfg.reward_fn)
+        make_env(
+            cfg.env,
+            task=cfg.task,
+            max_rounds=cfg.max_rounds,
+            latency_weight=cfg.latency_weight,
+            reward_fn=cfg.reward_fn,
+        )
         for _ in range(cfg.tasks * cfg.group)
     ]
     system = instructions(envs[0])
@@ -321,17 +326,18 @@ def _with_tokens(trace: Trace, records: list[tuple[dict[str, Any], str, str | No
     """The trace with each decision's token record, text and parse error on its event."""
     import msgspec
 
-    decisions = [e for e in trace.events if e.type == "orchestrator_decision" and e.attrs and
-                 "turn" in e.attrs]
+    decisions = [
+        e
+        for e in trace.events
+        if e.type == "orchestrator_decision" and e.attrs and "turn" in e.attrs
+    ]
     table = {}
     notes = {}
     for ev, (rec, text, error) in zip(decisions, records, strict=False):
         table[ev.id] = rec
         notes[ev.id] = {"text": text, **({"parse_error": error} if error else {})}
     events = tuple(
-        msgspec.structs.replace(e, attrs={**(e.attrs or {}), **notes[e.id]})
-        if e.id in notes
-        else e
+        msgspec.structs.replace(e, attrs={**(e.attrs or {}), **notes[e.id]}) if e.id in notes else e
         for e in trace.events
     )
     return attach_tokens(msgspec.structs.replace(trace, events=events), table)
@@ -434,11 +440,12 @@ def _frozen_copy(model: Any) -> Any:
 
 def _lora(model: Any) -> Any:
     try:
-        import peft
+        import peft  # type: ignore[import-not-found]
     except ImportError:
         raise ImportError("LoRA needs peft: pip install peft") from None
-    targets = [n for n in ("q_proj", "v_proj", "c_attn") if any(n in k for k, _ in
-               model.named_modules())]
+    targets = [
+        n for n in ("q_proj", "v_proj", "c_attn") if any(n in k for k, _ in model.named_modules())
+    ]
     return peft.get_peft_model(
         model, peft.LoraConfig(r=8, lora_alpha=16, target_modules=targets or None)
     )
@@ -459,8 +466,11 @@ def _write(cfg: LLMTrainConfig, log: list[dict[str, float]], backend: Any, model
         with report_file(out / "train-config.json", "w") as fh:
             json.dump(settings, fh, indent=2, sort_keys=True, default=str)
         with tempfile.TemporaryDirectory() as tmp:
-            save = model.merge_and_unload() if cfg.lora and hasattr(model, "merge_and_unload") \
+            save = (
+                model.merge_and_unload()
+                if cfg.lora and hasattr(model, "merge_and_unload")
                 else model
+            )
             save.save_pretrained(tmp)
             backend.tokenizer.save_pretrained(tmp)
             for f in sorted(Path(tmp).iterdir()):

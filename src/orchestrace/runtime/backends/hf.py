@@ -188,7 +188,9 @@ class HFBackend:
             for key, idx in groups.items():
                 for lo in range(0, len(idx), self.max_batch):
                     part = idx[lo : lo + self.max_batch]
-                    for i, resp in zip(part, self._generate(key, [requests[i] for i in part])):
+                    for i, resp in zip(
+                        part, self._generate(key, [requests[i] for i in part]), strict=True
+                    ):
                         out[i] = resp
         return [r for r in out if r is not None]
 
