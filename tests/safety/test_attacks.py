@@ -259,3 +259,24 @@ def test_attacks_run_on_a_real_backend():
         assert any(MARK in p for p in prompts)  # the real model read the injected task
         # this model computes the sum and ignores instructions: the attack fails on it
         assert not DirectInjection().succeeded(inj.trace)
+
+
+@pytest.mark.parametrize("topology", ["centralized", "hierarchical", "critic_loop", "debate"])
+def test_capability_policy_denies_a_forged_aggregate(topology):
+    attack = AggregationManipulation(mode="forge")
+    off = run_attacked(topology, ARITH, attack, agents=3, seed=0, task_size=8).trace
+    on = run_attacked(topology, ARITH, attack, agents=3, seed=0, task_size=8, defenses=CAPS).trace
+    if topology != "debate":
+        assert attack.succeeded(off)
+    assert not attack.succeeded(on) and "capability_denied" in _safety_kinds(on)
+
+
+@pytest.mark.parametrize("topology", ["debate", "pipeline", "critic_loop"])
+def test_detector_quarantines_a_self_replicating_injection(topology):
+    attack = Replication(susceptibility=1.0)
+    det = Defenses(detector="builtin")
+    off = run_attacked(topology, ARITH, attack, agents=3, seed=0, task_size=8).trace
+    on = run_attacked(topology, ARITH, attack, agents=3, seed=0, task_size=8, defenses=det).trace
+    assert _susceptibility(off) == _susceptibility(on) == 1.0
+    assert attack.succeeded(off)
+    assert not attack.succeeded(on) and "injection_detected" in _safety_kinds(on)
