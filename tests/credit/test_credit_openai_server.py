@@ -173,3 +173,14 @@ def test_a_server_honouring_seeds_gets_paired_draws(server, spy):
     sent = {body.get("seed") for body in server.requests[before:]}
     assert sent == {5, 6, 7}  # draw k sends the recorded seed plus k, in both arms
     assert server.calls - before == t.stats["backend_calls"] and spy["sim"] == 0
+
+
+def test_counterfactual_draws_on_a_seeded_server_are_paired(server, spy):
+    trace = record(server, temperature=0.7, seed=5)
+    before = server.calls
+    t = CounterfactualMessageCredit(samples=3, intervention="resample").assign(trace, "message")
+    assert t.stats["paired"] is True and t.stats["samples"] == 3
+    sent = {body.get("seed") for body in server.requests[before:]}
+    # sample k (1..K, fresh draws in both arms) sends the recorded seed plus k
+    assert sent == {6, 7, 8}
+    assert server.calls - before == t.stats["backend_calls"] and spy["sim"] == 0

@@ -119,8 +119,30 @@ def llm_descendants(trace: Trace) -> dict[str, int]:
     return out
 
 
+def _reseedable(backend: Any) -> bool:
+    """Whether sample ``k`` can be drawn by reseeding ``backend`` (then both arms are paired).
+
+    The simulator, and an OpenAI-compatible backend that sends an integer ``seed`` with every
+    call and samples (temperature > 0): servers that honour the seed answer a prompt the same way
+    for the same seed.
+    """
+    if getattr(backend, "name", "") == "sim":
+        return True
+    from orchestrace.runtime.backends.openai import OpenAIBackend
+
+    return (
+        isinstance(backend, OpenAIBackend)
+        and isinstance(backend.seed, int)
+        and not deterministic_backend(backend)
+    )
+
+
 class _Backends:
-    """The backend of each sample, built once per trace (the recorded one by default)."""
+    """The backend of each sample, built once per trace (the recorded one by default).
+
+    Sample 0 is the backend as recorded; sample ``k`` reseeds a reseedable backend with its
+    seed plus ``k`` (see :func:`_reseedable`); any other backend answers every sample itself.
+    """
 
     def __init__(self, backend: Any, options: Mapping[str, Any] | None) -> None:
         self.backend = backend
@@ -134,13 +156,21 @@ class _Backends:
         if first is None:
             first = backend_for(trace, self.backend, **self.options)
             self._built[(trace.trace_id, 0)] = first
-        if k == 0 or getattr(first, "name", "") != "sim":
-            return first  # a real backend draws its own samples; only the simulator is reseeded
+        if k == 0 or not _reseedable(first):
+            return first  # a backend without a seed draws its own samples
         key = (trace.trace_id, k)
         if key not in self._built:
-            self._built[key] = backend_for(
-                trace, self.backend, seed_offset=k, check=False, **self.options
-            )
+            if getattr(first, "name", "") == "sim":
+                self._built[key] = backend_for(
+                    trace, self.backend, seed_offset=k, check=False, **self.options
+                )
+            else:
+                import dataclasses
+
+                seeded: Any = first
+                self._built[key] = dataclasses.replace(
+                    seeded, seed=seeded.seed + k, _client=None, _sem=None
+                )
         return self._built[key]
 
 
@@ -432,9 +462,9 @@ class CounterfactualMessageCredit:
             "intervention": self.intervention,
             "samples": k_used,
             "deterministic": deterministic,
-            # draws are paired where sample k reseeds the backend (the simulator); a real
-            # stochastic backend draws each arm on its own
-            "paired": not deterministic and getattr(factory(trace, 1), "name", "") == "sim",
+            # draws are paired where sample k reseeds the backend (the simulator, a seeded
+            # OpenAI-compatible backend); any other stochastic backend draws each arm on its own
+            "paired": not deterministic and _reseedable(factory(trace, 0)),
             "backend_calls": calls,
             f"calls_per_{'turn' if turns else 'message'}": (
                 calls / len(descendants) if descendants else 0.0
