@@ -227,3 +227,76 @@ def test_cli_unreachable_ray_address_is_one_line(
     )
     assert code == 1 and err.count("\n") == 1
     assert err.startswith(f"error: --ray-address 127.0.0.1:{port}: no Ray cluster answers there")
+
+
+HEAD = """
+import sys, ray
+ray.init(num_cpus=1, include_dashboard=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+JOIN = """
+import sys
+from orchestrace.executors import make_executor
+ex = make_executor("ray", ray_address=sys.argv[1])
+print(ex.map(abs, [-1, -2, -3]), ex.describe()["cluster_cpus"])
+"""
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_address_joins_a_running_cluster() -> None:
+    import subprocess
+    import sys
+
+    head = subprocess.Popen(
+        [sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert head.stdout is not None
+        address = head.stdout.readline().strip()
+        # a fresh driver, as `orchestrace ... --ray-address` is; the instance's token is in ~/.ray
+        env = {**os.environ, "RAY_AUTH_MODE": "token"}
+        out = subprocess.run(
+            [sys.executable, "-c", JOIN, address],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == "[1, 2, 3] 1"
+    finally:
+        assert head.stdin is not None
+        head.stdin.close()
+        head.wait(timeout=60)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_address_that_is_not_a_ray_cluster_is_refused_in_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import http.server
+    import threading
+
+    from orchestrace import executors
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(executors, "RAY_JOIN_TIMEOUT_S", 8.0)
+    address = f"127.0.0.1:{server.server_address[1]}"
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError) as err:
+            make_executor("ray", ray_address=address)
+    finally:
+        server.shutdown()
+    assert time.perf_counter() - t0 < 30
+    msg = str(err.value)
+    assert msg.startswith(f"--ray-address {address}: ") and "\n" not in msg
+    assert "ray start --head" in msg

@@ -11,8 +11,9 @@ seeds give the same results on every executor, byte for byte where the job is de
   started with ``forkserver`` (``spawn`` where that is missing), never ``fork``: a worker
   never inherits this process's threads or event loop.
 * ``ray``: Ray tasks (``pip install 'orchestrace[ray]'``). With ``ray_address`` they run on an
-  existing cluster (``ray start --head`` prints its address); without, on a local Ray instance
-  with ``workers`` CPUs. Ray schedules the tasks, moves the shared object through its object
+  existing cluster (``ray start --head`` prints its address; an address that does not answer,
+  or where no cluster lets a driver join within :data:`RAY_JOIN_TIMEOUT_S`, is refused);
+  without, on a local Ray instance with ``workers`` CPUs. Ray schedules the tasks, moves the shared object through its object
   store (``ray.put`` once) and re-runs a task whose worker died (``max_retries``).
 
 Failures. A job that **raises** is not re-run (a pure function raises again on the same
@@ -41,6 +42,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -69,6 +71,9 @@ EXECUTORS = ("local", "process", "ray")
 
 #: Seconds to wait for a Ray cluster's address to accept a connection.
 RAY_CONNECT_TIMEOUT_S = 10.0
+#: Seconds for a Ray driver to join the cluster at an address that accepts connections
+#: (checked in a child process, which is killed at the deadline: Ray itself keeps retrying).
+RAY_JOIN_TIMEOUT_S = 60.0
 
 _RAY_HINT = "pip install 'orchestrace[ray]'"
 
@@ -485,6 +490,40 @@ def _check_address(address: str) -> None:
             "one with `ray start --head` on that machine and pass the address it prints, or "
             "leave --ray-address out to start a local Ray instance"
         ) from None
+    code = (
+        "import sys, ray\n"
+        "ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False)\n"
+        "ray.shutdown()\n"
+    )
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", code, address],
+            capture_output=True,
+            text=True,
+            timeout=RAY_JOIN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ConfigError(
+            f"--ray-address {address}: something accepts connections there, but no Ray cluster "
+            f"let a driver join within {RAY_JOIN_TIMEOUT_S:.0f} s; check the address (`ray "
+            "start --head` prints it; `ray status` on the head node shows the cluster), or "
+            "leave --ray-address out to start a local Ray instance"
+        ) from None
+    if probe.returncode != 0:
+        if "InvalidAuthToken" in probe.stderr:
+            raise ConfigError(
+                f"--ray-address {address}: the Ray cluster there requires its authentication "
+                "token; set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token "
+                "(`ray get-auth-token` on the head node prints it)"
+            )
+        lines = [ln for ln in probe.stderr.splitlines() if ln.strip()]
+        why = " ".join(lines[-1].split())[:300] if lines else f"exit {probe.returncode}"
+        raise ConfigError(
+            f"--ray-address {address}: could not join the Ray cluster there ({why}); check the "
+            "address (`ray start --head` prints it) and that this machine runs the cluster's "
+            "Ray and Python versions, or leave --ray-address out to start a local Ray instance"
+        )
 
 
 class RayExecutor(Executor):
@@ -512,11 +551,15 @@ class RayExecutor(Executor):
         if address is not None:
             _check_address(address)
         if ray.is_initialized():
-            mine = getattr(RayExecutor, "_local_cpus", None)
-            if address is None and mine is not None and workers is not None and mine != workers:
-                ray.shutdown()  # a local instance of another size: start the one asked for
-            else:
+            session = RayExecutor._session
+            if session is None:
+                return  # Ray started by the caller: its session is the one to use
+            same = session[0] == address and (
+                address is not None or workers is None or session[1] == workers
+            )
+            if same:
                 return
+            ray.shutdown()  # another cluster, or a local instance of another size
         kw: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": True,
@@ -544,9 +587,10 @@ class RayExecutor(Executor):
             else:
                 os.environ["PYTHONPATH"] = saved
         self._started = True
-        RayExecutor._local_cpus = None if address else kw["num_cpus"]
+        RayExecutor._session = (address, None if address else kw["num_cpus"])
 
-    _local_cpus: int | None = None
+    #: The Ray session this process started: ``(address, local CPUs)``.
+    _session: tuple[str | None, int | None] | None = None
 
     def describe(self) -> dict[str, Any]:
         """What a report records: the executor, workers and cluster CPUs."""
@@ -620,7 +664,7 @@ def shutdown_ray() -> None:
         ray = sys.modules["ray"]
         if ray.is_initialized():
             ray.shutdown()
-    RayExecutor._local_cpus = None
+    RayExecutor._session = None
 
 
 # ---------------------------------------------------------------------------- factory and CLI
