@@ -71,11 +71,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: At most this many import problems are printed; the rest are counted.
+_SHOWN = 20
+
+
+def _warn(path: str, problems: list[Problem]) -> None:
+    """Print the problems an import found, worded as ``validate`` words them."""
+    for p in problems[:_SHOWN]:
+        print(warning_line(p if p.source else p.at(path)), file=sys.stderr)
+    if len(problems) > _SHOWN:
+        print(
+            f"warning: {path}: ... and {len(problems) - _SHOWN:,} more problem(s) "
+            f"(the first {_SHOWN} are shown); `orchestrace validate {path}` lists them",
+            file=sys.stderr,
+        )
+
+
 def _import(path: str, fmt: str) -> list[Trace]:
     """Import another tool's file; print its problems and a one-line summary."""
     result = import_path(path, format=fmt)
-    for p in result.problems[:20]:
-        print(warning_line(p), file=sys.stderr)
+    _warn(path, list(result.problems))
     print(result.summary(path), file=sys.stderr)
     return result.traces
 
@@ -95,8 +110,7 @@ def _read(args: argparse.Namespace) -> list[Trace]:
             if foreign is None:
                 raise
             return _import(args.input, foreign)  # another tool's file, told by its structure
-        for p in [p for p in notes if p.severity == "semantic"][:20]:
-            print(warning_line(p), file=sys.stderr)  # an imported trace's own-rule problems
+        _warn(args.input, [p for p in notes if p.severity != "error"])  # warnings, own rules
         warn_truncated(args.input, traces, partial=args.partial)
         return traces
     traces = []

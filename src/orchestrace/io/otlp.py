@@ -44,14 +44,6 @@ _P = "orchestrace."
 _SCOPE = {"name": "orchestrace"}
 _ENC = msgspec.json.Encoder()
 _EVENT_FIELDS = tuple(f for f in Event.__struct_fields__)
-# a field holding its default is left out, so the import gives back the default itself
-_EVENT_DEFAULTS = dict(
-    zip(
-        _EVENT_FIELDS[len(_EVENT_FIELDS) - len(Event.__struct_defaults__) :],
-        Event.__struct_defaults__,
-        strict=True,
-    )
-)
 _JSON_FIELDS = ("attrs",)
 _TRACE_JSON = ("rewards", "costs", "metrics", "meta")
 _OPS = {"llm_call": "chat", "tool_call": "execute_tool", "spawn": "invoke_agent"}
@@ -69,10 +61,6 @@ def _value(v: Any) -> dict[str, Any]:
 
 def _attrs(pairs: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"key": k, "value": _value(v)} for k, v in pairs.items() if v is not None]
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b and repr(a) == repr(b)
 
 
 def _json(v: Any) -> str:
@@ -174,9 +162,10 @@ def _resource_spans(trace: Trace) -> dict[str, Any]:
     for i, e in enumerate(trace.events):
         name, sem = _semconv(e)
         own: dict[str, Any] = {}
+        written = msgspec.to_builtins(e)  # what the native writer writes: explicit 0.0 too
         for f in _EVENT_FIELDS:
             v = getattr(e, f)
-            if v is None or (f in _EVENT_DEFAULTS and _same(v, _EVENT_DEFAULTS[f])):
+            if v is None or ("from" if f == "from_" else f) not in written:
                 continue
             key = _P + "event." + ("from" if f == "from_" else f)
             own[key] = _json(v) if f in _JSON_FIELDS else v

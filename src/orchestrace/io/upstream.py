@@ -30,13 +30,16 @@ survey schema cannot say, ride in a reserved ``attrs`` object on the event, reco
 * ``x_orchestrace_trace`` (on the first event): trace-level native data: a native-only
   ``topology`` (exported as ``mixed``), ``meta``, and the ``costs`` the export filled in because
   the schema requires them;
-* ``x_orchestrace_attrs``: ``attrs`` keys that could not be flattened.
+* ``x_orchestrace_attrs``: ``attrs`` keys that could not be flattened;
+* ``x_orchestrace_fields``: native fields written with their default value (``"dur": 0.0``),
+  which the native writer keeps and an event property would not carry (see above).
 
 **An edited field wins over a stale marker.** A marker only restores a value while the field it
 stands behind still holds what the export wrote there: a ``tool_call`` marked ``llm_call`` whose
 type was edited to ``message`` stays a ``message``; a ``mixed`` topology edited to ``debate``
-stays ``debate``; a filled-in ``costs.tokens`` that was edited is kept. The stale marker is
-dropped with a warning naming the event.
+stays ``debate``; a filled-in ``costs.tokens`` that was edited is kept. A warning names the
+place, and the stale marker itself is kept verbatim (an event's in ``attrs["x_orchestrace_kept"]``,
+the trace's in ``meta["upstream"]["stale"]``), so exporting again writes the same document back.
 
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
@@ -51,8 +54,10 @@ Example:
     ([], True)
     >>> doc["events"][0]["type"] = "message"  # edited after export: the edit wins
     >>> back, problems = from_upstream(doc)
-    >>> back.events[0].type, problems[0].code
-    ('message', 'stale-marker')
+    >>> back.events[0].type, problems[0].code, back.events[0].attrs
+    ('message', 'stale-marker', {'x_orchestrace_kept': {'x_orchestrace_type': 'llm_call'}})
+    >>> to_upstream(back) == doc
+    True
 """
 
 from __future__ import annotations
@@ -104,6 +109,8 @@ PREFIX = "x_orchestrace_"
 TYPE_KEY = PREFIX + "type"
 TRACE_KEY = PREFIX + "trace"
 ATTRS_KEY = PREFIX + "attrs"
+FIELDS_KEY = PREFIX + "fields"
+KEPT_KEY = PREFIX + "kept"
 _TOP_FIELDS = (
     "trace_id", "task_id", "system", "topology", "events", "edges", "rewards", "costs", "metrics",
 )  # fmt: skip
@@ -178,7 +185,7 @@ def _is_container(value: Any) -> bool:
 def _stale(path: str, event_id: Any, what: str) -> Problem:
     return Problem(
         "stale-marker",
-        f"{what}; the file's value was kept",
+        f"{what}; the file's value was kept (and the marker too, so export writes it back)",
         "nothing to do if the edit was intended; remove the marker to silence this",
         path=path,
         event_id=event_id if isinstance(event_id, str) else None,
@@ -204,6 +211,7 @@ def _split_event(ev: dict[str, Any], i: int, problems: list[Problem]) -> tuple[d
         else:
             attrs[key] = value
     marker: Any = None
+    verbatim: dict[str, Any] = {}  # marker entries not applied: written back as they were
     if container is not None:
         where = f"$.events[{i}]"
         kept: dict[str, Any] = {}
@@ -211,10 +219,11 @@ def _split_event(ev: dict[str, Any], i: int, problems: list[Problem]) -> tuple[d
             if key == TYPE_KEY:
                 native = value if isinstance(value, str) else None
                 if native not in _NATIVE_TYPES or native in UPSTREAM_EVENT_TYPES:
-                    kept[key] = value  # not a marker this exporter writes: keep it
+                    verbatim[key] = value  # not a marker this exporter writes: keep it
                 elif out.get("type") == _exported_type(native):
                     out["type"] = native
                 else:
+                    verbatim[key] = value  # stale: kept, so export writes it back
                     problems.append(
                         _stale(
                             f"{where}.type",
@@ -227,8 +236,14 @@ def _split_event(ev: dict[str, Any], i: int, problems: list[Problem]) -> tuple[d
                 marker = value
             elif key == ATTRS_KEY and isinstance(value, dict):
                 kept.update(value)
+            elif key == FIELDS_KEY and _valid_fields_marker(value) and not set(value) & set(out):
+                out.update(value)  # explicit defaults, written back by the native writer
+            elif isinstance(key, str) and key.startswith(PREFIX):
+                verbatim[key] = value
             else:
                 kept[key] = value  # older exports put these keys here directly
+        if verbatim:
+            kept.setdefault(KEPT_KEY, verbatim)  # a property of that name wins (reported)
         for key, value in kept.items():
             if key in attrs:
                 problems.append(
@@ -247,6 +262,28 @@ def _split_event(ev: dict[str, Any], i: int, problems: list[Problem]) -> tuple[d
     if attrs or (container is not None and isinstance(container.get(ATTRS_KEY), dict)):
         out["attrs"] = attrs
     return out, marker
+
+
+def _keep(out: dict[str, Any], key: str, value: Any) -> None:
+    """Keep a marker entry that was not applied in the event's ``attrs``, to write it back."""
+    attrs = out.setdefault("attrs", {})
+    kept = attrs.get(KEPT_KEY)
+    if isinstance(kept, dict):
+        kept.setdefault(key, value)
+    elif kept is None:
+        attrs[KEPT_KEY] = {key: value}
+
+
+def _valid_fields_marker(value: Any) -> bool:
+    """Explicit default values of native fields, as the exporter writes them."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(
+            k in _ZERO_DEFAULTS and isinstance(v, float) and _is_default(k, v)
+            for k, v in value.items()
+        )
+    )
 
 
 def _valid_trace_marker(value: Any) -> bool:
@@ -273,12 +310,14 @@ def _apply_trace_marker(
     """Restore what the trace marker keeps, unless the visible field was edited since."""
     updates: dict[str, Any] = {}
     meta: dict[str, Any] = {}
+    stale: dict[str, Any] = {}
     if marker is not None:
         topology = marker.get("topology")
         if topology is not None:
             if trace.topology == _exported_topology(topology):
                 updates["topology"] = topology
             else:
+                stale["topology"] = topology
                 problems.append(
                     _stale(
                         "$.topology",
@@ -294,6 +333,7 @@ def _apply_trace_marker(
                 if key in costs and costs[key] == value:
                     del costs[key]
                 else:
+                    stale.setdefault("costs", {})[key] = value
                     problems.append(
                         _stale(
                             f"$.costs.{_short(str(key))}",
@@ -304,8 +344,11 @@ def _apply_trace_marker(
                     )
             updates["costs"] = costs
         meta = dict(marker.get("meta", {}))
-    if fields:
-        meta["upstream"] = {"fields": fields}
+    if fields or stale:
+        info: dict[str, Any] = {"fields": fields}
+        if stale:
+            info["stale"] = stale
+        meta["upstream"] = info
     if meta:
         updates["meta"] = meta
     if not updates:
@@ -370,7 +413,7 @@ def from_upstream(
             if marker is None and found is not None:
                 marker = found
             elif found is not None:
-                out.setdefault("attrs", {})[TRACE_KEY] = found
+                _keep(out, TRACE_KEY, found)
             events.append(out)
         native["events"] = events
     for key in ("rewards", "costs"):
@@ -478,7 +521,7 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
             if marker is None and found is not None:
                 marker = found
             elif found is not None:
-                out.setdefault("attrs", {})[TRACE_KEY] = found
+                _keep(out, TRACE_KEY, found)
             changed[i] = msgspec.convert(out, Event)
             continue
         if e.attrs is None:
@@ -491,7 +534,7 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
         if marker is None and found is not None:
             marker = found
         elif found is not None:
-            out.setdefault("attrs", {})[TRACE_KEY] = found
+            _keep(out, TRACE_KEY, found)
         changed[i] = msgspec.convert(out, Event)
     if changed:
         new_events = list(events)
@@ -502,13 +545,21 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
 
 
 # ---------------------------------------------------------------------- export
-def _upstream_fields(trace: Trace) -> dict[str, Any] | None:
-    """``meta["upstream"]["fields"]`` when it is what an import wrote there, else ``None``."""
+def _upstream_fields(trace: Trace) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``meta["upstream"]``'s ``fields`` and ``stale`` when an import wrote them, else ``None``."""
     info = trace.meta.get("upstream")
-    if not isinstance(info, dict) or set(info) != {"fields"}:
+    if not isinstance(info, dict) or not ({"fields"} <= set(info) <= {"fields", "stale"}):
         return None
     fields = info["fields"]
-    if not isinstance(fields, dict):
+    stale = info.get("stale", {})
+    if not isinstance(fields, dict) or not isinstance(stale, dict):
+        return None
+    if not set(stale) <= {"topology", "costs"} or not _valid_trace_marker(
+        {**stale, "topology": None}
+    ):
+        return None
+    topology = stale.get("topology")
+    if topology is not None and not isinstance(topology, str):
         return None
     for key, value in fields.items():
         if key in _TOP_FIELDS:
@@ -517,7 +568,7 @@ def _upstream_fields(trace: Trace) -> dict[str, Any] | None:
             )
             if not ok:
                 return None
-    return fields
+    return fields, stale
 
 
 def _present(e: Event) -> dict[str, Any]:
@@ -529,7 +580,46 @@ def _present(e: Event) -> dict[str, Any]:
     return d
 
 
-def _export_event(e: Event) -> dict[str, Any]:
+def _reads_back_verbatim(key: str, value: Any, etype: str, later_marker: bool) -> bool:
+    """Whether a marker entry put back into an event's marker object is read back as kept.
+
+    Kept means not applied as a marker.
+
+    ``later_marker``: the trace marker is on an earlier event, so this one's is kept as is.
+    """
+    if key == TYPE_KEY:
+        return not (
+            isinstance(value, str) and value in _MARKED_TYPES and etype == _exported_type(value)
+        )
+    if key == TRACE_KEY:
+        return later_marker or not _valid_trace_marker(value)
+    if key == FIELDS_KEY:
+        return not _valid_fields_marker(value)
+    return (
+        key.startswith(PREFIX)
+        and key != KEPT_KEY
+        and (key != ATTRS_KEY or not isinstance(value, dict))
+    )
+
+
+def _writes_back(kept: Any, container: dict[str, Any], etype: str, later_marker: bool) -> bool:
+    """Whether the kept marker entries can go back into the marker object as they were."""
+    return (
+        isinstance(kept, dict)
+        and bool(kept)
+        and all(
+            isinstance(k, str)
+            and k not in container
+            and _reads_back_verbatim(k, v, etype, later_marker)
+            for k, v in kept.items()
+        )
+    )
+
+
+def _export_event(
+    e: Event, trace_marker: dict[str, Any] | None = None, *, later_marker: bool = False
+) -> dict[str, Any]:
+    written = msgspec.to_builtins(e)
     d = _present(e)
     d.pop("attrs", None)
     container: dict[str, Any] = {}
@@ -537,22 +627,31 @@ def _export_event(e: Event) -> dict[str, Any]:
     if etype not in UPSTREAM_EVENT_TYPES:
         d["type"] = _exported_type(etype)
         container[TYPE_KEY] = etype
+    explicit = {k: float(written[k]) for k in _ZERO_DEFAULTS if k in written and k not in d}
+    if explicit:
+        container[FIELDS_KEY] = explicit  # the native writer keeps these; so does the import
+    if trace_marker:
+        container[TRACE_KEY] = trace_marker
     escaped: dict[str, Any] = {}
+    reserved: dict[str, Any] = {}
     own_attrs = _not_set = object()
     for key, value in (e.attrs or {}).items():
         if key == "attrs":
             own_attrs = value
+        elif key == KEPT_KEY and _writes_back(value, container, d["type"], later_marker):
+            reserved.update(value)  # marker entries kept on import: written back as read
         elif key in d or key in _SURVEY_EVENT_FIELDS or _reads_as_field(key, value):
             escaped[key] = value  # flattened, it would read back as a field (or break the schema)
         else:
             d[key] = value
     if own_attrs is not _not_set:
-        if container or escaped or _is_container(own_attrs):
+        if container or escaped or reserved or _is_container(own_attrs):
             escaped["attrs"] = own_attrs
         else:
             d["attrs"] = own_attrs
     if escaped or e.attrs == {}:
         container[ATTRS_KEY] = escaped
+    container.update(reserved)
     if container:
         d["attrs"] = container
     return d
@@ -569,35 +668,35 @@ def to_upstream(trace: Trace) -> dict[str, Any]:
             "cannot export a trace without events: the survey schema requires at "
             "least one event; record one first"
         )
-    events = [_export_event(e) for e in trace.events]
     marker: dict[str, Any] = {}
     topology: str | None = trace.topology
     if topology is not None and topology not in UPSTREAM_TOPOLOGIES:
         marker["topology"] = topology
         topology = _exported_topology(topology)
-    fields = _upstream_fields(trace)
+    found = _upstream_fields(trace)
+    fields, stale = found if found is not None else (None, {})
     meta = dict(trace.meta)
-    if fields is not None:
+    if found is not None:
         del meta["upstream"]
+    if "topology" in stale and "topology" not in marker:
+        marker["topology"] = stale["topology"]  # a stale marker, written back as it was read
     if meta:
         marker["meta"] = msgspec.to_builtins(meta)
     costs = dict(trace.costs)
+    filled: dict[str, Any] = dict(stale.get("costs", {}))
     if any(k not in costs for k in _REQUIRED_COSTS):
         from orchestrace.trace.build import default_costs
 
         derived = default_costs(trace.events)
-        filled = {k: derived[k] for k in _REQUIRED_COSTS if k not in costs}
-        costs.update(filled)
+        added = {k: derived[k] for k in _REQUIRED_COSTS if k not in costs}
+        costs.update(added)
+        filled.update(added)
+    if filled:
         marker["costs"] = filled
-    if marker:
-        first = events[0]
-        if isinstance(first.get("attrs"), dict) and _is_container(first["attrs"]):
-            first["attrs"][TRACE_KEY] = marker
-        else:
-            container: dict[str, Any] = {TRACE_KEY: marker}
-            if "attrs" in first:
-                container[ATTRS_KEY] = {"attrs": first.pop("attrs")}
-            first["attrs"] = container
+    events = [
+        _export_event(e, marker if i == 0 else None, later_marker=bool(marker))
+        for i, e in enumerate(trace.events)
+    ]
     out: dict[str, Any] = {"trace_id": trace.trace_id, "task_id": trace.task_id}
     if trace.system is not None:
         out["system"] = trace.system
