@@ -122,7 +122,13 @@ def test_recording_loads_as_partial_while_the_graph_runs(tmp_path):
     (mid,) = seen
     assert mid.meta["partial"] is True and [e.agent for e in mid.events] == ["first"]
     final = load(path)
-    assert [e.agent for e in final.events] == ["first", "second"] and not final.meta.get("partial")
+    # the run ends with the first node's agent (the orchestrator) stopping it (rule 15)
+    assert [(e.agent, e.decision) for e in final.events] == [
+        ("first", None),
+        ("second", None),
+        ("first", "stop"),
+    ]
+    assert not final.meta.get("partial")
 
 
 @needs_langgraph
@@ -224,7 +230,8 @@ def test_one_handler_records_sequential_runs_as_traces(tmp_path):
     handler.close()
     traces = load_all(path)
     assert len(traces) == 2 and traces[0].trace_id != traces[1].trace_id
-    assert [[e.agent for e in t.events] for t in traces] == [["a", "b"], ["a", "b"]]
+    assert [[e.agent for e in t.events] for t in traces] == [["a", "b", "a"], ["a", "b", "a"]]
+    assert all(t.events[-1].decision == "stop" for t in traces)
 
 
 @needs_langgraph
@@ -246,7 +253,7 @@ def test_concurrent_run_in_one_handler_is_named_not_mixed(tmp_path):
     with pytest.raises(OrchestraceError, match="give each concurrent run its own handler"):
         handler.close()
     tr = load(path, partial=True)
-    assert [e.agent for e in tr.events] == ["a", "b"]
+    assert [e.agent for e in tr.events] == ["a", "b", "a"]  # the one recorded run, then its stop
 
 
 @needs_langgraph
@@ -281,7 +288,10 @@ def test_interrupt_and_resume_are_human_interventions(tmp_path):
         ("human_intervention", "human"),
         ("message", "ask"),
         ("message", "after"),
+        ("orchestrator_decision", "ask"),
     ]
+    # the interrupted run ended with no answer: no stop; the resumed one stops
+    assert second.events[-1].decision == "stop"
     assert second.events[0].content == "yes"
     runs = tmp_path / "runs.json"
     runs.write_text(json.dumps(handler.roots()))
@@ -314,10 +324,103 @@ def test_subgraph_steps_flow_through_their_node(tmp_path):
     handler.close()
     tr = load(tmp_path / "run.jsonl")
     assert check_trace(tr) == []
-    by = {e.agent: e.id for e in tr.events}
+    by = {e.agent: e.id for e in tr.events if e.decision != "stop"}
     flow = {(x.src, x.dst) for x in tr.edges}
     for src, dst in (("a", "i1"), ("i1", "i2"), ("i2", "sub"), ("sub", "b")):
         assert (by[src], by[dst]) in flow, (src, dst)
     runs = tmp_path / "runs.json"
     runs.write_text(json.dumps(handler.roots()))
     same(tr, import_path(runs).traces[0])
+
+
+@needs_langgraph
+def test_node_time_before_its_llm_call_is_on_the_critical_path(tmp_path):
+    # a node works 0.2 s, then calls a model once: the callback recording (LLM runs, rule 9's
+    # opening event) and the stream recording (whole-node updates) agree on the critical path
+    import time
+
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler, record_stream
+    from orchestrace.trace.graph import critical_path_length
+
+    def slow(state: dict) -> dict:
+        time.sleep(0.2)
+        FakeMessagesListChatModel(responses=[AIMessage(content="hi")]).invoke("q")
+        return {"x": 1}
+
+    g = StateGraph(dict)
+    g.add_node("slow", slow)
+    g.add_node("fast", lambda s: {"x": 2})
+    g.add_edge(START, "slow")
+    g.add_edge("slow", "fast")
+    g.add_edge("fast", END)
+    app = g.compile()
+    handler = OrchestraceCallbackHandler(tmp_path / "cb.jsonl")
+    app.invoke({"x": 0}, {"callbacks": [handler]})
+    handler.close()
+    for _ in record_stream(app, {"x": 0}, {}, path=tmp_path / "st.jsonl"):
+        pass
+    cb, st = load(tmp_path / "cb.jsonl"), load(tmp_path / "st.jsonl")
+    opening = next(e for e in cb.events if e.id.endswith(".start"))
+    assert (opening.type, opening.agent) == ("orchestrator_decision", "slow")
+    assert opening.dur >= 0.2
+    a, b = critical_path_length(cb), critical_path_length(st)
+    assert a >= 0.2 and b >= 0.2 and abs(a - b) < 0.05, (a, b)
+
+
+@needs_langgraph
+def test_existing_output_fails_before_the_graph_runs(tmp_path):
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler, record_stream
+    from orchestrace.io._output import OutputError
+
+    ran: list[int] = []
+    path = tmp_path / "run.jsonl"
+    path.write_text("keep me\n")
+    with pytest.raises(OutputError, match="exists"):
+        OrchestraceCallbackHandler(path)
+
+    class Graph:
+        def stream(self, *a, **k):
+            ran.append(1)
+            yield from ()
+
+    with pytest.raises(OutputError, match="exists"):
+        record_stream(Graph(), {}, path=path)  # the call itself, before any chunk
+    assert ran == [] and path.read_text() == "keep me\n"
+    OrchestraceCallbackHandler(path, overwrite=True).close()  # replacing it is allowed
+
+
+@needs_langgraph
+def test_roles_follow_who_spawns(tmp_path):
+    # plan fans out to two workers with Send: plan orchestrates, workers work; the run stops
+    import operator
+    from typing import Annotated, TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    from orchestrace.integrations.langgraph import OrchestraceCallbackHandler
+
+    S = TypedDict("S", {"out": Annotated[list, operator.add]})  # noqa: UP013 (resolved here)
+
+    g = StateGraph(S)
+    g.add_node("plan", lambda s: {"out": []})
+    g.add_node("work", lambda s: {"out": [s["k"]]})
+    g.add_conditional_edges("plan", lambda s: [Send("work", {"k": i}) for i in range(2)])
+    g.add_edge(START, "plan")
+    g.add_edge("work", END)
+    handler = OrchestraceCallbackHandler(tmp_path / "r.jsonl")
+    g.compile().invoke({"out": []}, {"callbacks": [handler]})
+    handler.close()
+    tr = load(tmp_path / "r.jsonl")
+    roles = {(e.agent, e.type): e.role for e in tr.events}
+    assert roles[("plan", "message")] == "orchestrator"
+    assert roles[("plan", "spawn")] == "worker"  # a spawn names the role of the agent it starts
+    assert roles[("work", "return")] == roles[("work#2", "return")] == "worker"
+    assert (tr.events[-1].decision, tr.events[-1].agent) == ("stop", "plan")
+    from orchestrace.trace.analyze import summarize
+
+    assert summarize(tr)["agents_by_role"] == {"orchestrator": 1, "worker": 2}

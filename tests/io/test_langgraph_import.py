@@ -158,6 +158,25 @@ def test_run_tree_agents_counts_tokens(tree):
     assert "tools" not in agents and "fan_out" not in agents  # executor and routing function
     n_llm = sum(r["run_type"] in ("llm", "chat_model") for r in runs)
     n_tool = sum(r["run_type"] == "tool" for r in runs)
+
+    # rule 9: each node run with LLM calls opens with its own time before its first call
+    def first_llm(r):
+        starts = [
+            c["start_time"]
+            for c in flat(r.get("child_runs", []))
+            if c["run_type"] in ("llm", "chat_model")
+        ]
+        return min(starts, default=None)
+
+    n_open = sum(
+        1
+        for r in runs
+        if r["run_type"] == "chain"
+        and (r.get("extra") or {}).get("metadata", {}).get("langgraph_node") == r["name"]
+        and first_llm(r) is not None
+        and first_llm(r) > r["start_time"]
+    )
+    assert n_open == 4
     counts = Counter(e.type for e in tr.events)
     assert counts == {
         "llm_call": n_llm,
@@ -166,7 +185,15 @@ def test_run_tree_agents_counts_tokens(tree):
         "spawn": 3,
         "return": 2,
         "message": 3,
+        "orchestrator_decision": n_open + 1,  # and the orchestrator's stop (rule 15)
     }
+    stop = tr.events[-1]
+    assert (stop.type, stop.decision, stop.agent, stop.role) == (
+        "orchestrator_decision",
+        "stop",
+        "orchestrator",
+        "orchestrator",
+    )
     usage = [
         v["usage_metadata"]
         for r in runs
@@ -221,6 +248,7 @@ def test_stream_chunks_event_by_event():
         "spawn": 2,
         "return": 2,
         "message": 4,
+        "orchestrator_decision": 1,  # the stop (rule 15); no node times without LLM runs
     }
     (llm,) = [e for e in tr.events if e.type == "llm_call"]
     assert (llm.agent, llm.tokens_in, llm.tokens_out) == ("orchestrator", 20, 5)
@@ -283,8 +311,9 @@ def test_rule_1_one_trace_per_root_run():
 
 def test_rule_2_times_and_order_clock():
     tr = one([graph_run(), run("n", "g", "a", 2, 5, step=1)])
-    (e,) = tr.events
+    e, stop = tr.events
     assert (e.t, e.dur) == (2.0, 3.0) and tr.meta["clock"] == "wall"
+    assert (stop.t, stop.decision) == (100.0, "stop")  # when the graph run ended
     chunks = [
         ["tasks", {"id": "t1", "name": "a", "input": {}, "triggers": ["branch:to:a"]}],
         ["tasks", {"id": "t1", "name": "a", "result": {"x": 1}, "error": None, "interrupts": []}],
@@ -293,7 +322,11 @@ def test_rule_2_times_and_order_clock():
     ]
     tr = import_values(chunks, source="s.jsonl").traces[0]
     assert tr.meta["clock"] == "order"
-    assert [(e.agent, e.t, e.dur) for e in tr.events] == [("a", 0.0, 1.0), ("b", 2.0, 1.0)]
+    assert [(e.agent, e.t, e.dur) for e in tr.events] == [
+        ("a", 0.0, 1.0),
+        ("b", 2.0, 1.0),
+        ("a", 3.0, 0.0),  # the stop, when the last task ended
+    ]
 
 
 def test_rule_2_updates_only_stream_in_order():
@@ -324,7 +357,11 @@ def test_rule_3_node_runs_are_agents_parallel_ones_distinct():
         run("a3", "g", "w", 3, 4, step=2),
     ]
     tr = one(items)
-    assert {e.attrs["run_id"]: e.agent for e in tr.events} == {"a1": "w", "a2": "w#2", "a3": "w"}
+    assert {e.attrs["run_id"]: e.agent for e in tr.events if e.decision != "stop"} == {
+        "a1": "w",
+        "a2": "w#2",
+        "a3": "w",
+    }
     assert tr.meta["nodes"]["w"]["runs"] == 2
 
 
@@ -508,7 +545,8 @@ def test_rule_8_command_goto_is_handoff():
 
 def test_rule_9_other_nodes_close_with_their_update():
     tr = one([graph_run(), run("n", "g", "a", 0, 1, step=1, outputs={"answer": "x"})])
-    (e,) = tr.events
+    e, stop = tr.events
+    assert (stop.content, stop.attrs["answer"]) == ('{"answer":"x"}', '{"answer":"x"}')
     assert (e.id, e.type, e.from_, e.to, e.content) == (
         "n.update",
         "message",
@@ -592,11 +630,16 @@ def test_rule_12_history_fork_and_update():
         "step": 1,
         "other_branches": ["c2"],
     }
-    assert [(e.type, e.agent) for e in main_.events] == [("message", "a"), ("message", "b")]
+    assert [(e.type, e.agent, e.decision) for e in main_.events] == [
+        ("message", "a", None),
+        ("message", "b", None),
+        ("orchestrator_decision", "a", "stop"),  # c3 has nothing left to run
+    ]
     # a's task at c1 ran on the first branch only: on the fork the state at c1 was edited
     assert [(e.type, e.agent, e.t) for e in fork.events] == [
         ("human_intervention", "human", 7.0),
         ("message", "b", 7.0),
+        ("orchestrator_decision", "b", 9.0),  # b is the first node acting on the fork
     ]
     assert edges(fork)[("u1.update", "u1:t3.update")] == "causal"
 
@@ -610,7 +653,12 @@ def test_rule_12_new_input_on_thread_is_human_intervention():
         snap("c4", "c3", 3, "loop", 4),
     ]
     tr = import_values(hist, source="h.jsonl").traces[0]
-    assert [e.type for e in tr.events] == ["message", "human_intervention", "message"]
+    assert [e.type for e in tr.events] == [
+        "message",
+        "human_intervention",
+        "message",
+        "orchestrator_decision",
+    ]
 
 
 def test_rule_13_unmapped_modes_kept_and_counted():
@@ -704,6 +752,7 @@ def test_astream_events_v2_become_runs():
     assert [(e.type, e.agent, e.tokens) for e in tr.events] == [
         ("llm_call", "a", 7),
         ("message", "a", 0),
+        ("orchestrator_decision", "a", 0),
     ]
 
 
@@ -757,7 +806,7 @@ def test_bad_history_missing_parent_and_duplicates():
         source="h.json",
     )
     assert codes(res) == ["duplicate-id", "missing-parent"]
-    assert res.traces[0].n_events == 1
+    assert [e.type for e in res.traces[0].events] == ["message", "orchestrator_decision"]
 
 
 def test_bad_truncated_stream(tmp_path):
@@ -891,3 +940,95 @@ def test_rule_7_and_8_langsmith_serialised_send_and_command():
         "writer",
         "delegate",
     )
+
+
+# ---------------------------------------------------------------------- repairs kept in one trace
+def test_rule_9_node_time_before_its_first_call_is_counted():
+    # a node computes 0.3 s, then makes one LLM call: its own time is on the critical path
+    runs = [
+        run("g", None, "LangGraph", 0.0, 0.5, node=None),
+        run("n", "g", "slow", 0.0, 0.35, step=1),
+        run(
+            "l",
+            "n",
+            "Fake",
+            0.3,
+            0.34,
+            run_type="chat_model",
+            outputs={"llm_output": {"token_usage": {"prompt_tokens": 1, "completion_tokens": 1}}},
+        ),
+        run("m", "g", "fast", 0.36, 0.5, step=2),
+    ]
+    tr = import_values([runs], source="r.json").traces[0]
+    e = ev(tr)
+    opening = e["n.start"]
+    assert (opening.type, opening.agent, opening.t, opening.dur) == (
+        "orchestrator_decision",
+        "slow",
+        0.0,
+        pytest.approx(0.3),
+    )
+    assert edges(tr)[("n.start", "l")] == "causal"
+    assert critical_path(tr).length == pytest.approx(0.3 + 0.04 + 0.01 + 0.14)
+
+
+def test_rule_14_parent_cycle_is_broken_at_the_run_closing_it():
+    # node n names itself as parent: one warning, its LLM call stays its own, one trace
+    runs = [
+        run("g", None, "LangGraph", 0.0, 1.0, node=None),
+        run("n", "n", "worker", 0.1, 0.9, step=1),
+        run("l", "n", "Fake", 0.2, 0.8, run_type="chat_model"),
+    ]
+    res = import_values([runs], source="r.json")
+    cycles = [p for p in res.problems if p.code == "parent-cycle"]
+    assert len(cycles) == 1 and cycles[0].event_id == "n"
+    (tr,) = res.traces  # n became a root run; g alone maps to no event
+    assert tr.trace_id == "n"
+    assert ev(tr)["l"].agent == "worker"
+    assert all(0.0 <= x.t <= 1.0 for x in tr.events)
+
+
+def test_rule_14_duplicate_run_id_stays_in_one_trace():
+    # a tool run carrying its executor node's id: renamed, kept in the same trace, and its
+    # call belongs to the agent that asked for it, never to the tool executor
+    ask = message(
+        "AIMessage",
+        content="",
+        tool_calls=[{"name": "lookup", "args": {}, "id": "tc1", "type": "tool_call"}],
+    )
+    runs = [
+        run("g", None, "LangGraph", 0.0, 1.0, node=None),
+        run("a", "g", "agent", 0.0, 0.2, step=1, outputs={"messages": [ask]}),
+        run("al", "a", "Fake", 0.05, 0.15, run_type="chat_model"),
+        run("t", "g", "tools", 0.3, 0.6, step=2),
+        run(
+            "t",
+            "t",
+            "lookup",
+            0.35,
+            0.55,
+            run_type="tool",
+            step=2,
+            outputs={
+                "output": message("ToolMessage", content="4", tool_call_id="tc1", name="lookup")
+            },
+        ),
+    ]
+    res = import_values([runs], source="r.json")
+    assert len(res.traces) == 1
+    dups = [p for p in res.problems if p.code == "duplicate-id"]
+    assert len(dups) == 1 and "'t~2'" in dups[0].fix
+    assert not [p for p in res.problems if p.code == "missing-parent"]
+    e = ev(res.traces[0])
+    assert (e["t~2"].type, e["t~2"].agent) == ("tool_call", "agent")
+
+
+def test_rule_6_unasked_tool_call_belongs_to_the_graph_not_the_executor():
+    runs = [
+        run("g", None, "LangGraph", 0.0, 1.0, node=None),
+        run("t", "g", "tools", 0.1, 0.6, step=1),
+        run("x", "t", "lookup", 0.2, 0.5, run_type="tool", step=1),
+    ]
+    tr = import_values([runs], source="r.json").traces[0]
+    assert ev(tr)["x"].agent == "LangGraph"
+    assert "tools" not in {x.agent for x in tr.events}

@@ -114,6 +114,24 @@ def test_fixture_agents_and_event_counts(imported, fixture_items):
         "spawn": len(tool_agents) + kinds["handoff"],
         "return": len(tool_agents),
         "safety_event": kinds["guardrail"],
+        "orchestrator_decision": 1,  # the root agent's stop (rule 14)
+    }
+    stop = tr.events[-1]
+    answer = [e for e in tr.events if e.type == "llm_call"][-1]
+    assert (stop.type, stop.decision, stop.agent, stop.role) == (
+        "orchestrator_decision",
+        "stop",
+        "orchestrator",
+        "orchestrator",
+    )
+    assert stop.content == answer.content == "final answer"
+    assert "causal" in {x.type for x in tr.edges if (x.src, x.dst) == (answer.id, stop.id)}
+    roles = {e.agent: e.role for e in tr.events if e.type not in ("tool_result", "spawn")}
+    assert roles == {
+        "orchestrator": "orchestrator",
+        "researcher_a": "worker",
+        "researcher_b": "worker",
+        "writer": "worker",
     }
 
 
@@ -183,6 +201,7 @@ def test_fixture_every_format_and_schema(imported, tmp_path):
         "tool_result",
         "safety_event",
         "message",
+        "orchestrator_decision",
     }
 
 
@@ -192,7 +211,7 @@ def test_fixture_convert_and_analyze_cli(tmp_path, capsys):
     out = tmp_path / "out.json"
     assert main(["convert", str(RUN), "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "imported 1 trace(s), 14 events; 0 problem(s)" in err
+    assert "imported 1 trace(s), 15 events; 0 problem(s)" in err
     assert main(["analyze", str(out)]) == 0
 
 
@@ -282,7 +301,8 @@ def test_rule_5_generation_is_llm_call_with_tokens_and_model():
         ),
         span("s", "a", "speech", 2, 3, model="tts-1", output={"data": "", "format": "pcm"}),
     ]
-    g, r, s = one(items).events
+    g, r, s, stop = one(items).events
+    assert (stop.decision, stop.agent, stop.t) == ("stop", "lead", 4.0)  # the trace end
     assert (g.type, g.tool, g.tokens_in, g.tokens_out, g.content) == (
         "llm_call",
         "gpt-x",
@@ -558,8 +578,86 @@ def test_bad_parent_cycle():
             span("g", "b", "generation", 0, 1),
         ]
     )
-    assert "parent-cycle" in codes(res)
+    assert codes(res) == ["parent-cycle"]  # broken once, where the cycle closes
     assert check_trace(res.traces[0]) == []
+
+
+def test_bad_self_parent_keeps_its_subtree_under_its_agents():
+    # a task span made its own parent (the cycle closes at that span): one warning; the agent
+    # inside keeps its LLM call, and nothing else moves
+    res = run(
+        [
+            head(),
+            span("r", None, "agent", 0, 10, name="boss"),
+            span("g1", "r", "generation", 0, 1, output=[]),
+            span("task", "task", "custom", 2, 6, name="task", data={"sdk_span_type": "task"}),
+            span("b", "task", "agent", 2, 6, name="beta"),
+            span("g2", "b", "generation", 3, 5),
+            span("g3", "r", "generation", 7, 9),
+        ]
+    )
+    assert codes(res) == ["parent-cycle"]
+    p = res.problems[0]
+    assert p.event_id == "task" and "its descendants keep their parents" in p.fix
+    e = by_id(res.traces[0])
+    assert (e["g2"].agent, e["g1"].agent, e["g3"].agent) == ("beta", "boss", "boss")
+
+
+def test_bad_cycle_with_skewed_child_keeps_times_sane():
+    # the span under the re-rooted one starts decades early: moved to its parent's start
+    items = [
+        head(),
+        span("r", None, "agent", 0, 10, name="boss"),
+        span("c", "c", "custom", 1, 5, name="task", data={"sdk_span_type": "task"}),
+        span("b", "c", "agent", 1, 5, name="beta"),
+        span("g", "b", "generation", -8e8, 4),
+    ]
+    res = run(items)
+    assert codes(res) == ["parent-cycle", "clock-skew"]
+    tr = res.traces[0]
+    assert max(e.t for e in tr.events) <= 10.0
+    assert by_id(tr)["g"].t == 1.0
+
+
+def test_rule_14_roles_manager_and_stop():
+    # lead runs mid as a tool; mid runs leaf as a tool: lead orchestrates, mid manages
+    items = [
+        head(),
+        span("a", None, "agent", 0, 10, name="lead"),
+        span("f1", "a", "function", 1, 8, name="ask_mid"),
+        span("m", "f1", "agent", 1, 8, name="mid"),
+        span("f2", "m", "function", 2, 6, name="ask_leaf"),
+        span("l", "f2", "agent", 2, 6, name="leaf"),
+        span("gl", "l", "generation", 3, 5),
+        span("gm", "m", "generation", 6.5, 7.5),
+        span(
+            "ga",
+            "a",
+            "generation",
+            8.5,
+            9.5,
+            output=[{"role": "assistant", "content": [{"type": "output_text", "text": "42"}]}],
+        ),
+    ]
+    tr = one(items)
+    e = by_id(tr)
+    assert [(x.agent, x.role) for x in (e["ga"], e["gm"], e["gl"])] == [
+        ("lead", "orchestrator"),
+        ("mid", "manager"),
+        ("leaf", "worker"),
+    ]
+    assert (e["f1.spawn"].role, e["f2.spawn"].role) == ("manager", "worker")
+    stop = tr.events[-1]
+    assert (stop.id, stop.agent, stop.decision, stop.content, stop.t) == (
+        "stop",
+        "lead",
+        "stop",
+        "42",
+        10.0,
+    )
+    # a run whose last LLM call failed ended with no answer: no stop
+    items[-1] = span("ga", "a", "generation", 8.5, 9.5, error={"message": "boom"})
+    assert "stop" not in by_id(one(items))
 
 
 def test_bad_items_skipped_and_nothing_mappable_is_one_line():

@@ -30,10 +30,10 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import OrchestraceError
+from orchestrace.io._output import check_output
 from orchestrace.io.jsonl import StreamWriter
 from orchestrace.io.langgraph import (
     SYSTEM,
@@ -181,6 +181,10 @@ def _classes() -> tuple[type[Any], type[Any]]:
             overwrite: Replace an existing file.
             fsync: ``fsync`` after every record.
 
+        Raises:
+            OutputError: ``path`` exists (without ``overwrite``) or cannot be written; raised
+                when the handler is made, before any graph runs.
+
         Attributes:
             errors: Problems met in callbacks (LangChain logs and swallows exceptions raised
                 there); :meth:`close` raises the first one.
@@ -190,7 +194,8 @@ def _classes() -> tuple[type[Any], type[Any]]:
             self, path: str | os.PathLike[str], *, overwrite: bool = False, fsync: bool = False
         ) -> None:
             super().__init__()
-            self.path = Path(path)
+            # an output that may not be written fails here, before the graph runs
+            self.path = check_output(path, force=overwrite)
             self.overwrite = overwrite
             self.fsync = fsync
             self.errors: list[OrchestraceError] = []
@@ -274,6 +279,7 @@ def _classes() -> tuple[type[Any], type[Any]]:
                     rec = run_record(run_json(run, children=False))
                     self._mapper.end(rec)
                     if rec["id"] == self._root:
+                        self._mapper.finish()  # the root agent's stop
                         self._finish()
                 except OrchestraceError as err:
                     self.errors.append(err)
@@ -334,11 +340,30 @@ def record_stream(
         fsync: ``fsync`` after every record.
         **kwargs: Passed to ``graph.stream``.
 
+    Raises:
+        OutputError: ``path`` exists (without ``overwrite``) or cannot be written; raised by
+            the call itself, before the graph runs.
+
     Example:
         >>> for chunk in record_stream(graph, {"question": "q"}, path="run.jsonl"):  # doctest: +SKIP
         ...     print(chunk)
     """
     _require("langgraph")
+    # an output that may not be written fails here, before the graph runs
+    check_output(path, force=overwrite)
+    return _record_stream(graph, input, config, path, stream_mode, overwrite, fsync, kwargs)
+
+
+def _record_stream(
+    graph: Any,
+    input: Any,
+    config: Any,
+    path: str | os.PathLike[str],
+    stream_mode: str | Sequence[str],
+    overwrite: bool,
+    fsync: bool,
+    kwargs: dict[str, Any],
+) -> Iterator[Any]:
     single = isinstance(stream_mode, str)
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
     asked = set(modes)
@@ -397,6 +422,11 @@ def record_stream(
             if value["mode"] in asked:
                 yield chunk[-1] if single and isinstance(chunk, tuple) else chunk
         if writer is not None and mapper is not None:
+            # the graph runs end with the stream (innermost first), as when it is imported
+            graphs = [r for r in st.order if r == "graph" or r.startswith("graph:")]
+            for rid in sorted(graphs, key=lambda r: -r.count("|") - (r != "graph")):
+                mapper.end(run_record(st.runs[rid]))
+            mapper.finish()  # the root agent's stop
             meta = mapper.meta()
             if st.checkpoints:
                 meta["checkpoints"] = [

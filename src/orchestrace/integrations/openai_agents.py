@@ -172,6 +172,8 @@ class OrchestraceTracingProcessor:
                 return
             meta = run.mapper.meta() if run.mapper is not None else {}
             try:
+                if run.mapper is not None:
+                    run.mapper.finish()  # the root agent's stop
                 run.writer.close(costs=default_costs(run.events), meta=meta)
             except OrchestraceError as err:
                 self._fail(err)

@@ -43,8 +43,12 @@ Example:
     >>> sniff(runs)
     True
     >>> tr = import_values([runs], source="runs.json").traces[0]
-    >>> [(e.type, e.agent, e.tokens) for e in tr.events]
-    [('llm_call', 'planner', 11), ('message', 'planner', 0), ('message', 'writer', 0)]
+    >>> [(e.type, e.agent, e.dur, e.tokens) for e in tr.events]  # doctest: +NORMALIZE_WHITESPACE
+    [('orchestrator_decision', 'planner', 0.1, 0), ('llm_call', 'planner', 0.8, 11),
+     ('message', 'planner', 0.1, 0), ('message', 'writer', 2.0, 0),
+     ('orchestrator_decision', 'planner', 0.0, 0)]
+    >>> tr.events[-1].decision, tr.events[-1].content, [e.role for e in tr.events][:2]
+    ('stop', '{"answer":"a"}', ['orchestrator', 'orchestrator'])
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io.importers import ImportResult
@@ -466,6 +472,8 @@ class _Run:
     last_child_end: float = 0.0
     tool_results: list[str] = field(default_factory=list)
     send_step: int | None = None
+    first_call: float | None = None  # start of its first LLM or tool run (node runs)
+    opened: bool = False  # its opening event (own time before the first call) was emitted
 
 
 @dataclass
@@ -488,6 +496,8 @@ class RunMapper:
         graph: Agent name for runs outside any graph node.
         emit_event: Called with each finished event.
         emit_edge: Called with each edge, after both its events.
+        timed: Times are wall clock; with ordinal times (a stream without timestamps) no
+            node's own time is measured, so nodes get no opening event.
 
     Example:
         >>> out = []
@@ -496,15 +506,16 @@ class RunMapper:
         >>> node = run_record({"id": "n", "name": "a", "run_type": "chain", "start_time": 0,
         ...                    "end_time": 1, "parent_run_id": "g",
         ...                    "extra": {"metadata": {"langgraph_node": "a"}}})
-        >>> m.start(g); m.start(node); m.end(node); m.end(g)
-        >>> [(e.type, e.agent) for e in out]
-        [('message', 'a')]
+        >>> m.start(g); m.start(node); m.end(node); m.end(g); m.finish()
+        >>> [(e.type, e.agent, e.role, e.decision) for e in out if isinstance(e, Event)]
+        [('message', 'a', 'orchestrator', None), ('orchestrator_decision', 'a', 'orchestrator', 'stop')]
     """
 
     t0: float
     graph: str
     emit_event: Callable[[Event], None]
     emit_edge: Callable[[Edge], None]
+    timed: bool = True  # times are wall clock (else ordinal: no own time is measured)
     unmapped: dict[str, int] = field(default_factory=dict)
     unmapped_items: list[Any] = field(default_factory=list)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -524,6 +535,25 @@ class RunMapper:
     _last_node: tuple[float, str, int | None] | None = None
     _resume: str | None = None
     _edges: set[tuple[str, str]] = field(default_factory=set)
+    root: str | None = None  # the first node to act as an agent (rule 15)
+    _spawners: set[str] = field(default_factory=set)
+    _interrupted: bool = False  # the last node run ended with an interrupt
+    _updates: dict[str, str | None] = field(default_factory=dict)  # closing id -> content
+    _stop_at: tuple[_Run, float, str | None] | None = None  # the root graph run's end
+    _last_end: float = 0.0
+
+    def role(self, agent: str) -> str:
+        """``agent``'s role when its next event is written (rule 15).
+
+        ``orchestrator``: the first node to act as an agent, or the graph itself; ``manager``:
+        it has spawned another agent; ``worker`` otherwise; ``human`` for a person's answer or
+        edit.
+        """
+        if agent == "human":
+            return "human"
+        if agent in (self.root, self.graph):
+            return "orchestrator"
+        return "manager" if agent in self._spawners else "worker"
 
     def _rel(self, ts: float) -> float:
         return max(0.0, round(ts - self.t0, 9))
@@ -564,6 +594,15 @@ class RunMapper:
 
     def _emit(self, ev: Event, run: _Run | None = None) -> None:
         agent = ev.agent
+        self._last_end = max(self._last_end, ev.end)
+        if ev.type == "spawn":
+            self._spawners.add(agent)
+        if self.root is None and ev.type != "tool_result" and agent in self.nodes:
+            self.root = agent  # the first node to act as an agent (a tool executor never does)
+        if ev.type != "tool_result":
+            # a spawn names the role of the agent it starts, as the runtime records it
+            role = self.role(ev.to if ev.type == "spawn" and ev.to else agent)
+            ev = msgspec.structs.replace(ev, role=role)
         self._acted.setdefault(agent, ev.t)
         prev = None
         take: list[_Pending] = []
@@ -608,10 +647,13 @@ class RunMapper:
             kind = "inner"
         run = _Run(rec, ts if ts is not None else self.t0, kind)
         self._runs[rid] = run
-        if kind == "llm":
+        if kind in ("llm", "tool"):
             node = self._node_of(parent)
             if node is not None:
-                node.llm_children += 1
+                if kind == "llm":
+                    node.llm_children += 1
+                if node.first_call is None or run.start < node.first_call:
+                    node.first_call = run.start
         if kind == "graph" and parent is None:
             self._resumed(run)
         if kind != "node":
@@ -658,6 +700,8 @@ class RunMapper:
         step = _step(rec["metadata"])
         error = _text(rec.get("error")) if rec.get("error") else None
         attrs: dict[str, Any] = {"run_id": rid, "run_type": rec["run_type"], "name": rec["name"]}
+        if node is not None and run.kind in ("llm", "tool"):
+            self._open_node(node, is_llm=run.kind == "llm")
         if run.kind == "llm":
             tin, tout = _tokens(rec.get("outputs"))
             self._emit(
@@ -680,12 +724,16 @@ class RunMapper:
             return
         if run.kind == "tool":
             asker = agent
-            if node is not None and node.llm_children == 0:
+            if node is not None and node.llm_children == 0 and node.sender is None:
+                # a node that calls no LLM runs tools for whoever asked (rule 6); when no
+                # agent asked, the graph itself did: a tool executor is never the caller
                 tcid = _result_tool_call_id(rec.get("outputs"), rec.get("inputs"))
                 if tcid is not None and tcid in self._asked:
                     asker = self._asked[tcid]
                 elif self._last_node is not None and self._last_node[1] != agent:
                     asker = self._last_node[1]
+                else:
+                    asker = self.graph
                 attrs["executor"] = agent
             tool = rec["name"]
             inputs = rec.get("inputs")
@@ -732,6 +780,10 @@ class RunMapper:
                 self._queue_sends(node.agent, end, rec.get("outputs"), step)
             return
         if run.kind == "graph":
+            if (rec.get("parent_id") is None or rec["parent_id"] not in self._runs) and (
+                self._stop_at is None
+            ):
+                self._stop_at = (run, end, error)  # written by finish()
             return
         if run.kind == "human":
             ev = Event(
@@ -867,6 +919,8 @@ class RunMapper:
                 error=error,
                 attrs=attrs,
             )
+        self._interrupted = interrupted
+        self._updates[closing.id] = closing.content
         self._emit(closing, run)
         inner = [(k[1], v) for k, v in self._closing.items() if k[0] == rid]
         if inner:  # a subgraph: its last step's results are this node's update
@@ -886,6 +940,73 @@ class RunMapper:
                 (closing.id, closing.type, closing.to)
             )
         self._last_node = (end, me, step)
+
+    def finish(self) -> None:
+        """The graph run ended: the root agent's ``stop`` decision, when it ended with an answer.
+
+        Called once after the last run ended (rule 15). Not when the run failed or its last
+        node was interrupted. ``content`` is the last
+        node's state update (the graph's final write); the last step's closing events lead
+        to it.
+        """
+        if self._stop_at is None:
+            return
+        run, end, error = self._stop_at
+        self._stop_at = None
+        end = max(end, self._last_end)
+        if error is not None or self._interrupted or self.events == 0:
+            return
+        if run.rec["metadata"].get("langgraph_next"):  # a checkpoint with tasks still to run
+            return
+        rid = str(run.rec["id"])
+        steps = [k[1] for k in self._closing if k[0] == rid]
+        before = self._closing.get((rid, max(steps)), []) if steps else []
+        answer = self._updates.get(before[-1][0]) if before else None
+        agent = self.root or self.graph
+        for eid, _, _ in before:
+            self._feed(agent, eid, end, "aggregate" if len(before) > 1 else "causal")
+        self._emit(
+            Event(
+                id=f"{rid}.stop",
+                t=end,
+                type="orchestrator_decision",
+                agent=agent,
+                decision="stop",
+                content=answer,
+                attrs={"run_id": rid, **({"answer": answer} if answer else {})},
+            )
+        )
+
+    def _open_node(self, node: _Run, *, is_llm: bool) -> None:
+        """Emit the node's own time before its first LLM or tool call (rule 9).
+
+        Emitted when its first call ends, before that call's event, so the edges into the node
+        reach this event first. A node that only runs tools for others (a tool executor, rule
+        4) has no opening event.
+        """
+        if node.opened or node.first_call is None or not node.agent or not self.timed:
+            return
+        if not is_llm and node.llm_children == 0 and node.sender is None:
+            return
+        node.opened = True
+        t = self._rel(node.start)
+        first = self._rel(node.first_call)
+        if first - t <= _EPS:
+            return
+        rec = node.rec
+        attrs: dict[str, Any] = {"run_id": rec["id"], "node": rec["name"], "own_time": True}
+        self._emit(
+            Event(
+                id=f"{rec['id']}.start",
+                t=t,
+                type="orchestrator_decision",
+                agent=node.agent,
+                dur=round(first - t, 9),
+                step=_step(rec["metadata"]),
+                attrs=attrs,
+            ),
+            node,
+        )
 
     def _resumed(self, run: _Run) -> None:
         """A graph run resumed with ``Command(resume=...)``: a human answered an interrupt."""
@@ -1426,25 +1547,29 @@ def _import_runs(
             continue
         assert isinstance(raw, dict)
         recs.append((where, run_record(raw)))
-    # one trace per root run (a graph invocation)
-    ids = {r["id"] for _, r in recs}
-    parent_of = {r["id"]: r["parent_id"] for _, r in recs}
+    # ids, parents and times are repaired over the whole file first, so a duplicate id or a
+    # cycle of parent ids never splits a graph run into several traces
+    prepared = _prepare(source, recs, problems, source, noun="run", scope="the file")
+    by_id = {r["id"]: r for r in prepared}
+    tops: dict[str, str] = {}
 
-    def root(rid: str) -> str:
-        seen = set()
-        while parent_of.get(rid) in ids and rid not in seen:
-            seen.add(rid)
-            rid = str(parent_of[rid])
-        return rid
+    def root(r: dict[str, Any]) -> str:
+        chain: list[str] = []
+        node: dict[str, Any] | None = r
+        while node is not None and node["id"] not in tops:
+            chain.append(node["id"])
+            pid = node.get("parent_id")
+            node = by_id.get(pid) if isinstance(pid, str) else None
+        top = tops[node["id"]] if node is not None else chain[-1]
+        for x in chain:
+            tops[x] = top
+        return top
 
-    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for where, r in recs:
-        groups.setdefault(root(r["id"]), []).append((where, r))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in prepared:
+        groups.setdefault(root(r), []).append(r)
     out: list[Trace] = []
-    for rid, group in groups.items():
-        order = _prepare(rid, group and [(w, r) for w, r in group], problems, source, noun="run")
-        if not order:
-            continue
+    for rid, order in groups.items():
         head = next((r for r in order if r["id"] == rid), order[0])
         graph_name = str(head.get("name") or "LangGraph")
         thread = (
@@ -1456,7 +1581,11 @@ def _import_runs(
         events: list[Event] = []
         edges: list[Edge] = []
         mapper = RunMapper(
-            t0=t0, graph=graph_name, emit_event=events.append, emit_edge=edges.append
+            t0=t0,
+            graph=graph_name,
+            emit_event=events.append,
+            emit_edge=edges.append,
+            timed=clock == "wall",
         )
         for call, r in _replay(order):
             rec = {k: v for k, v in r.items() if not k.startswith("_")}
@@ -1464,6 +1593,7 @@ def _import_runs(
                 mapper.start(rec, at=r["_start"])
             else:
                 mapper.end(rec, at=r["_end"])
+        mapper.finish()
         if extra_unmapped:
             mapper.unmapped_items.extend(extra_unmapped)
         events = settle_spawns(events, problems, source)
@@ -1677,6 +1807,8 @@ def _branch(
                 "start_time": start,
                 "end_time": end,
                 "parent_run_id": None,
+                # a branch whose last checkpoint has tasks still to run ended with no answer
+                "extra": {"metadata": {"langgraph_next": leaf.next}} if leaf.next else {},
             },
         )
     )

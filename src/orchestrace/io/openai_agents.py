@@ -260,8 +260,8 @@ class SpanMapper:
         >>> g = {"id": "g", "parent_id": "a", "started_at": 0, "ended_at": 1,
         ...      "span_data": {"type": "generation", "model": "m"}}
         >>> m.start(a); m.start(g); m.end(g); m.end(a)
-        >>> [(e.type, e.agent, e.tool) for e in out]
-        [('llm_call', 'lead', 'm')]
+        >>> [(e.type, e.agent, e.tool, e.role) for e in out]
+        [('llm_call', 'lead', 'm', 'orchestrator')]
     """
 
     t0: float
@@ -282,6 +282,11 @@ class SpanMapper:
     _pending: dict[str, list[_Pending]] = field(default_factory=dict)
     _events_of: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     _llm_starts: dict[str, int] = field(default_factory=dict)
+    root: str | None = None  # the agent the run started with (rule 14)
+    _spawners: set[str] = field(default_factory=set)
+    _last_end: float = 0.0
+    _answer: tuple[float, str, str | None] | None = None  # latest LLM call: end, id, text
+    _finished: bool = False
 
     # ------------------------------------------------------------------ span tree
     def _rel(self, ts: float) -> float:
@@ -325,8 +330,26 @@ class SpanMapper:
         return None
 
     # ------------------------------------------------------------------ emitting
+    def role(self, agent: str) -> str:
+        """``agent``'s role when its next event is written (rule 14).
+
+        ``orchestrator``: the root agent, or the workflow itself; ``manager``: it has spawned
+        another agent; ``worker`` otherwise.
+        """
+        if agent in (self.root, self.workflow):
+            return "orchestrator"
+        return "manager" if agent in self._spawners else "worker"
+
     def _emit(self, ev: Event) -> None:
         agent = ev.agent
+        if ev.type == "spawn":
+            self._spawners.add(agent)
+        if ev.type != "tool_result":
+            # a spawn names the role of the agent it starts, as the runtime records it
+            who = ev.to if ev.type == "spawn" and ev.to else agent
+            ev = msgspec.structs.replace(ev, role=self.role(who))
+        if ev.type == "llm_call" and (self._answer is None or ev.end >= self._answer[0]):
+            self._answer = (ev.end, ev.id, None if ev.error else ev.content)
         self._acted.setdefault(agent, ev.t)
         if ev.type != "tool_result":
             # an agent does one thing after another: chain to its last event that had ended
@@ -424,6 +447,8 @@ class SpanMapper:
             k += 1
         sp.agent = base if k == 1 else f"{base}#{k}"
         busy.add(sp.agent)
+        if self.root is None and self._agent_of(sp.parent) == self.workflow:
+            self.root = sp.agent  # the first agent outside any other agent
         info = self.agents.setdefault(sp.agent, {"name": base, "spans": []})
         info["spans"].append(sid)
         fn = self._tool_parent(sp.parent)
@@ -456,6 +481,7 @@ class SpanMapper:
         dur = round(end - t, 9)
         error = _error_text(item.get("error"))
         kind = sp.kind
+        self._last_end = max(self._last_end, end)
         if kind == "agent":
             if sp.agent:
                 self._open_agents.get(sp.name or "agent", set()).discard(sp.agent)
@@ -600,6 +626,33 @@ class SpanMapper:
         self._emit(ev)
         self._feed(target, sp.id, t, "spawn" if fresh else "message")
 
+    def finish(self) -> None:
+        """The trace ended: the root agent's ``stop`` decision, when the run ended with an answer.
+
+        The answer is the text of the LLM call that ended last (rule 14); a run whose last
+        LLM call failed or gave no text has no ``stop``. Called once, after the last span.
+        """
+        if self._finished or self._answer is None or not self._answer[2]:
+            return
+        self._finished = True
+        end, last, answer = self._answer
+        eid = "stop"
+        while any(eid == e for evs in self._events_of.values() for _, e in evs):
+            eid += "~"
+        agent = self.root or self.workflow
+        self._feed(agent, last, end, "causal")  # the answer leads to the stop
+        self._emit(
+            Event(
+                id=eid,
+                t=self._last_end,
+                type="orchestrator_decision",
+                agent=agent,
+                decision="stop",
+                content=answer,
+                attrs={"answer": answer},
+            )
+        )
+
     def meta(self) -> dict[str, Any]:
         """What the run's footer records: agents (tools, handoffs, spans) and unmapped spans."""
         out: dict[str, Any] = {"agents": self.agents}
@@ -621,8 +674,13 @@ def _prepare(
     problems: list[Problem],
     source: str,
     noun: str = "span",
+    scope: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Repair what can be repaired (each repair named in ``problems``); return the spans."""
+    """Repair what can be repaired (each repair named in ``problems``); return the spans.
+
+    ``scope`` names where the spans are (default: trace ``tid``) in messages.
+    """
+    where_all = scope or f"trace {_short(tid)!r}"
 
     def warn(code: str, where: str, sid: str | None, msg: str, fix: str) -> None:
         problems.append(
@@ -720,26 +778,34 @@ def _prepare(
                 sp["_where"],
                 sp["id"],
                 f"{noun} {_short(sp['id'])!r} names parent {_short(str(pid))!r}, which is not "
-                f"in trace {_short(tid)!r}",
+                f"in {where_all}",
                 f"it was attached to the trace root; export the parent {noun} too",
             )
             sp["parent_id"] = None
+    # a cycle of parent ids is broken at the span that closes it (the first one met again
+    # while walking up); its descendants keep their parents
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: known to reach a root
     for sp in order:
-        seen = {sp["id"]}
-        pid = sp.get("parent_id")
-        while pid is not None:
-            if pid in seen:
-                warn(
-                    "parent-cycle",
-                    sp["_where"],
-                    sp["id"],
-                    f"{noun} {_short(sp['id'])!r} is its own ancestor (parent_id cycle)",
-                    "it was attached to the trace root; fix the parent ids",
-                )
-                sp["parent_id"] = None
-                break
-            seen.add(pid)
-            pid = by_id[pid].get("parent_id")
+        path: list[dict[str, Any]] = []
+        node: dict[str, Any] | None = sp
+        while node is not None and node["id"] not in state:
+            state[node["id"]] = 1
+            path.append(node)
+            pid = node.get("parent_id")
+            node = by_id.get(pid) if isinstance(pid, str) else None
+        if node is not None and state[node["id"]] == 1:
+            warn(
+                "parent-cycle",
+                node["_where"],
+                node["id"],
+                f"{noun} {_short(node['id'])!r} is its own ancestor through parent "
+                f"{_short(str(node.get('parent_id')))!r}",
+                "it was attached to the trace root (its descendants keep their parents); "
+                "fix the parent ids",
+            )
+            node["parent_id"] = None
+        for x in path:
+            state[x["id"]] = 2
     # times: untimed spans take their parent's start; children start no earlier than parents
     done: set[str] = set()
 
@@ -938,6 +1004,7 @@ def _import_one(
             mapper.start(item, at=sp["_start"])
         else:
             mapper.end(item, at=sp["_end"])
+    mapper.finish()
     for k, c in mapper.unmapped.items():
         unmapped[k] = unmapped.get(k, 0) + c
     if not events:
