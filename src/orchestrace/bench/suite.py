@@ -466,8 +466,8 @@ def run_suite(
         "config": {
             "backend": backend,
             "backend_options": public_options(backend_options) or {},
-            "jobs": ex.workers,
-            **ex.describe(),
+            **(described := ex.describe()),
+            "jobs": ex.workers or described.get("cluster_cpus") or 1,  # jobs at a time
             "seeds": list(range(suite.seeds)),
         },
         "environment": {
