@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from orchestrace.io import StreamWriter, dump, load
@@ -30,6 +31,8 @@ from playwright.sync_api import sync_playwright
 from viewer_browser import (
     HOSTILE,
     artifacts,
+    canvas_pixels,
+    hex_colour,
     launch,
     open_page,
     state,
@@ -131,8 +134,32 @@ def test_inspector_shows_the_clicked_event(
         page.screenshot(path=str(artifacts(tmp_path) / "inspector.png"))
 
 
+#: The fork diff's colours (viewer-frontend/src/util.js DIFF_COLOURS).
+DIFF = {"changed": "#f08c00", "appeared": "#2b8a3e", "disappeared": "#e03131", "retimed": "#74c0fc"}
+
+
+def _graph_strokes(page: Any) -> dict[str, list[str]]:
+    """The computed outline colour of every drawn graph node, by its diff class."""
+    return page.evaluate(
+        """() => {
+            const out = {};
+            for (const g of document.querySelectorAll("svg.graph-svg g.g-node")) {
+                const st = [...g.classList].find((c) => c.startsWith("diff-")) || "none";
+                const box = g.querySelector("rect.g-box");
+                (out[st] = out[st] || []).push(getComputedStyle(box).stroke);
+            }
+            return out;
+        }"""
+    )
+
+
+def _rgb(c: str) -> str:
+    r, g, b = hex_colour(c)
+    return f"rgb({r}, {g}, {b})"
+
+
 @pytest.mark.slow
-def test_fork_diff_marks_changed_and_disappeared_events(
+def test_fork_diff_draws_changed_retimed_and_disappeared_events(
     browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
 ) -> None:
     a, b = debate_pair
@@ -140,10 +167,26 @@ def test_fork_diff_marks_changed_and_disappeared_events(
         page = open_page(browser, url)
         wait_for(page, lambda: state(page, "s.diff && s.diff.marked > 0"), what="diff marks")
         d = state(page, "s.diff")
-        assert d["counts"]["changed"] >= 1 and d["counts"]["disappeared"] >= 1
+        counts = d["counts"]
+        assert counts["changed"] >= 1 and counts["disappeared"] >= 1 and counts["retimed"] >= 1
         assert d["ghosts"] >= 1  # what the fork lost is drawn in the merged view
         bar = page.locator("#diff-bar").inner_text()
-        assert f"changed {d['counts']['changed']}" in bar
+        assert f"changed {counts['changed']}" in bar
+        # what the canvas shows: orange outlines (changed), light-blue ones (retimed), dashed
+        # red ghosts (disappeared)
+        page.wait_for_timeout(300)
+        px = canvas_pixels(page, "canvas.tl-canvas", DIFF)
+        assert px["changed"] > 20, px
+        assert px["retimed"] > 20, px
+        assert px["disappeared"] > 5, px
+        # the graph: outlines by status, the lost events as dashed ghosts
+        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
+        wait_for(page, lambda: state(page, "s.graph.ghosts") >= 1, what="graph ghosts")
+        strokes = _graph_strokes(page)
+        for status in ("changed", "retimed", "disappeared"):
+            assert strokes.get("diff-" + status), (status, strokes)
+            assert set(strokes["diff-" + status]) == {_rgb(DIFF[status])}, (status, strokes)
+        assert _rgb(DIFF["changed"]) not in strokes.get("none", [])
         # inspect a changed event of the fork
         changed = page.evaluate(
             "fetch('/api/diff').then(r => r.json()).then(d => d.side_b.idx.find((i, k) => "
@@ -152,14 +195,144 @@ def test_fork_diff_marks_changed_and_disappeared_events(
         page.evaluate(f"window.__orchestrace.select('b', {changed})")
         wait_for(page, lambda: state(page, "s.selected && s.selected.idx") == changed)
         assert page.locator("#inspector .diff-box").inner_text().startswith("changed")
-        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
-        assert page.locator("svg.graph-svg g.g-node.diff-changed").count() >= 1
         page.screenshot(path=str(artifacts(tmp_path) / "fork-diff.png"))
+        # "original only" and fit: the original's time range, its changes still outlined
         page.evaluate("window.__orchestrace.setDiffMode('a')")
         wait_for(
             page, lambda: state(page, "s.diff.mode") == "a" and state(page, "s.diff.marked") > 0
         )
-        assert not page.errors
+        page.wait_for_timeout(300)
+        assert canvas_pixels(page, "canvas.tl-canvas", DIFF)["changed"] > 20
+        assert not page.errors and not page.console_errors, page.console_errors
+
+
+@pytest.mark.slow
+def test_fork_diff_draws_appeared_events(
+    browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, b = debate_pair  # the other way round: the message the fork dropped appears
+    with viewer(b, a) as url:
+        page = open_page(browser, url)
+        wait_for(page, lambda: state(page, "s.diff && s.diff.marked > 0"), what="diff marks")
+        assert state(page, "s.diff.counts.appeared") >= 1
+        page.wait_for_timeout(300)
+        assert canvas_pixels(page, "canvas.tl-canvas", DIFF)["appeared"] > 20
+        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
+        strokes = _graph_strokes(page)
+        assert set(strokes.get("diff-appeared", [])) == {_rgb(DIFF["appeared"])}, strokes
+        assert not page.errors and not page.console_errors, page.console_errors
+
+
+def _shift(path: Path, out: Path, by: float) -> Path:
+    tr = load(path)
+    events = tuple(msgspec.structs.replace(e, t=e.t + by) for e in tr.events)
+    dump(tr.replace(events=events), out)
+    return out
+
+
+@pytest.mark.slow
+def test_fit_shows_the_trace_the_diff_mode_shows(
+    browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, _ = debate_pair
+    ta = load(a)
+    a_end = max(e.t + e.dur for e in ta.events)
+    late = _shift(a, tmp_path / "late.json", by=10 * a_end)  # a "fork" far later in time
+    tb = load(late)
+    with viewer(a, late) as url:
+        page = open_page(browser, url)
+        for mode, tr in (("a", ta), ("b", tb)):
+            page.evaluate(f"window.__orchestrace.setDiffMode('{mode}')")
+            page.locator("#fit").click()
+            t0, t1 = min(e.t for e in tr.events), max(e.t + e.dur for e in tr.events)
+            span = t1 - t0
+            wait_for(
+                page,
+                lambda t0=t0, t1=t1, span=span: (
+                    abs(state(page, "s.window[0]") - t0) < 0.05 * span
+                    and abs(state(page, "s.window[1]") - t1) < 0.05 * span
+                ),
+                what=f"the fit to {mode}",
+            )
+            # every event of the shown trace is in view, and bars are drawn
+            wait_for(page, lambda tr=tr: state(page, "s.windowTotal") == tr.n_events, what="all")
+            wait_for(page, lambda: state(page, "s.visibleEvents") > 0, what="bars")
+        assert not page.errors and not page.console_errors, page.console_errors
+
+
+@pytest.mark.slow
+def test_an_empty_graph_draws_a_note_and_logs_no_error(
+    browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, _ = debate_pair
+    with viewer(a) as url:
+        page = open_page(browser, url)
+        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
+        page.locator("#search").fill("no-such-text-anywhere-0x9f")
+        wait_for(page, lambda: state(page, "s.filters.q") == "no-such-text-anywhere-0x9f")
+        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
+        note = page.locator("svg.graph-svg text.g-empty")
+        assert note.count() == 1 and "no events" in (note.text_content() or "")
+        page.locator("#search").fill("")
+        wait_for(page, lambda: state(page, "s.filters.q") == "")
+        wait_for(page, lambda: state(page, "s.graph.nodes") > 0, what="the graph again")
+        # an event type the trace does not have, in the events graph
+        page.evaluate("window.__orchestrace.setGraphMode('events')")
+        page.evaluate("window.__orchestrace.setFilter({types: ['human_intervention']})")
+        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
+        page.wait_for_timeout(400)
+        assert not page.errors and not page.console_errors, page.console_errors
+
+
+def _hex_ids(tr: Any) -> Any:
+    """``tr`` with every event id replaced by 16 hex digits (as importers of span ids give)."""
+    new = {
+        e.id: f"{(k * 2654435761 + 0x9E3779B97F4A7C15) % 2**64:016x}"
+        for k, e in enumerate(tr.events)
+    }
+    events = tuple(msgspec.structs.replace(e, id=new[e.id]) for e in tr.events)
+    edges = tuple(msgspec.structs.replace(x, src=new[x.src], dst=new[x.dst]) for x in tr.edges)
+    return tr.replace(events=events, edges=edges)
+
+
+@pytest.mark.slow
+def test_event_graph_of_long_ids_stays_readable_and_pans(browser: Any, tmp_path: Path) -> None:
+    tr = _hex_ids(generate_trace(agents=4, steps=40, seed=5))
+    p = tmp_path / "hex.json"
+    dump(tr, p)
+    with viewer(p) as url:
+        page = open_page(browser, url, width=1200, height=800)
+        page.evaluate("window.__orchestrace.setGraphMode('events')")
+        wait_for(
+            page, lambda: state(page, "s.graph && s.graph.mode === 'events' && s.graph.nodes > 30")
+        )
+        labels = page.evaluate(
+            "[...document.querySelectorAll('svg.graph-svg g.g-node text')].map(t => "
+            "[t.textContent, t.getBoundingClientRect().height, t.parentNode.querySelector('title').textContent])"
+        )
+        agents = {e.agent for e in tr.events}
+        ids = {e.id for e in tr.events}
+        for text, height, title in labels:
+            assert not any(i in text for i in ids), text  # the id is in the tooltip
+            assert any(a in text for a in agents), text
+            assert any(i in title for i in ids), title
+            assert height >= 9, (text, height)  # drawn at a readable size
+        assert state(page, "s.graph.scale") >= 0.8
+        page.screenshot(path=str(artifacts(tmp_path) / "hex-graph.png"))
+        # drag pans the graph
+        before = page.evaluate(
+            "document.querySelector('svg.graph-svg > g').getAttribute('transform')"
+        )
+        box = page.locator("svg.graph-svg").bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] / 2 - 150, box["y"] + box["height"] / 2 - 40)
+        page.mouse.up()
+        after = page.evaluate(
+            "document.querySelector('svg.graph-svg > g').getAttribute('transform')"
+        )
+        assert after != before
+        assert not page.errors and not page.console_errors, page.console_errors
 
 
 @pytest.mark.slow

@@ -104,13 +104,45 @@ def wait_for(page: Any, cond: Callable[[], Any], timeout: float = 30.0, what: st
         page.wait_for_timeout(100)
 
 
+def hex_colour(c: str) -> tuple[int, int, int]:
+    """``"#f08c00"`` -> ``(240, 140, 0)``."""
+    return (int(c[1:3], 16), int(c[3:5], 16), int(c[5:7], 16))
+
+
+def canvas_pixels(
+    page: Any, selector: str, colours: dict[str, str], tol: int = 6
+) -> dict[str, int]:
+    """How many pixels of the canvas ``selector`` have each colour (within ``tol`` per channel),
+    read back from what is drawn (``getImageData``)."""
+    rgb = {k: hex_colour(v) for k, v in colours.items()}
+    return page.evaluate(
+        """([sel, rgb, tol]) => {
+            const c = document.querySelector(sel);
+            const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+            const out = {};
+            for (const k of Object.keys(rgb)) out[k] = 0;
+            for (let i = 0; i < d.length; i += 4) {
+                if (d[i + 3] < 250) continue;
+                for (const [k, [r, g, b]] of Object.entries(rgb)) {
+                    if (Math.abs(d[i] - r) <= tol && Math.abs(d[i + 1] - g) <= tol
+                        && Math.abs(d[i + 2] - b) <= tol) out[k]++;
+                }
+            }
+            return out;
+        }""",
+        [selector, rgb, tol],
+    )
+
+
 def open_page(browser: Any, url: str, *, width: int = 1500, height: int = 950) -> Any:
     """A page on ``url`` once its first view is drawn; dialogs are recorded in ``page.dialogs``."""
     page = browser.new_page(viewport={"width": width, "height": height})
     page.dialogs = []
     page.errors = []
+    page.console_errors = []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
     page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
     page.goto(url)
     page.wait_for_selector("body[data-ready]", state="attached", timeout=60_000)
     return page

@@ -1,9 +1,11 @@
 // The interaction graph: agents (spawn tree and the edges between their events) or the events
 // of the current window, laid out in layers by dagre and drawn as SVG (text nodes only).
 import dagre from "@dagrejs/dagre";
-import { EDGE_COLOURS, TYPE_COLOURS, clear, short } from "./util.js";
+import { DIFF_COLOURS, EDGE_COLOURS, TYPE_COLOURS, clear, short } from "./util.js";
 
 const NS = "http://www.w3.org/2000/svg";
+// Below this scale the labels are too small to read: a larger graph is zoomed and panned instead.
+const MIN_SCALE = 0.8;
 
 function svg(tag, attrs) {
   const n = document.createElementNS(NS, tag);
@@ -40,10 +42,11 @@ export class GraphView {
   }
 
   applyTransform() {
+    if (!isFinite(this.scale) || !isFinite(this.offset[0]) || !isFinite(this.offset[1])) return;
     if (this.g) this.g.setAttribute("transform", `translate(${this.offset[0]},${this.offset[1]}) scale(${this.scale})`);
   }
 
-  render(data, { selected, lanes, diffStatus } = {}) {
+  render(data, { selected, diffStatus, ghosts } = {}) {
     this.data = data;
     clear(this.svg);
     const defs = svg("defs");
@@ -61,11 +64,15 @@ export class GraphView {
     // together, so the agent graph leaves them out (their calls are on the timeline)
     const hidden = new Set(agents ? data.nodes.filter((n) => n.type === "tool").map((n) => n.idx) : []);
     this.hiddenTools = hidden.size;
-    for (const n of data.nodes) {
-      if (hidden.has(n.idx)) continue;
-      const label = agents ? short(n.label, 22) : short(n.label, 14);
-      g.setNode(String(n.idx), { width: Math.max(44, label.length * 7 + 14), height: agents ? 34 : 22, label, n });
-    }
+    // event nodes are named by type and agent (ids, often long hashes, are in the tooltip and
+    // the inspector); ghosts are the original's events that the fork lost
+    const key = (n, ghost) => (ghost ? "g" : "") + String(n.idx);
+    const addNode = (n, ghost) => {
+      const label = agents ? short(n.label, 22) : short(`${n.type} \u00b7 ${n.agent || n.label}`, 26);
+      g.setNode(key(n, ghost), { width: Math.max(44, label.length * 6.2 + 14), height: agents ? 34 : 22, label, n, ghost });
+    };
+    for (const n of data.nodes) if (!hidden.has(n.idx)) addNode(n, false);
+    if (ghosts && !agents) for (const n of ghosts.nodes) addNode(n, true);
     const critPairs = new Set((data.critical_pairs || []).map(([a, b]) => `${a}-${b}`));
     let edges = data.edges.filter((e) => e.type !== "temporal");
     if (agents) {
@@ -88,6 +95,22 @@ export class GraphView {
       if (!g.hasNode(String(e.src)) || !g.hasNode(String(e.dst)) || e.src === e.dst) return;
       g.setEdge(String(e.src), String(e.dst), { e, critical: e.critical || critPairs.has(`${e.src}-${e.dst}`) }, String(k));
     });
+    if (ghosts && !agents) {
+      ghosts.edges.forEach((e, k) => {
+        if (e.src !== e.dst) g.setEdge("g" + e.src, "g" + e.dst, { e, critical: false, ghost: true }, "g" + k);
+      });
+    }
+    this.empty = g.nodeCount() === 0;
+    if (this.empty) {
+      // nothing matches (a search, a filter, an empty time range): say so, lay out nothing
+      const msg = svg("text", { x: 12, y: 22, class: "g-empty" });
+      msg.textContent = data.mode === "events" ? "no events in view match" : "no agents to draw";
+      this.g = null;
+      this.scale = 1;
+      this.offset = [0, 0];
+      this.svg.append(msg);
+      return { nodes: 0, edges: 0, criticalNodes: 0, criticalEdges: 0, ghosts: 0, diffMarked: {} };
+    }
     dagre.layout(g);
     const root = svg("g");
     this.g = root;
@@ -101,7 +124,8 @@ export class GraphView {
       const path = svg("path", {
         d, fill: "none", stroke: colour, "stroke-width": info.critical ? 3 : Math.min(1 + Math.log2(info.e.count || 1) * 0.6, 4),
         "stroke-opacity": info.critical ? 0.95 : 0.6, "marker-end": `url(#arrow-${info.critical ? "critical" : info.e.type})`,
-        class: "g-edge" + (info.critical ? " critical" : ""), "data-type": info.e.type,
+        class: "g-edge" + (info.critical ? " critical" : "") + (info.ghost ? " ghost" : ""), "data-type": info.e.type,
+        "stroke-dasharray": info.ghost ? "4 3" : null,
       });
       const title = svg("title");
       title.textContent = info.e.label || `${info.e.type}${info.e.count ? " \u00d7" + info.e.count : ""}`;
@@ -109,16 +133,26 @@ export class GraphView {
       root.append(path);
       if (info.critical) criticalEdges++;
     }
+    const diffMarked = {};
+    let ghostCount = 0;
     for (const id of g.nodes()) {
       const nd = g.node(id);
       const n = nd.n;
-      const status = diffStatus && !agents ? diffStatus.get(n.idx) : null;
-      const grp = svg("g", { class: "g-node" + (n.critical ? " critical" : "") + (status && status !== "same" ? " diff-" + status : ""), transform: `translate(${nd.x - nd.width / 2},${nd.y - nd.height / 2})`, "data-idx": n.idx });
-      const fill = agents ? "#ffffff" : TYPE_COLOURS[n.type] || "#ced4da";
-      const isSel = selected && (agents ? selected.lane === n.lane : selected.idx === n.idx);
-      grp.append(svg("rect", { width: nd.width, height: nd.height, rx: 4, fill, "fill-opacity": agents ? 1 : 0.9,
-        stroke: isSel ? "#000" : n.critical ? "#d9480f" : "#868e96", "stroke-width": isSel ? 3 : n.critical ? 2.5 : 1 }));
-      const text = svg("text", { x: nd.width / 2, y: agents ? 14 : nd.height / 2 + 4, "text-anchor": "middle", class: agents ? "g-label" : "g-label small" });
+      const status = nd.ghost ? "disappeared" : diffStatus && !agents ? diffStatus.get(n.idx) : null;
+      const marked = status && status !== "same" ? status : null;
+      if (marked) diffMarked[marked] = (diffMarked[marked] || 0) + 1;
+      if (nd.ghost) ghostCount++;
+      const grp = svg("g", { class: "g-node" + (n.critical && !nd.ghost ? " critical" : "") + (marked ? " diff-" + marked : "") + (nd.ghost ? " ghost" : ""), transform: `translate(${nd.x - nd.width / 2},${nd.y - nd.height / 2})`, "data-idx": n.idx });
+      const fill = agents ? "#ffffff" : nd.ghost ? "#fff5f5" : TYPE_COLOURS[n.type] || "#ced4da";
+      const isSel = selected && (agents ? selected.lane === n.lane : selected.idx === n.idx && (selected.v || "") === (n.v || selected.v || ""));
+      // the outline tells the diff status (changed, appeared, retimed, disappeared), then the
+      // critical path; the selection is drawn as a second, black frame around it
+      const stroke = marked ? DIFF_COLOURS[marked] : n.critical ? "#d9480f" : "#868e96";
+      const width = marked ? (marked === "retimed" ? 2.5 : 3) : n.critical ? 2.5 : 1;
+      if (isSel) grp.append(svg("rect", { x: -3, y: -3, width: nd.width + 6, height: nd.height + 6, rx: 6, fill: "none", stroke: "#000", "stroke-width": 2, class: "g-sel" }));
+      grp.append(svg("rect", { width: nd.width, height: nd.height, rx: 4, fill, "fill-opacity": agents || nd.ghost ? 1 : 0.9,
+        stroke, "stroke-width": width, "stroke-dasharray": nd.ghost ? "4 2" : null, class: "g-box" }));
+      const text = svg("text", { x: nd.width / 2, y: agents ? 14 : nd.height / 2 + 4, "text-anchor": "middle", class: agents ? "g-label" : nd.ghost ? "g-label small ghost" : "g-label small" });
       text.textContent = nd.label;
       grp.append(text);
       if (agents) {
@@ -127,7 +161,7 @@ export class GraphView {
         grp.append(sub);
       }
       const title = svg("title");
-      title.textContent = agents ? `${n.label} (${n.type}), ${n.n} events` : `${n.label}: ${n.type}`;
+      title.textContent = agents ? `${n.label} (${n.type}), ${n.n} events` : `${n.id || n.label}: ${n.type} by ${n.agent || "?"}` + (marked ? ` (${marked}${nd.ghost ? " in the fork" : ""})` : "");
       grp.append(title);
       grp.addEventListener("click", (ev) => { ev.stopPropagation(); this.hooks.onNode(n, agents); });
       root.append(grp);
@@ -137,9 +171,16 @@ export class GraphView {
     const gg = g.graph();
     const r = this.svg.getBoundingClientRect();
     const w = r.width || 600, h = r.height || 300;
-    this.scale = Math.min(1.2, w / Math.max(gg.width || 1, 1), h / Math.max(gg.height || 1, 1));
-    this.offset = [(w - (gg.width || 0) * this.scale) / 2, (h - (gg.height || 0) * this.scale) / 2];
+    const gw = isFinite(gg.width) && gg.width > 0 ? gg.width : 1;
+    const gh = isFinite(gg.height) && gg.height > 0 ? gg.height : 1;
+    // fit the graph, but never shrink it below a readable size: the rest is reached by
+    // dragging (pan) and the wheel (zoom); a graph that does not fit starts at its top left
+    this.scale = Math.max(MIN_SCALE, Math.min(1.2, w / gw, h / gh));
+    const ox = gw * this.scale <= w ? (w - gw * this.scale) / 2 : 0;
+    const oy = gh * this.scale <= h ? (h - gh * this.scale) / 2 : 0;
+    this.offset = [ox, oy];
+    this.fits = gw * this.scale <= w + 0.5 && gh * this.scale <= h + 0.5;
     this.applyTransform();
-    return { nodes: g.nodeCount(), edges: g.edgeCount(), criticalNodes, criticalEdges };
+    return { nodes: g.nodeCount(), edges: g.edgeCount(), criticalNodes, criticalEdges, ghosts: ghostCount, diffMarked, scale: this.scale, fits: this.fits };
   }
 }

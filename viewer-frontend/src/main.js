@@ -155,7 +155,9 @@ async function loadAnalyses() {
       side.idx.forEach((i, k) => m.set(i, S.diff.statuses[side.status[k]]));
       S.diffStatus[v] = m;
     }
-  }
+  } else S.diffStatus = {};
+  // the timeline outlines what changed, appeared or was retimed from this map
+  timeline.diffStatus = S.diffStatus;
 }
 
 // ------------------------------------------------------------------ summary header
@@ -170,7 +172,7 @@ function renderSummary() {
     s.system ? item("system", short(s.system, 20)) : null,
     s.topology ? item("topology", s.topology) : null,
     item("events", fmtNum(s.n_events)),
-    item("agents", fmtNum(s.n_lanes)),
+    item("agents", fmtNum(s.n_agents ?? s.n_lanes)),
     item("makespan", fmtTime(s.t_end - s.t_start)),
     item("tokens", fmtNum(s.tokens)),
     s.cost ? item("cost", fmtNum(s.cost)) : null,
@@ -225,8 +227,8 @@ function renderControls() {
   const group = el("select", { id: "group-by", title: "group lanes", onchange: (e) => { S.groupBy = e.target.value; buildRows(); refresh(); } },
     opt("tree", "spawn tree", S.groupBy === "tree"), opt("role", "by role", S.groupBy === "role"));
   const agent = el("input", { id: "filter-agent", type: "search", placeholder: "agent\u2026", value: S.filters.agent, size: 10 });
-  agent.addEventListener("input", debounce(() => { S.filters.agent = agent.value; buildRows(); refresh(); }, 200));
-  const roles = el("select", { id: "filter-role", onchange: (e) => { S.filters.role = e.target.value; buildRows(); refresh(); } },
+  agent.addEventListener("input", debounce(() => { S.filters.agent = agent.value; exposeFilters(); buildRows(); refresh(); }, 200));
+  const roles = el("select", { id: "filter-role", onchange: (e) => { S.filters.role = e.target.value; exposeFilters(); buildRows(); refresh(); } },
     opt("", "all roles", !S.filters.role), ...s.roles.map((r) => opt(r, short(r, 24), S.filters.role === r)));
   const typesBox = el("details", { class: "types" }, el("summary", null, "event types"));
   s.types.forEach((t, k) => {
@@ -236,6 +238,7 @@ function renderControls() {
       const all = [...typesBox.querySelectorAll("input")];
       const on = all.filter((x) => x.checked).map((x) => x.value);
       S.filters.types = on.length === all.length ? null : new Set(on);
+      exposeFilters();
       refresh();
     });
     const sw = el("span", { class: "swatch" });
@@ -243,7 +246,7 @@ function renderControls() {
     typesBox.append(el("label", null, cb, sw, `${t} (${fmtNum(s.type_counts[k])})`));
   });
   const search = el("input", { id: "search", type: "search", placeholder: "search text\u2026", value: S.filters.q, size: 14 });
-  search.addEventListener("input", debounce(() => { S.filters.q = search.value; refresh(); }, 250));
+  search.addEventListener("input", debounce(() => { S.filters.q = search.value; exposeFilters(); refresh(); updateGraphSoon(); }, 250));
   const overlays = el("select", { id: "overlay", onchange: (e) => setOverlay(e.target.value, $("unit").value) },
     opt("", "colour: event type", !S.overlay),
     ...S.meta.overlays.map((k) => opt(k, overlayName(k), S.overlay && S.overlay.kind === k)));
@@ -253,14 +256,24 @@ function renderControls() {
     opt("auto", "graph: auto", S.graphMode === "auto"), opt("agents", "graph: agents", S.graphMode === "agents"), opt("events", "graph: events in view", S.graphMode === "events"));
   const edges = el("label", null, el("input", { type: "checkbox", id: "show-edges", checked: timeline.showEdges, onchange: (e) => { timeline.showEdges = e.target.checked; timeline.draw(); } }), "edges");
   const crit = el("label", null, el("input", { type: "checkbox", id: "show-critical", checked: timeline.showCritical, onchange: (e) => { timeline.showCritical = e.target.checked; timeline.draw(); } }), "critical path");
-  const fit = el("button", { id: "fit", onclick: () => timeline.zoomTo(...fullRange()) }, "fit");
+  const fit = el("button", { id: "fit", onclick: () => fitView() }, "fit");
   const parts = [group, agent, roles, typesBox, search, overlays, unit, graphMode, edges, crit, fit];
   if (S.diff) {
-    parts.unshift(el("select", { id: "diff-mode", onchange: (e) => { S.diffMode = e.target.value; rebuild(); } },
+    parts.unshift(el("select", { id: "diff-mode", onchange: (e) => { S.diffMode = e.target.value; fitView(); rebuild(); } },
       opt("merged", "diff: merged (fork + what disappeared)", S.diffMode === "merged"), opt("a", "diff: original only", S.diffMode === "a"), opt("b", "diff: fork only", S.diffMode === "b")));
   }
   box.append(...parts);
+  exposeFilters();
+}
+
+function exposeFilters() {
   exposed.filters = { ...S.filters, types: S.filters.types ? [...S.filters.types] : null };
+}
+
+/** Show the whole of the trace(s) on screen: the time range of what the diff mode shows. */
+function fitView() {
+  timeline.setDomain(...fullRange());
+  timeline.resetZoom();
 }
 
 function overlayName(k) {
@@ -302,7 +315,9 @@ function renderLegend() {
 // ------------------------------------------------------------------ windows
 function fullRange() {
   let t0 = Infinity, t1 = -Infinity;
-  for (const v of views()) { t0 = Math.min(t0, v.summary.t_start); t1 = Math.max(t1, v.summary.t_end); }
+  // the traces on screen: both in the merged diff, one in "original only" / "fork only"
+  const shown = S.diff && S.diffMode !== "merged" ? [view(S.diffMode)] : views();
+  for (const v of shown) { t0 = Math.min(t0, v.summary.t_start); t1 = Math.max(t1, v.summary.t_end); }
   if (!isFinite(t0)) return [0, 1];
   return [t0, t1 > t0 ? t1 : t0 + 1];
 }
@@ -369,10 +384,20 @@ async function updateGraph() {
   const [t0, t1] = timeline.visibleTime();
   const mode = S.graphMode === "auto" ? ((S.lastTotal ?? Infinity) <= 250 ? "events" : "agents") : S.graphMode;
   try {
-    const data = await S.src.graph(primary(), { mode, t0, t1, types: S.filters.types ? [...S.filters.types] : null, q: S.filters.q || null, limit: 300 });
-    const sel = S.selected && S.selected.v === primary() ? { idx: S.selected.idx, lane: S.selected.detail ? S.selected.detail.lane : -1 } : null;
-    const stats = graphView.render(data, { selected: sel, diffStatus: S.diffStatus[primary()] });
-    $("graph-title").textContent = mode === "agents" ? `interaction graph: ${fmtNum(stats.nodes)} agents` + (graphView.hiddenTools ? ` (${graphView.hiddenTools} tools not drawn)` : "") : `interaction graph: ${fmtNum(data.nodes.length)} of ${fmtNum(data.total)} events in view`;
+    const ask = { mode, t0, t1, types: S.filters.types ? [...S.filters.types] : null, q: S.filters.q || null, limit: 300 };
+    const data = await S.src.graph(primary(), ask);
+    const named = (d, v) => { if (d.mode === "events") for (const n of d.nodes) { n.id = n.label; n.agent = (view(v).lanes[n.lane] || {}).name || ""; n.v = v; } return d; };
+    named(data, primary());
+    let ghosts = null;
+    if (mode === "events" && S.diff && S.diffMode === "merged" && S.diffStatus.a) {
+      // what the fork lost: the original's disappeared events of this window, drawn as ghosts
+      const orig = named(await S.src.graph("a", ask), "a");
+      const gone = new Set(orig.nodes.filter((n) => S.diffStatus.a.get(n.idx) === "disappeared").map((n) => n.idx));
+      ghosts = { nodes: orig.nodes.filter((n) => gone.has(n.idx)), edges: orig.edges.filter((e) => gone.has(e.src) && gone.has(e.dst)) };
+    }
+    const sel = S.selected ? { v: S.selected.v, idx: S.selected.idx, lane: S.selected.v === primary() && S.selected.detail ? S.selected.detail.lane : -1 } : null;
+    const stats = graphView.render(data, { selected: sel, diffStatus: S.diffStatus[primary()], ghosts });
+    $("graph-title").textContent = mode === "agents" ? `interaction graph: ${fmtNum(stats.nodes)} agents` + (graphView.hiddenTools ? ` (${graphView.hiddenTools} tools not drawn)` : "") : `interaction graph: ${fmtNum(data.nodes.length)} of ${fmtNum(data.total)} events in view` + (stats.ghosts ? `, ${fmtNum(stats.ghosts)} disappeared (dashed)` : "") + (stats.fits ? "" : " \u2014 drag to pan, wheel to zoom");
     exposed.graph = { mode, ...stats };
   } catch (err) {
     banner(err.message);
@@ -432,7 +457,7 @@ const timeline = new Timeline($("timeline"), {
 const graphView = new GraphView($("graph"), {
   onNode: (n, agents) => {
     if (agents) { const row = rowOf(primary(), n.lane); if (row >= 0) { timeline.scrollToRow(row); timeline.draw(); } }
-    else select(primary(), n.idx);
+    else select(n.v || primary(), n.idx);
   },
 });
 
@@ -505,7 +530,8 @@ exposed.select = (v, idx) => select(v, idx);
 exposed.zoomTo = (t0, t1) => timeline.zoomTo(t0, t1);
 exposed.locate = (v, idx) => timeline.locate(v, idx);
 exposed.setFilter = (f) => { Object.assign(S.filters, f); if (f.types) S.filters.types = new Set(f.types); buildRows(); renderControls(); refresh(); };
-exposed.setDiffMode = (m) => { S.diffMode = m; rebuild(); };
+exposed.setDiffMode = (m) => { S.diffMode = m; fitView(); rebuild(); };
+exposed.fit = () => fitView();
 exposed.setOverlay = (kind, unit) => setOverlay(kind, unit || "agent");
 exposed.setGroupBy = (g) => { S.groupBy = g; buildRows(); renderControls(); refresh(); };
 exposed.toggleRow = (i) => { const row = S.rows[i]; if (row && row.collapsible) { if (S.collapsed.has(row.key)) S.collapsed.delete(row.key); else S.collapsed.add(row.key); buildRows(); refresh(); } };

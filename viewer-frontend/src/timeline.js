@@ -114,6 +114,11 @@ export class Timeline {
     select(this.canvas).call(this.zoom.transform, t);
   }
 
+  /** Show the whole domain. */
+  resetZoom() {
+    select(this.canvas).call(this.zoom.transform, zoomIdentity);
+  }
+
   visibleTime() {
     const d = this.x().domain();
     return [d[0], d[1]];
@@ -219,6 +224,7 @@ export class Timeline {
     for (const t of ticks) { const px = Math.round(x(t)) + 0.5; c.moveTo(px, 0); c.lineTo(px, this.height); }
     c.stroke();
     const drawn = [];
+    const outlines = [];
     for (const layer of this.layers) {
       const d = layer.data;
       if (!d) continue;
@@ -235,20 +241,16 @@ export class Timeline {
         if (layer.ghost) {
           c.fillStyle = "rgba(224,49,49,0.18)";
           c.fillRect(x0, y, w, h);
-          c.setLineDash([3, 2]);
+          c.setLineDash([4, 2]);
           c.strokeStyle = DIFF_COLOURS.disappeared;
-          c.lineWidth = 1.5;
-          c.strokeRect(x0 + 0.5, y + 0.5, Math.max(w - 1, 1), h - 1);
+          c.lineWidth = 2.5;
+          c.strokeRect(x0 - 1, y - 2, w + 2, h + 4);
           c.setLineDash([]);
         } else {
           c.fillStyle = this.colourOf(layer, k);
           c.fillRect(x0, y, w, h);
           const st = status && status.get(d.idx[k]);
-          if (st && st !== "same") {
-            c.strokeStyle = DIFF_COLOURS[st] || "#000";
-            c.lineWidth = st === "retimed" ? 1 : 2.5;
-            c.strokeRect(x0 - 1, y - 2, w + 2, h + 4);
-          }
+          if (st && st !== "same") outlines.push([st, x0, y, w, h]);
         }
         if (d.count[k] > 1 && w > 14) {
           c.fillStyle = "rgba(255,255,255,0.85)";
@@ -257,6 +259,13 @@ export class Timeline {
         }
         drawn.push([layer.v, d.idx[k], x0, y, w, h, layer.ghost ? 1 : 0]);
       }
+    }
+    // diff outlines last, so that no neighbouring bar covers them (retimed below the others)
+    outlines.sort((p, q) => (p[0] === "retimed" ? 0 : 1) - (q[0] === "retimed" ? 0 : 1));
+    for (const [st, x0, y, w, h] of outlines) {
+      c.strokeStyle = DIFF_COLOURS[st] || "#000";
+      c.lineWidth = st === "retimed" ? 2 : 2.5;
+      c.strokeRect(x0 - 1, y - 2, w + 2, h + 4);
     }
     this.drawn = drawn;
     // ---- edges among shown events

@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="credit rows for the colour scale: the output of `orchestrace credit TRACE --json`",
     )
-    p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.add_argument(
         "--html", metavar="OUT", help="write a self-contained HTML file instead of serving"
@@ -49,8 +49,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve the viewer, or write the HTML file."""
-    if args.port and not 0 < args.port < 65536:
-        raise ConfigError(f"--port must be between 1 and 65535 (got {args.port}); e.g. --port 8765")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(
+            f"--port must be between 1 and 65535, or 0 for a free port (got {args.port}); "
+            "e.g. --port 8765"
+        )
     inputs = [x for x in (args.trace, args.other, args.credit) if x]
     if args.html is not None:
         if args.port or args.open:

@@ -65,6 +65,7 @@ OVERLAYS = (
 _TYPE_NAMES = [t.value for t in EVENT_TYPES]
 _EDGE_NAMES = [t.value for t in EDGE_TYPES]
 _TYPE_CODE = {n: i for i, n in enumerate(_TYPE_NAMES)}
+_SPAWN_CODE = _TYPE_CODE["spawn"]
 _SEQUENTIAL_ID = re.compile(r"e\d+\Z")
 _CREDIT_UNITS_FINEST = (
     "token",
@@ -133,12 +134,12 @@ class TraceView:
 
     # ------------------------------------------------------------------ construction
     def _build_lanes(self) -> None:
-        from orchestrace.credit.base import agent_roles, root_agents
+        from orchestrace.credit.base import root_agents
 
         tr = self.trace
         g = self.graph
         names = g.names
-        roles = agent_roles(tr)
+        roles = _agent_roles(g)
         roots = root_agents(tr)
         parents = {names[c]: names[p] for c, (p, _) in g.spawn_parents().items()}
         acting = [names[c] for c in np.unique(g.agent_code).tolist()]
@@ -182,7 +183,7 @@ class TraceView:
                 {
                     "i": i,
                     "name": name,
-                    "role": "tool" if code in tools else roles.get(name, "agent"),
+                    "role": "tool" if code in tools else roles.get(code, "unknown"),
                     "parent": lane_of.get(parent, -1) if parent is not None else -1,
                     "depth": depth,
                     "n": int(counts[code]) if code >= 0 else 0,
@@ -251,6 +252,7 @@ class TraceView:
             "n_events": self.n,
             "n_edges": len(tr.edges),
             "n_lanes": len(self.lanes),
+            "n_agents": len(self.graph.agent_codes()) if self.n else 0,
             "t_start": t_start,
             "t_end": t_end,
             "tokens": int(np.sum(self.graph.tokens_in) + np.sum(self.graph.tokens_out)),
@@ -353,6 +355,10 @@ class TraceView:
         span = max(t1 - t0, 1e-12)
         col = np.clip(((t - t0) / span * px).astype(np.int64), 0, px - 1)
         key = row * px + col
+        status = self._cache.get("diff_status")
+        if status is not None and len(status) == self.n:
+            # one bar per diff status in a pixel: a change is never hidden in a bin of others
+            key = key * len(DIFF_STATUS) + np.asarray(status, dtype=np.int64)[idx]
         count = np.ones(len(idx), dtype=np.int64)
         if total > 0:
             order = np.lexsort((-dur, key))
@@ -809,6 +815,28 @@ class TraceView:
         other = self._cache["diff_other"][i]
         fields = self._cache["diff_fields"].get(i)
         return {"status": DIFF_STATUS[int(status[i])], "other": other, "fields": fields}
+
+
+def _agent_roles(g: TraceGraph) -> dict[int, str]:
+    """Name code -> role, as ``analyze`` counts roles.
+
+    The role a spawn gave the spawned agent, else the first role the agent used on its own
+    (non-spawn) events; a spawn's role never names the spawner.
+    """
+    role_of: dict[int, str] = {}
+    if not g.n:
+        return role_of
+    roles, rc = g.roles, g.role_code
+    spawn = g.type_code == _SPAWN_CODE
+    sp = np.flatnonzero(spawn & (g.to_code >= 0) & (rc >= 0))
+    for child, r in zip(g.to_code[sp].tolist(), rc[sp].tolist(), strict=True):
+        role_of.setdefault(int(child), roles[r])
+    own = np.flatnonzero((rc >= 0) & ~spawn)
+    if len(own):
+        codes, first = np.unique(g.agent_code[own], return_index=True)
+        for a, i in zip(codes.tolist(), own[first].tolist(), strict=True):
+            role_of.setdefault(int(a), roles[rc[i]])
+    return role_of
 
 
 def _search_text(e: Event) -> str:
