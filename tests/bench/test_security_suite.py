@@ -140,6 +140,7 @@ def test_the_suite_runs_on_the_openai_compatible_backend():
         )
         assert srv.calls > 0
     assert rep["config"]["backend"] == "openai"
+    assert "the model decides whether to follow an instruction" in security_markdown(rep)
     assert all(r["backend"] == "openai" for r in rep["runs"])
     spoof = rep["per_attack"]
     assert spoof["none"]["spoofing"]["asr"]["rate"] == 1.0

@@ -476,9 +476,15 @@ def security_markdown(report: dict[str, Any]) -> str:
         s.get("description", ""),
         "",
         f"Backend `{report['config']['backend']}`, {s['seeds']} seeds per cell, team size "
-        f"{s['agents']}, task size {s['task_size']}, simulated victims' susceptibility "
-        f"{s['susceptibility']} (the same with and without defenses); "
-        f"{report.get('runs_count', len(report.get('runs', [])))} "
+        f"{s['agents']}, task size {s['task_size']}, "
+        + (
+            f"simulated victims' susceptibility {s['susceptibility']} (the same with and "
+            "without defenses); "
+            if report["config"]["backend"] == "sim"
+            else "the model decides whether to follow an instruction (susceptibility is "
+            "the simulator's, not used); "
+        )
+        + f"{report.get('runs_count', len(report.get('runs', [])))} "
         f"runs in {report['wall_s']:.0f} s wall.",
         "",
         "Rates carry their 95% Wilson score interval [low, high]. Targeted ASR: the share of "
