@@ -189,13 +189,22 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         return
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1,000 and 20,000 events")
-    args = ap.parse_args()
-    from playwright.sync_api import sync_playwright
+def main(quick: bool = False) -> None:
+    """Run the viewer figures; without Playwright or Chromium, say so and skip."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("viewer: skipped (Playwright is not installed: pip install playwright)")
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "viewer"))
+    from viewer_browser import chromium_path
 
-    sizes = (1_000, 20_000) if args.quick else (1_000, 100_000)
+    if chromium_path() is None:
+        print(
+            "viewer: skipped (no Chromium: apt-get install chromium, or set ORCHESTRACE_CHROMIUM)"
+        )
+        return
+    sizes = (1_000, 20_000) if quick else (1_000, 100_000)
     print("viewer (Chromium via Playwright; best of", REPEAT, "fresh pages per side)")
     with sync_playwright() as pw:
         browser = _browser(pw)
@@ -207,4 +216,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1,000 and 20,000 events")
+    main(quick=ap.parse_args().quick)

@@ -28,6 +28,7 @@ BENCHMARKS = [
     "bench_import",
     "bench_security",
     "bench_envelope",
+    "bench_viewer",
 ]
 
 
