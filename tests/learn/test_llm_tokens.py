@@ -94,3 +94,12 @@ def test_bad_records_are_refused(traced):
         token_record([1], [2, 3], [-0.1])
     with pytest.raises(ConfigError, match="which the trace does not hold"):
         attach_tokens(trace, {"nope": token_record([1], [2], [-0.1])})
+
+
+def test_a_replay_reproduces_the_token_table(traced):
+    from orchestrace.runtime.replay import replay
+
+    trace, _ = traced
+    again = replay(trace).trace
+    assert token_table(again) == token_table(trace)
+    assert [e.attrs for e in again.events] == [e.attrs for e in trace.events]

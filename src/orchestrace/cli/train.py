@@ -42,6 +42,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tasks", type=int, default=2, help="LLM: task instances per iteration")
     p.add_argument("--kl", type=float, default=0.0, help="LLM: weight of the KL to the start")
     p.add_argument("--lora", action="store_true", help="LLM: train LoRA adapters (needs peft)")
+    p.add_argument("--device", default="cpu", help="LLM: where the model runs (cpu, cuda...)")
     p.set_defaults(func=run_cmd)
 
 
@@ -112,6 +113,7 @@ def _train_llm(args: argparse.Namespace) -> int:
         lr=args.lr if args.lr != 1e-3 else 1e-2,
         kl_coef=args.kl,
         lora=args.lora,
+        device=args.device,
         seed=args.seed,
         out=args.output,
     )

@@ -40,9 +40,11 @@ from orchestrace.runtime.rounds import AGGREGATES, COMMS, ROLES, SPAWNS
 __all__ = [
     "ACTION_FORMAT",
     "ActionError",
+    "action_format",
     "action_of",
     "instructions",
     "parse_action",
+    "state_prompt",
     "tiny_chat_lm",
 ]
 
@@ -129,13 +131,56 @@ def action_of(env: Any, text: str) -> tuple[Any, str | None]:
     return env.encode({**base, **got}), None
 
 
+def action_format(learned: tuple[str, ...] | list[str]) -> str:
+    """The actions an env that learns ``learned`` (``O1``..``O5``) accepts, as one line.
+
+    Example:
+        >>> action_format(["O5"])
+        'STOP or CONTINUE'
+        >>> action_format(["O1", "O2", "O5"])
+        'STOP, CONTINUE or SPAWN <0|1|2|4|8> [novice|worker|expert]'
+    """
+    stop = "STOP [vote|trust|judge|first]" if "O4" in learned else "STOP"
+    forms = [stop, "CONTINUE"] if "O5" in learned else ["CONTINUE"]
+    if "O1" in learned:
+        spawn = "SPAWN <0|1|2|4|8>"
+        if "O2" in learned:
+            spawn += " [novice|worker|expert]"
+            if "O3" in learned:
+                spawn += " [none|broadcast|p2p]"
+        forms.append(spawn)
+    return forms[0] if len(forms) == 1 else ", ".join(forms[:-1]) + " or " + forms[-1]
+
+
+_NAMES = {"O1": "spawn", "O2": "delegate", "O3": "communicate", "O4": "aggregate", "O5": "stop"}
+
+
 def instructions(env: Any) -> str:
-    """The system prompt: which decisions the policy takes and the action format."""
+    """The system prompt: which decisions the policy takes and the actions it may answer."""
+    taken = ", ".join(f"{d} ({_NAMES[d]})" for d in env.learned)
     return (
-        "You orchestrate workers. Decisions you take: "
-        + ", ".join(env.learned)
-        + f". Answer with one action: {ACTION_FORMAT}."
+        f"You orchestrate workers. Decisions you take: {taken}. "
+        f"Answer with one action: {action_format(tuple(env.learned))}."
     )
+
+
+def state_prompt(env: Any) -> str:
+    """The env's state as text for an LLM policy, ending with the action format.
+
+    The runtime's prompt ends with a request for a JSON decision (what a structured-output
+    model answers); an action policy is asked for an action line instead.
+
+    Example:
+        >>> from orchestrace.learn.env import make_env
+        >>> env = make_env("stop-v0", task="arith")
+        >>> _ = env.reset(seed=1)
+        >>> state_prompt(env).splitlines()[-1][:24]
+        'Answer with one action: '
+    """
+    text = str(env.prompt())
+    head, sep, _ = text.rpartition("\nDecide as JSON")
+    fmt = action_format(tuple(env.learned))
+    return (head if sep else text) + f"\nAnswer with one action: {fmt}."
 
 
 def tiny_chat_lm(

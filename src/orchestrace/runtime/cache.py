@@ -35,7 +35,9 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from orchestrace.runtime.backends.base import LLMRequest, LLMResponse, request_key
+from orchestrace.runtime.backends.hf import HFResponse
 from orchestrace.trace.model import Trace
+from orchestrace.trace.tokens import token_table
 
 __all__ = ["CallKey", "CallKind", "ReplayCache", "ToolOutcome"]
 
@@ -163,13 +165,14 @@ class ReplayCache:
             else {}
         )
         entries = cache._entries
+        tokens = token_table(trace)
         for e in trace.events:
             attrs = e.attrs or {}
             key = attrs.get("key")
             if not key or not isinstance(key, str):
                 continue
             if e.type == "llm_call":
-                entries[("llm", key)] = LLMResponse(
+                entries[("llm", key)] = HFResponse(
                     text=e.content or "",
                     answer=attrs.get("answer"),
                     tokens_in=e.tokens_in,
@@ -179,6 +182,7 @@ class ReplayCache:
                     model=e.tool or "",
                     error=e.error,
                     confidence=attrs.get("confidence"),
+                    token_record=tokens.get(e.id),  # token ids replay with their call
                 )
             elif e.type == "tool_call":
                 res = by_id.get(results.get(e.id, ""))

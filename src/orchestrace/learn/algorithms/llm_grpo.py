@@ -51,7 +51,7 @@ from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.learn.env import ENV_IDS, make_env
-from orchestrace.learn.llm_policy import action_of, instructions
+from orchestrace.learn.llm_policy import action_of, instructions, state_prompt
 from orchestrace.runtime.backends.base import LLMRequest
 from orchestrace.trace.model import Trace
 from orchestrace.trace.tokens import attach_tokens
@@ -101,6 +101,7 @@ class LLMTrainConfig:
         reward_fn: Replace the env reward: ``fn([trace], step=) -> [value]``.
         shuffle_rewards: Permute rewards across each batch (the chance-level control).
         lora: Train LoRA adapters (needs ``peft``) instead of all weights.
+        device: Where the model runs (``cpu``, ``cuda``, ``cuda:0``...).
         seed: Seeds task instances, sampling and the shuffles.
         out: Output directory (CSV, plot, checkpoint); ``None`` writes nothing.
         save_every: Write the checkpoint every this many iterations (and at the end).
@@ -128,6 +129,7 @@ class LLMTrainConfig:
     reward_fn: Callable[..., list[float | None]] | None = None
     shuffle_rewards: bool = False
     lora: bool = False
+    device: str = "cpu"
     seed: int = 0
     out: str | None = None
     save_every: int = 5
@@ -193,6 +195,7 @@ def train_llm(
         max_batch=cfg.tasks * cfg.group,
         seed=cfg.seed,
         require_chat_template=True,
+        device=cfg.device,
     )
     backend.load()
     model = backend.model
@@ -293,7 +296,7 @@ def _rollouts(
                 kind="decide",
                 messages=[
                     {"role": "system", "content": system},
-                    {"role": "user", "content": envs[i].prompt()},
+                    {"role": "user", "content": state_prompt(envs[i])},
                 ],
                 max_tokens=cfg.max_new_tokens,
                 temperature=cfg.temperature,
@@ -368,6 +371,8 @@ def _seq_logprobs(model: Any, calls: list[_Call], torch: Any, temperature: float
         ids[b, width - len(seq) :] = torch.tensor(seq)
         att[b, width - len(seq) :] = 1
     pos = (att.cumsum(-1) - 1).clamp(min=0)
+    dev = next(model.parameters()).device
+    ids, att, pos = ids.to(dev), att.to(dev), pos.to(dev)
     logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits.float()
     logits = logits / temperature  # the distribution the behaviour tokens were drawn from
     logp = torch.log_softmax(logits[:, -comp - 1 : -1], dim=-1)
@@ -395,7 +400,9 @@ def _update(
         n = len(c.completion)
         old[b, comp - n :] = torch.tensor(c.logprobs)
         mask[b, comp - n :] = torch.tensor(c.mask, dtype=torch.float32)
-    adv = torch.tensor([c.adv for c in calls]).unsqueeze(-1)
+    dev = next(model.parameters()).device
+    old, mask = old.to(dev), mask.to(dev)
+    adv = torch.tensor([c.adv for c in calls], device=dev).unsqueeze(-1)
     ref_lp = None
     if ref is not None:
         with torch.no_grad():
@@ -408,7 +415,7 @@ def _update(
         pg1 = ratio * adv
         pg2 = torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv
         loss = -(torch.minimum(pg1, pg2) * mask).sum() / denom
-        kl = torch.tensor(0.0)
+        kl = torch.tensor(0.0, device=dev)
         if ref_lp is not None:
             d = ref_lp - new
             kl = ((torch.exp(d) - d - 1) * mask).sum() / denom

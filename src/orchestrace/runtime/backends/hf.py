@@ -95,8 +95,7 @@ class HFBackend:
     require_chat_template: bool = False
     name: str = "hf"
     virtual: bool = False
-    generate_calls: int = field(default=0, repr=False)
-    batch_sizes: list[int] = field(default_factory=list, repr=False)
+    _batch_sizes: list[int] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _loaded: bool = field(default=False, repr=False)
     _queues: dict[Any, list[tuple[LLMRequest, Any]]] = field(default_factory=dict, repr=False)
@@ -109,6 +108,16 @@ class HFBackend:
             raise ConfigError(f"max_batch must be >= 1 (got {self.max_batch})")
         if not self.max_wait_ms >= 0:
             raise ConfigError(f"max_wait_ms must be >= 0 (got {self.max_wait_ms})")
+
+    @property
+    def generate_calls(self) -> int:
+        """How many ``generate`` calls answered requests so far."""
+        return len(self._batch_sizes)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The number of requests each ``generate`` call answered, in order."""
+        return list(self._batch_sizes)
 
     def load(self) -> None:
         """Load model and tokenizer (done on first use).
@@ -215,7 +224,7 @@ class HFBackend:
             if self.top_k is not None:
                 kw["top_k"] = self.top_k
             if self.seed is not None:
-                torch.manual_seed(self.seed * 1_000_003 + self.generate_calls)
+                torch.manual_seed(self.seed * 1_000_003 + self.generate_calls)  # per batch
         eos = tok.eos_token_id
         t0 = time.perf_counter()
         with torch.no_grad():
@@ -229,8 +238,7 @@ class HFBackend:
                 output_scores=True,
                 **kw,
             )
-        self.generate_calls += 1
-        self.batch_sizes.append(len(reqs))
+        self._batch_sizes.append(len(reqs))
         scores = torch.stack(out.scores, dim=1).float()  # [batch, steps, vocab], as sampled
         seq = out.sequences[:, width:]
         logp = torch.log_softmax(scores, dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
