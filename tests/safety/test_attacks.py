@@ -280,3 +280,11 @@ def test_detector_quarantines_a_self_replicating_injection(topology):
     assert _susceptibility(off) == _susceptibility(on) == 1.0
     assert attack.succeeded(off)
     assert not attack.succeeded(on) and "injection_detected" in _safety_kinds(on)
+
+
+@pytest.mark.parametrize(
+    "topology", ["centralized", "pipeline", "debate", "swarm", "hierarchical", "critic_loop"]
+)
+def test_benign_runs_show_no_forgery_and_no_escalation(topology):
+    tr = run(topology, ARITH, agents=4, seed=0, task_size=8).trace
+    assert forged_messages(tr) == [] and escalated_events(tr) == []
