@@ -441,15 +441,21 @@ def test_a_second_signal_gives_up_the_clean_stop(tmp_path):
     from orchestrace.runtime import run
 
     out = tmp_path / "r.jsonl"
-    with pytest.raises(KeyboardInterrupt):
-        run(
-            "debate",
-            agents=4,
-            rounds=200,
-            output=out,
-            processors=[_Signaller(signal.SIGINT, 2)],
-            stop_on_signals=True,
-        )
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own SIGINT handler, also where the test process started with SIGINT ignored
+    # (a shell's background job)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(
+                "debate",
+                agents=4,
+                rounds=200,
+                output=out,
+                processors=[_Signaller(signal.SIGINT, 2)],
+                stop_on_signals=True,
+            )
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
     tr = load(out, partial=True)  # every complete record kept, no footer
     assert tr.meta.get("partial") and tr.n_events >= 20
