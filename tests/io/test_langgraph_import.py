@@ -1032,3 +1032,43 @@ def test_rule_6_unasked_tool_call_belongs_to_the_graph_not_the_executor():
     tr = import_values([runs], source="r.json").traces[0]
     assert ev(tr)["x"].agent == "LangGraph"
     assert "tools" not in {x.agent for x in tr.events}
+
+
+def test_rule_15_roles_and_stop():
+    # plan sends two workers; the run ends with writer's update: plan stops the run
+    items = [
+        graph_run(10),
+        run(
+            "p",
+            "g",
+            "plan",
+            0,
+            1,
+            step=1,
+            outputs={"x": [send("w", {"k": 1}), send("w", {"k": 2})]},
+        ),
+        run("w1", "g", "w", 1, 3, step=2, triggers=["__pregel_push"], inputs={"k": 1}),
+        run("w2", "g", "w", 1, 4, step=2, triggers=["__pregel_push"], inputs={"k": 2}),
+        run("r", "g", "writer", 5, 6, step=3, outputs={"answer": "done"}),
+    ]
+    tr = one(items)
+    e = ev(tr)
+    assert (e["p.update"].role, e["w1.spawn"].role, e["w1.return"].role) == (
+        "orchestrator",
+        "worker",
+        "worker",
+    )
+    assert e["r.update"].role == "worker"
+    stop = tr.events[-1]
+    assert (stop.id, stop.agent, stop.role, stop.decision, stop.t, stop.content) == (
+        "g.stop",
+        "plan",
+        "orchestrator",
+        "stop",
+        10.0,
+        '{"answer":"done"}',
+    )
+    assert edges(tr)[("r.update", "g.stop")] == "causal"
+    # an interrupted last node: the run ended with no answer
+    items[-1] = run("r", "g", "writer", 5, 6, step=3, error="GraphInterrupt(ok?)")
+    assert all(x.decision != "stop" for x in one(items).events)
