@@ -114,15 +114,20 @@ def test_option_errors(
     assert (code, err) == (1, "error: --force applies to --html OUT; leave it out\n")
     code, _, err = cli(capsys, "view", trace_file, "--html", tmp_path / "x.html", "--open")
     assert (code, err) == (1, "error: --open applies to the server, not to --html; leave it out\n")
-    code, _, err = cli(capsys, "view", trace_file, "--port", "70000")
-    assert code == 1 and "--port must be between 1 and 65535" in err
+    for bad in ("70000", "65536"):
+        code, _, err = cli(capsys, "view", trace_file, "--port", bad)
+        assert (code, err) == (
+            1,
+            f"error: --port must be between 1 and 65535, or 0 for a free port (got {bad}); "
+            "e.g. --port 8765\n",
+        )
 
 
 @pytest.mark.slow
 def test_server_prints_its_url_and_serves_the_page(trace_file: Path) -> None:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = subprocess.Popen(
-        [sys.executable, "-m", "orchestrace", "view", str(trace_file)],
+        [sys.executable, "-m", "orchestrace", "view", str(trace_file), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -132,6 +137,7 @@ def test_server_prints_its_url_and_serves_the_page(trace_file: Path) -> None:
         line = p.stdout.readline() if p.stdout else ""
         m = re.match(r"orchestrace viewer: (http://127\.0\.0\.1:(\d+)/)", line)
         assert m, line
+        assert int(m.group(2)) > 0  # --port 0: a free port, as the message says
         with urllib.request.urlopen(m.group(1) + "api/meta", timeout=10) as r:
             meta = json.loads(r.read())
             assert r.headers["Content-Security-Policy"].startswith("default-src 'none'")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import msgspec
@@ -349,3 +350,30 @@ def test_a_busy_port_is_one_error(tmp_path: Path, gen_path: Path) -> None:
         port = busy.getsockname()[1]
         with pytest.raises(ConfigError, match=rf"--port {port}: cannot listen on 127.0.0.1:{port}"):
             serve(ViewerState(gen_path), port=port)
+
+
+def test_roles_and_agent_count_are_those_analyze_gives() -> None:
+    from orchestrace.runtime import run
+    from orchestrace.trace.analyze import summarize
+
+    tr = run("debate", "arith", agents=3, seed=1, task_size=16).trace
+    v = TraceView(tr, source="debate")
+    by_role: dict[str, int] = {}
+    for ln in v.lanes:
+        if ln["role"] != "tool":
+            by_role[ln["role"]] = by_role.get(ln["role"], 0) + 1
+    a = summarize(tr)
+    assert by_role == a["agents_by_role"]
+    # the spawns carry the children's role: the spawner keeps its own (none here)
+    assert next(ln["role"] for ln in v.lanes if ln["name"] == "orchestrator") == "unknown"
+    assert v.summary()["n_agents"] == a["agents"]
+
+
+def test_agent_count_leaves_tools_out() -> None:
+    tr = generate_trace(agents=50, steps=400, seed=2)
+    v = TraceView(tr, source="g")
+    tools = [ln for ln in v.lanes if ln["role"] == "tool"]
+    assert tools, "the generated trace has tools"
+    agents = int(re.search(r"agents=(\d+)", repr(tr)).group(1))  # type: ignore[union-attr]
+    assert v.summary()["n_agents"] == agents == 50
+    assert v.summary()["n_lanes"] == agents + len(tools)
