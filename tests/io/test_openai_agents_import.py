@@ -804,3 +804,17 @@ def test_one_span_per_line_file_is_told_from_a_trace(tmp_path):
     )
     (tr,) = load_all(path)
     assert [(e.type, e.tokens_in) for e in tr.events] == [("llm_call", 2)]
+
+
+def test_bad_span_with_its_parents_id_stays_with_its_agent():
+    # a generation carrying its agent span's id: renamed, kept in the same trace and agent
+    res = run(
+        [
+            head(),
+            span("a", None, "agent", 0, 3, name="lead"),
+            span("a", "a", "generation", 1, 2, model="m"),
+        ]
+    )
+    assert codes(res) == ["duplicate-id"] and len(res.traces) == 1
+    e = by_id(res.traces[0])
+    assert (e["a~2"].type, e["a~2"].agent, e["a~2"].tool) == ("llm_call", "lead", "m")
