@@ -970,6 +970,23 @@ def test_rule_9_node_time_before_its_first_call_is_counted():
     )
     assert edges(tr)[("n.start", "l")] == "causal"
     assert critical_path(tr).length == pytest.approx(0.3 + 0.04 + 0.01 + 0.14)
+    # work between two calls (and an inner routing run after them) is the node's too
+    runs = [
+        run("g", None, "LangGraph", 0.0, 1.0, node=None),
+        run("n", "g", "a", 0.0, 1.0, step=1),
+        run("l1", "n", "Fake", 0.1, 0.2, run_type="chat_model"),
+        run("l2", "n", "Fake", 0.5, 0.6, run_type="chat_model"),
+        run("route", "n", "route", 0.7, 0.9),
+    ]
+    tr = import_values([runs], source="r.json").traces[0]
+    assert [(x.id, x.t, x.dur) for x in tr.events if x.decision != "stop"] == [
+        ("n.start", 0.0, 0.1),
+        ("l1", 0.1, 0.1),
+        ("n.work1", 0.2, pytest.approx(0.3)),
+        ("l2", 0.5, pytest.approx(0.1)),
+        ("n.update", 0.6, pytest.approx(0.4)),
+    ]
+    assert critical_path(tr).length == pytest.approx(1.0)
 
 
 def test_rule_14_parent_cycle_is_broken_at_the_run_closing_it():

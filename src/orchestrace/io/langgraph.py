@@ -474,6 +474,8 @@ class _Run:
     send_step: int | None = None
     first_call: float | None = None  # start of its first LLM or tool run (node runs)
     opened: bool = False  # its opening event (own time before the first call) was emitted
+    covered: float = 0.0  # node runs: where its events so far end (epoch seconds)
+    gaps: int = 0  # node runs: own-time events between its calls
 
 
 @dataclass
@@ -694,14 +696,16 @@ class RunMapper:
         end = max(t, self._rel(ts)) if ts is not None else t
         dur = round(end - t, 9)
         node = self._node_of(rec.get("parent_id"))
-        if node is not None:
+        if node is not None and run.kind in ("llm", "tool", "node"):
+            # the node's closing message starts after its last call or subgraph node (inner
+            # runnables such as routing functions are the node's own time)
             node.last_child_end = max(node.last_child_end, end)
         agent = node.agent if node is not None and node.agent else self.graph
         step = _step(rec["metadata"])
         error = _text(rec.get("error")) if rec.get("error") else None
         attrs: dict[str, Any] = {"run_id": rid, "run_type": rec["run_type"], "name": rec["name"]}
         if node is not None and run.kind in ("llm", "tool"):
-            self._open_node(node, is_llm=run.kind == "llm")
+            self._own_time(node, run, ts, is_llm=run.kind == "llm")
         if run.kind == "llm":
             tin, tout = _tokens(rec.get("outputs"))
             self._emit(
@@ -977,33 +981,43 @@ class RunMapper:
             )
         )
 
-    def _open_node(self, node: _Run, *, is_llm: bool) -> None:
-        """Emit the node's own time before its first LLM or tool call (rule 9).
+    def _own_time(self, node: _Run, call: _Run, call_end: float | None, *, is_llm: bool) -> None:
+        """Emit the node's own time before ``call`` (an LLM or tool run that ended; rule 9).
 
-        Emitted when its first call ends, before that call's event, so the edges into the node
-        reach this event first. A node that only runs tools for others (a tool executor, rule
-        4) has no opening event.
+        Before its first call: an opening event from the node's start (id ``RUN.start``);
+        before a later call that starts after the node's earlier calls ended: one for the
+        time in between (id ``RUN.workK``). Emitted when the call ends, before the call's
+        event, so the edges into the node reach them first. A node that only runs tools for
+        others (a tool executor, rule 4) has none, nor has a stream without times.
         """
-        if node.opened or node.first_call is None or not node.agent or not self.timed:
+        if node.first_call is None or not node.agent or not self.timed:
             return
-        if not is_llm and node.llm_children == 0 and node.sender is None:
-            return
-        node.opened = True
-        t = self._rel(node.start)
-        first = self._rel(node.first_call)
-        if first - t <= _EPS:
+        if not node.opened and not is_llm and node.llm_children == 0 and node.sender is None:
             return
         rec = node.rec
-        attrs: dict[str, Any] = {"run_id": rec["id"], "node": rec["name"], "own_time": True}
+        if not node.opened:
+            node.opened = True
+            node.covered = node.first_call
+            start, until, eid = node.start, node.first_call, f"{rec['id']}.start"
+        else:
+            start, until = node.covered, call.start
+            eid = f"{rec['id']}.work{node.gaps + 1}"
+        if call_end is not None:
+            node.covered = max(node.covered, call_end)
+        t, t_end = self._rel(start), self._rel(until)
+        if t_end - t <= _EPS:
+            return
+        if eid.endswith(f"work{node.gaps + 1}"):
+            node.gaps += 1
         self._emit(
             Event(
-                id=f"{rec['id']}.start",
+                id=eid,
                 t=t,
                 type="orchestrator_decision",
                 agent=node.agent,
-                dur=round(first - t, 9),
+                dur=round(t_end - t, 9),
                 step=_step(rec["metadata"]),
-                attrs=attrs,
+                attrs={"run_id": rec["id"], "node": rec["name"], "own_time": True},
             ),
             node,
         )
