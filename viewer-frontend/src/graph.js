@@ -29,7 +29,7 @@ export class GraphView {
       const r = this.svg.getBoundingClientRect();
       const mx = ev.clientX - r.left, my = ev.clientY - r.top;
       this.offset = [mx - (mx - this.offset[0]) * f, my - (my - this.offset[1]) * f];
-      this.scale *= f;
+      this.scale = Math.min(8, Math.max(0.05, this.scale * f));
       this.applyTransform();
     }, { passive: false });
     this.svg.addEventListener("mousedown", (ev) => { this.drag = [ev.clientX, ev.clientY, ...this.offset]; });
@@ -58,7 +58,7 @@ export class GraphView {
     this.svg.append(defs);
     const g = new dagre.graphlib.Graph({ multigraph: true });
     const agents = data.mode === "agents";
-    g.setGraph({ rankdir: agents ? "TB" : "LR", nodesep: agents ? 18 : 10, ranksep: agents ? 40 : 28, marginx: 10, marginy: 10 });
+    g.setGraph({ rankdir: agents ? "TB" : "LR", nodesep: agents ? 18 : 14, ranksep: agents ? 40 : 28, marginx: 12, marginy: 12 });
     g.setDefaultEdgeLabel(() => ({}));
     // tools answer every agent that calls them: drawn as nodes they would tie the whole graph
     // together, so the agent graph leaves them out (their calls are on the timeline)
@@ -145,13 +145,12 @@ export class GraphView {
       const grp = svg("g", { class: "g-node" + (n.critical && !nd.ghost ? " critical" : "") + (marked ? " diff-" + marked : "") + (nd.ghost ? " ghost" : ""), transform: `translate(${nd.x - nd.width / 2},${nd.y - nd.height / 2})`, "data-idx": n.idx });
       const fill = agents ? "#ffffff" : nd.ghost ? "#fff5f5" : TYPE_COLOURS[n.type] || "#ced4da";
       const isSel = selected && (agents ? selected.lane === n.lane : selected.idx === n.idx && (selected.v || "") === (n.v || selected.v || ""));
-      // the outline tells the diff status (changed, appeared, retimed, disappeared), then the
-      // critical path; the selection is drawn as a second, black frame around it
-      const stroke = marked ? DIFF_COLOURS[marked] : n.critical ? "#d9480f" : "#868e96";
-      const width = marked ? (marked === "retimed" ? 2.5 : 3) : n.critical ? 2.5 : 1;
-      if (isSel) grp.append(svg("rect", { x: -3, y: -3, width: nd.width + 6, height: nd.height + 6, rx: 6, fill: "none", stroke: "#000", "stroke-width": 2, class: "g-sel" }));
+      // the box's own outline tells the critical path; the diff status (changed, appeared,
+      // retimed, disappeared) is a coloured ring around it, the selection a black frame outside
+      if (isSel) grp.append(svg("rect", { x: -7, y: -7, width: nd.width + 14, height: nd.height + 14, rx: 8, fill: "none", stroke: "#000", "stroke-width": 2, class: "g-sel" }));
+      if (marked) grp.append(svg("rect", { x: -3.5, y: -3.5, width: nd.width + 7, height: nd.height + 7, rx: 6, fill: "none", stroke: DIFF_COLOURS[marked], "stroke-width": 3, "stroke-dasharray": nd.ghost ? "5 3" : null, class: "g-diff" }));
       grp.append(svg("rect", { width: nd.width, height: nd.height, rx: 4, fill, "fill-opacity": agents || nd.ghost ? 1 : 0.9,
-        stroke, "stroke-width": width, "stroke-dasharray": nd.ghost ? "4 2" : null, class: "g-box" }));
+        stroke: nd.ghost ? "#ffc9c9" : n.critical ? "#d9480f" : "#868e96", "stroke-width": n.critical && !nd.ghost ? 2.5 : 1, class: "g-box" }));
       const text = svg("text", { x: nd.width / 2, y: agents ? 14 : nd.height / 2 + 4, "text-anchor": "middle", class: agents ? "g-label" : nd.ghost ? "g-label small ghost" : "g-label small" });
       text.textContent = nd.label;
       grp.append(text);

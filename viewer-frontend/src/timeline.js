@@ -263,6 +263,10 @@ export class Timeline {
     // diff outlines last, so that no neighbouring bar covers them (retimed below the others)
     outlines.sort((p, q) => (p[0] === "retimed" ? 0 : 1) - (q[0] === "retimed" ? 0 : 1));
     for (const [st, x0, y, w, h] of outlines) {
+      // a white rim under the coloured frame keeps it apart from a bar of a similar colour
+      c.strokeStyle = "#ffffff";
+      c.lineWidth = 4.5;
+      c.strokeRect(x0 - 1, y - 2, w + 2, h + 4);
       c.strokeStyle = DIFF_COLOURS[st] || "#000";
       c.lineWidth = st === "retimed" ? 2 : 2.5;
       c.strokeRect(x0 - 1, y - 2, w + 2, h + 4);
