@@ -45,7 +45,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,6 @@ class LLMTrainConfig:
     out: str | None = None
     save_every: int = 5
     keep_traces: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.algo not in ("grpo", "ppo"):
@@ -219,7 +218,6 @@ def train_llm(
     log: list[dict[str, float]] = []
     traces: list[Trace] = []
     baseline = 0.0
-    t_start = time.perf_counter()
     try:
         for it in range(cfg.iterations):
             t0 = time.perf_counter()
@@ -268,7 +266,6 @@ def train_llm(
         for env in envs:
             env.close()
     out = _write(cfg, log, backend, model) if cfg.out and log else None
-    _ = t_start
     return LLMTrainResult(log, out, traces)
 
 
