@@ -382,7 +382,7 @@ class Runtime:
         self.check_alive(a)
         if self.guard is not None:
             self.guard.require(a, "spawn", role=role)
-            if self.guard.gate(a, "spawn"):
+            if self.guard.gate(a, "spawn", self.guard.carriers(content, *inputs.values())):
                 raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive a spawn")
         cfg = self.config
         if len(self.agents) + 1 > cfg.max_agents:
@@ -471,7 +471,7 @@ class Runtime:
         assert g is not None
         if decision == "delegate":
             g.require(a, "delegate")
-            if g.gate(a, "delegate"):
+            if g.gate(a, "delegate", g.carriers(text, data)):
                 raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive a delegation")
         attrs: dict[str, Any] = {} if data is None else {"data": data}
         status = None
@@ -548,7 +548,7 @@ class Runtime:
         attrs: dict[str, Any] = {"answer": answer}
         if self.guard is not None:
             self.guard.require(a, "stop")
-            if self.guard.gate(a, "stop"):
+            if self.guard.gate(a, "stop", self.guard.carriers(answer)):
                 answer = None  # a tainted answer that could not be endorsed is withheld
                 attrs = {"answer": None, "withheld": True}
         self.open_step(a)
@@ -578,13 +578,18 @@ class Runtime:
         if self.guard is not None:
             self.guard.require(a, "aggregate")
             method, kw = self.guard.aggregation(method, kw, results)
-            blocked = set(self.guard.gate(a, "aggregate", ids))
-            if blocked:
+            carried = [self.guard.carriers(v) for v in values]
+            extra = [s for c in carried for s in c]
+            blocked = set(self.guard.gate(a, "aggregate", [*ids, *extra]))
+            # a value is left out when it came from a blocked return or was copied out of a
+            # blocked message
+            out = [
+                (isinstance(r, Result) and r.event_id in blocked) or bool(blocked & set(c))
+                for r, c in zip(results, carried, strict=True)
+            ]
+            if any(out):
                 kw = {**kw, "excluded": sorted(blocked)}
-                oks = [
-                    ok and not (isinstance(r, Result) and r.event_id in blocked)
-                    for r, ok in zip(results, oks, strict=True)
-                ]
+                oks = [ok and not o for ok, o in zip(oks, out, strict=True)]
         how = AGGREGATORS.get(method)
         if how is None:
             raise ConfigError(
@@ -754,7 +759,9 @@ class Runtime:
             else None
         )
         attrs: dict[str, Any] = {"answer": a.best if self.answer is None else self.answer}
-        if self.guard is not None and self.guard.gate(a, "stop"):
+        if self.guard is not None and self.guard.gate(
+            a, "stop", self.guard.carriers(attrs["answer"])
+        ):
             attrs = {"answer": None, "withheld": True}  # tainted and not endorsable
         if budget:
             attrs["budget"] = budget

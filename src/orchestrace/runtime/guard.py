@@ -19,6 +19,12 @@ acts:
   :meth:`Guard.gate` endorses the labelled inputs when the injection detector (the built-in
   one unless another is configured) finds nothing in their origins, recording an
   ``endorsement`` safety event; otherwise the decision is blocked (``taint_blocked``).
+  A blocked input stays blocked: the decision goes on without it, and so does every later
+  one. Messages and returns carry values (``content``, ``data``, a return's value) that an
+  agent's code reads directly; the guard keeps, for each tainted message or return, the
+  values it carried, and a decision whose own values (a stop's answer, an aggregate's inputs,
+  a spawn's inputs, a delegation's content and data) are among them is gated on that event
+  as well, so tainted data cannot drive a decision by being copied out of a message.
 * **detector**: tool results and messages of untrusted agents are screened as they arrive;
   flags are recorded (``injection_detected``) and flagged content is quarantined.
 
@@ -36,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import RuntimeError_
+from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.detector import HeuristicDetector, InjectionDetector, make_detector
 from orchestrace.runtime.prompts import SYSTEM
 from orchestrace.runtime.security import ROOT_ROLE, Defenses, Keyring
@@ -82,7 +89,10 @@ class Guard:
         self.origins: dict[str, frozenset[str]] = {}
         self.content: dict[str, str] = {}
         self.endorsed: set[str] = set()
+        self.blocked: set[str] = set()
         self.flagged: set[str] = set()
+        #: text of a value -> the tainted message/return events that carried it
+        self.carried: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ recording
     def safety(
@@ -174,7 +184,7 @@ class Guard:
         labels: set[str] = set()
         origins: set[str] = set()
         for s in sources:
-            if s in self.taint and s not in self.endorsed:
+            if s in self.taint and s not in self.endorsed and s not in self.blocked:
                 labels |= self.taint[s]
                 origins |= self.origins[s]
         if (
@@ -189,9 +199,38 @@ class Guard:
             return fields
         self.taint[eid] = frozenset(labels)
         self.origins[eid] = frozenset(origins)
+        if type_ in ("message", "return"):
+            self._carry(eid, fields)
         attrs = dict(fields.get("attrs") or {})
         attrs["taint"] = sorted(labels)
         return {**fields, "trusted": False, "attrs": attrs}
+
+    def _carry(self, eid: str, fields: Mapping[str, Any]) -> None:
+        """Remember the values the tainted message or return ``eid`` carries."""
+        attrs = fields.get("attrs") or {}
+        values: list[Any] = []
+        if fields.get("content"):
+            values.append(fields["content"])
+        for key in ("data", "value"):
+            if key in attrs:
+                values.extend((attrs[key], *_leaves(attrs[key])))
+        for v in values:
+            if v is not None and not isinstance(v, bool):
+                self.carried.setdefault(text_of(v), set()).add(eid)
+
+    def carriers(self, *values: Any) -> list[str]:
+        """Tainted, not endorsed events that carried any of ``values`` (or their parts)."""
+        if not self.carried:
+            return []
+        out: dict[str, None] = {}
+        for value in values:
+            for v in (value, *_leaves(value)):
+                if v is None or isinstance(v, bool):
+                    continue
+                for s in sorted(self.carried.get(text_of(v), ())):
+                    if s not in self.endorsed:
+                        out[s] = None
+        return list(out)
 
     def tool_result(self, tool: str, eid: str, content: str | None) -> None:
         """A tool result arrived: label it (taint on)."""
@@ -227,7 +266,9 @@ class Guard:
         """Tainted, not yet endorsed events that would drive ``a``'s next decision."""
         if not self.d.taint:
             return []
-        cands = [a.last, *(s for s, _ in a.pending), *extra]
+        seen = [a.last, *(s for s, _ in a.pending)]
+        direct = [s for s in seen if s and s not in self.blocked]  # blocked: left out already
+        cands = [*direct, *extra]  # a value copied out of a blocked event is gated again
         return [s for s in dict.fromkeys(cands) if s and s in self.taint and s not in self.endorsed]
 
     def gate(self, a: AgentState, action: str, extra: Iterable[str] = ()) -> list[str]:
@@ -261,7 +302,7 @@ class Guard:
                 content=f"tainted inputs of {action} screened clean",
             )
         if blocked:
-            self.endorsed.update(blocked)  # the decision goes on without them
+            self.blocked.update(blocked)  # the decision goes on without them, and so do later ones
             self.safety(
                 a.name,
                 "taint_blocked",
@@ -327,6 +368,17 @@ class Guard:
         elif robust == "trimmed":
             out.setdefault("trim", self.d.trim)
         return robust, out
+
+
+def _leaves(value: Any, depth: int = 0) -> list[Any]:
+    """The scalar values inside ``value`` (dict values and list items, a few levels deep)."""
+    if depth > 4:
+        return []
+    if isinstance(value, Mapping):
+        return [x for v in value.values() for x in (v, *_leaves(v, depth + 1))]
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in (v, *_leaves(v, depth + 1))]
+    return []
 
 
 def _option_roles(options: Mapping[str, Any]) -> set[str]:

@@ -151,11 +151,14 @@ _CHUNKS = OptionSpec("int", 1, MAX_COUNT, "number of sequential turns per part")
 _ROLES = OptionSpec("roles", help="worker role names, cycled over the workers")
 _WORKER_ROLE = OptionSpec("str", help="role of every worker")
 _PATIENCE = OptionSpec("float", 0, MAX_PATIENCE_S, "seconds to wait for a message")
+_VOTE = OptionSpec(
+    "str", help="final answer: the default, or a vote (vote, trust_weighted, trimmed, quorum)"
+)
 _WORKERS = {"chunks": _CHUNKS, "roles": _ROLES, "worker_role": _WORKER_ROLE}
 
 #: The options each topology reads.
 OPTIONS: dict[str, dict[str, OptionSpec]] = {
-    "centralized": dict(_WORKERS),
+    "centralized": {**_WORKERS, "aggregate": _VOTE},
     "hierarchical": {
         **_WORKERS,
         "managers": OptionSpec("int", 1, MAX_COUNT, "number of managers"),
@@ -165,6 +168,7 @@ OPTIONS: dict[str, dict[str, OptionSpec]] = {
     },
     "swarm": {
         **_WORKERS,
+        "aggregate": _VOTE,
         "gossip": OptionSpec("float", 0, 1, "chance a worker also tells a peer"),
         "patience": _PATIENCE,
     },
@@ -174,6 +178,7 @@ OPTIONS: dict[str, dict[str, OptionSpec]] = {
         "rounds": OptionSpec("int", 1, MAX_COUNT, "number of attempts"),
     },
     "debate": {
+        "aggregate": _VOTE,
         "debaters": OptionSpec("int", 2, MAX_COUNT, "number of debaters"),
         "patience": _PATIENCE,
         "rounds": OptionSpec("int", 1, MAX_COUNT, "number of exchange rounds"),
@@ -285,6 +290,14 @@ def check_options(topology: str, options: Mapping[str, Any]) -> dict[str, Any]:
                 f"unknown option {shown} for topology {name!r}{hint} (its options: {listed})"
             )
         out[key] = _coerce(name, key, spec, value)
+        if key == "aggregate":
+            default = "judge" if name == "debate" else "combine"
+            votes = ("vote", "trust", "trust_weighted", "trimmed", "quorum")
+            if out[key] not in (default, *votes):
+                raise ConfigError(
+                    f"option 'aggregate' for topology {name!r} must be {default!r} or a vote "
+                    f"({', '.join(votes)}); got {out[key]!r}; e.g. -O aggregate=vote"
+                )
     return out
 
 

@@ -1,7 +1,9 @@
 """Centralized: one orchestrator plans, spawns workers on the parts, waits, combines.
 
 Parts that depend on each other (``task.parallel`` is False) are handed out one after another,
-each worker getting the previous answer.
+each worker getting the previous answer. With option ``aggregate`` a vote (``vote``, ``trust``,
+``trust_weighted``, ``trimmed``, ``quorum``), every worker answers the whole task instead and
+the final answer is their vote.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.topologies.common import solver, worker_role
+from orchestrace.runtime.topologies.common import how_to_combine, solver, worker_role
 
 __all__ = ["orchestrate"]
 
@@ -19,6 +21,14 @@ async def orchestrate(ctx: Context) -> Any:
     task = ctx.task
     n = int(ctx.decide("n_workers", ctx.config.agents))
     await ctx.generate("plan", {"prompt": task.question, "suggest": n})
+    method = how_to_combine(ctx.option("aggregate", "combine"), "combine")
+    if method != "combine":  # a vote: every worker answers the whole task
+        whole = task.whole()
+        kids = [
+            await ctx.spawn(worker_role(ctx, i), solver, part=whole, content=whole.prompt)
+            for i in range(max(1, n))
+        ]
+        return await ctx.aggregate(await ctx.wait(kids), str(ctx.decide("aggregate", method)))
     parts = task.subtasks(n)
     if task.parallel:
         kids = [

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrace.errors import ConfigError
 from orchestrace.runtime.core import Context
 from orchestrace.runtime.tasks.base import Subtask
 
 __all__ = [
+    "VOTES",
     "gather_evidence",
+    "how_to_combine",
     "solve_part",
     "solver",
     "uses_evidence",
@@ -142,6 +145,28 @@ def verify_payload(ctx: Context, **fields: Any) -> dict[str, Any]:
 async def solver(ctx: Context, part: Subtask, input: Any = None) -> Any:
     """A worker that solves its part and returns the answer."""
     return await solve_part(ctx, part, input)
+
+
+#: Methods of option ``aggregate`` that take a vote over whole-task answers.
+VOTES = ("vote", "trust", "trust_weighted", "trimmed", "quorum")
+
+
+def how_to_combine(method: Any, default: str) -> str:
+    """The final answer's method: option ``aggregate`` (``default`` or one of :data:`VOTES`).
+
+    With a vote, every worker answers the whole task and the answers are voted on (under
+    ``Defenses.aggregation`` a plain vote becomes the robust method); otherwise the topology
+    combines as it always does (``default``).
+
+    Raises:
+        ConfigError: The option names another method.
+    """
+    if method != default and method not in VOTES:
+        raise ConfigError(
+            f"option 'aggregate' must be {default!r} or a vote ({', '.join(VOTES)}); "
+            f"got {method!r}; pass e.g. -O aggregate=vote"
+        )
+    return str(method)
 
 
 def worker_role(ctx: Context, i: int) -> str:

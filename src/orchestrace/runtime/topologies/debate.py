@@ -1,7 +1,9 @@
 """Debate / committee with a judge: debaters answer, exchange and revise; a judge picks.
 
 Option ``rounds`` (default 2) rounds of exchange; option ``debaters`` (default: the team size,
-at most 7).
+at most 7). With option ``aggregate`` a vote (``vote``, ``trust``, ``trust_weighted``,
+``trimmed``, ``quorum``), the orchestrator takes the vote of the debaters' final answers
+instead of asking a judge.
 """
 
 from __future__ import annotations
@@ -9,7 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.topologies.common import gather_evidence, uses_evidence, verify_payload
+from orchestrace.runtime.topologies.common import (
+    gather_evidence,
+    how_to_combine,
+    uses_evidence,
+    verify_payload,
+)
 
 __all__ = ["orchestrate"]
 
@@ -58,6 +65,9 @@ async def orchestrate(ctx: Context) -> Any:
         for name in names
     ]
     results = await ctx.wait(kids)
+    method = how_to_combine(ctx.option("aggregate", "judge"), "judge")
+    if method != "judge":  # a vote across the debaters instead of a judge
+        return await ctx.aggregate(results, str(ctx.decide("aggregate", method)))
     j = await ctx.spawn("judge", judge, candidates=[r.value for r in results], content="judge")
     (verdict,) = await ctx.wait([j])
     return verdict.value

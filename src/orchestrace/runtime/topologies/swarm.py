@@ -1,7 +1,9 @@
 """Parallel swarm with an aggregator agent.
 
 Workers solve in parallel and report to the aggregator (with option ``gossip``, they also tell
-a peer); the aggregator combines and returns.
+a peer); the aggregator combines and returns. With option ``aggregate`` a vote (``vote``,
+``trust``, ``trust_weighted``, ``trimmed``, ``quorum``), every worker answers the whole task
+and the aggregator takes the vote of their reports.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from orchestrace.runtime.core import Context
 from orchestrace.runtime.tasks.base import Subtask
-from orchestrace.runtime.topologies.common import solve_part, worker_role
+from orchestrace.runtime.topologies.common import how_to_combine, solve_part, worker_role
 
 __all__ = ["orchestrate"]
 
@@ -34,18 +36,21 @@ async def swarm_worker(
     return value
 
 
-async def aggregator(ctx: Context, n: int) -> Any:
-    """Collect ``n`` reports, combine them in part order."""
-    values: dict[int, Any] = {}
+async def aggregator(ctx: Context, n: int, method: str = "combine") -> Any:
+    """Collect ``n`` reports, combine them in part order (or vote on them: ``method``)."""
+    values: dict[Any, Any] = {}
     patience = float(ctx.option("patience", 300.0))
     while len(values) < n:
         msg = await ctx.receive(timeout=patience)
         if msg is None:  # a report never came: combine what arrived
             break
         if isinstance(msg.data, dict) and "value" in msg.data:
-            values[int(msg.data["index"])] = msg.data["value"]
-    ordered = [values.get(i) for i in range(n)]
-    return await ctx.aggregate(ordered, str(ctx.decide("aggregate", "combine")))
+            # parts are keyed by index; votes on the whole task by sender (one each)
+            key = int(msg.data["index"]) if method == "combine" else msg.sender
+            values[key] = msg.data["value"]
+    # a vote takes the reports that arrived, in arrival order
+    ordered = [values.get(i) for i in range(n)] if method == "combine" else list(values.values())
+    return await ctx.aggregate(ordered, str(ctx.decide("aggregate", method)))
 
 
 async def orchestrate(ctx: Context) -> Any:
@@ -53,8 +58,11 @@ async def orchestrate(ctx: Context) -> Any:
     task = ctx.task
     n = int(ctx.decide("n_workers", ctx.config.agents))
     await ctx.generate("plan", {"prompt": task.question, "suggest": n})
-    parts = task.subtasks(n)
-    agg = await ctx.spawn("aggregator", aggregator, n=len(parts), content="combine the reports")
+    method = how_to_combine(ctx.option("aggregate", "combine"), "combine")
+    parts = task.subtasks(n) if method == "combine" else [task.whole()] * max(1, n)
+    agg = await ctx.spawn(
+        "aggregator", aggregator, n=len(parts), method=method, content="combine the reports"
+    )
     names = tuple(f"{worker_role(ctx, i)}{i + 1}" for i in range(len(parts)))
     for i, p in enumerate(parts):
         await ctx.spawn(
