@@ -92,3 +92,23 @@ def test_bad_options_and_a_tokenizer_without_chat_template(tmp_path):
     path = tiny_causal_lm(tmp_path / "plain")
     with pytest.raises(ConfigError, match="has no chat template"):
         HFBackend(model=str(path), require_chat_template=True).load()
+
+
+def test_a_failing_batch_answers_every_waiting_caller(model_dir):
+    from orchestrace.runtime.backends.base import BackendError
+
+    b = HFBackend(model=str(model_dir), max_batch=3)
+
+    def boom(requests):
+        raise OSError("device lost")
+
+    b.generate_batch = boom
+
+    async def go():
+        return await asyncio.wait_for(
+            asyncio.gather(*(b.complete(r) for r in _requests(5)), return_exceptions=True), 10
+        )
+
+    out = asyncio.run(go())
+    assert len(out) == 5 and all(isinstance(x, BackendError) for x in out)
+    assert all("generation failed: OSError: device lost" in str(x) for x in out)
