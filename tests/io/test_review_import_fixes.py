@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +18,9 @@ import msgspec
 import pytest
 
 from orchestrace.cli import main
-from orchestrace.io import dumps, from_upstream, loads, parse, to_upstream
+from orchestrace.errors import TraceFormatError
+from orchestrace.io import _common, dumps, from_upstream, load_all, loads, parse, to_upstream
+from orchestrace.io._common import read_bytes
 from orchestrace.io.otel import import_values
 from orchestrace.io.otlp import export_bytes
 from orchestrace.trace.build import TraceBuilder
@@ -149,3 +156,214 @@ def test_generated_traces_give_the_same_native_bytes(seed: int) -> None:
     tr = generate_trace(agents=3 + seed % 3, steps=15, seed=seed)
     _assert_same_native_bytes(tr)
     _assert_same_native_bytes(_with_explicit_defaults(tr, 3 + seed % 2))
+
+
+# ---------------------------------------------------------------------- 3. FIFOs
+def _fifo(tmp_path: Path, name: str = "in.json") -> Path:
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
+
+
+def _writer(path: Path, data: bytes, delay: float, *, hold: bool) -> threading.Thread:
+    """Write ``data`` to the FIFO; ``hold``: open it first and write after ``delay``."""
+
+    def run() -> None:
+        if not hold:
+            time.sleep(delay)
+        fd = os.open(path, os.O_WRONLY)  # blocks until the reader opens it
+        try:
+            if hold:
+                time.sleep(delay)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+@pytest.fixture
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_common, "FIFO_WRITER_WAIT_S", 0.4)
+    monkeypatch.setattr(_common, "PIPE_IDLE_TIMEOUT_S", 5.0)
+
+
+@pytest.mark.usefixtures("short_waits")
+def test_a_fifo_nobody_writes_to_fails_fast_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _fifo(tmp_path)
+    start = time.monotonic()
+    with pytest.raises(TraceFormatError, match="start the writer first, or pass a file"):
+        read_bytes(path)
+    assert time.monotonic() - start < 3.0  # the writer wait, not the 5 s idle timeout
+    start = time.monotonic()
+    code = main(["convert", str(path), "-o", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 1 and time.monotonic() - start < 3.0
+    assert err.count("\n") == 1 and "no program opened for writing" in err
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.usefixtures("short_waits")
+def test_a_fifo_whose_writer_is_connected_but_slow_is_read(tmp_path: Path) -> None:
+    data = dumps(generate_trace(agents=2, steps=5, seed=1))
+    path = _fifo(tmp_path)
+    th = _writer(path, data, 1.0, hold=True)  # longer than the writer wait, shorter than idle
+    assert read_bytes(path) == data
+    th.join(5)
+
+
+@pytest.mark.usefixtures("short_waits")
+def test_a_fifo_whose_writer_starts_late_within_the_wait_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tr = generate_trace(agents=2, steps=5, seed=2)
+    path = _fifo(tmp_path)
+    th = _writer(path, dumps(tr), 0.1, hold=False)
+    code = main(["convert", str(path), "--from", "native", "-o", str(tmp_path / "o.json")])
+    assert code == 0, capsys.readouterr().err
+    assert loads((tmp_path / "o.json").read_bytes()) == tr
+    th.join(5)
+
+
+def test_a_pipe_on_stdin_is_read(tmp_path: Path) -> None:
+    tr = generate_trace(agents=2, steps=5, seed=3)
+    out = tmp_path / "o.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrace", "convert", "-", "--from", "native", "-o", str(out)],
+        input=dumps(tr),
+        check=False,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRACE_FIFO_WRITER_S": "0.2"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert loads(out.read_bytes()) == tr
+
+
+# ---------------------------------------------------------------------- 4. wording
+def test_a_blank_json_file_is_called_blank(tmp_path: Path) -> None:
+    path = tmp_path / "ws.json"
+    path.write_bytes(b"  \n\t\r\n ")
+    with pytest.raises(TraceFormatError, match=r"file is blank \(only whitespace"):
+        load_all(path)
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(b'{"trace_id": "t", "events": [')
+    with pytest.raises(TraceFormatError, match="JSON ends early"):
+        load_all(cut)
+
+
+@pytest.mark.parametrize("name", ["empty", "empty.parquet"])
+def test_an_empty_directory_is_not_called_a_damaged_dataset(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.mkdir()
+    with pytest.raises(TraceFormatError, match="the directory is empty, not a Parquet dataset"):
+        load_all(path, format="parquet")
+    (path / "notes.txt").write_text("x")
+    with pytest.raises(TraceFormatError, match=r"holds none of events\.parquet"):
+        load_all(path, format="parquet")
+
+
+def _wrong_inputs(tmp_path: Path) -> list[tuple[Path, str, str]]:
+    native = tmp_path / "native.json"
+    native.write_bytes(dumps(generate_trace(agents=2, steps=5, seed=0)))
+    survey = tmp_path / "survey.json"
+    survey.write_text(json.dumps(to_upstream(_llm_trace())))
+    oops = tmp_path / "oops.json"
+    oops.write_text('{"resourceSpans": "oops"}')
+    otlp = tmp_path / "spans.json"
+    otlp.write_bytes(export_bytes([_llm_trace()]))
+    return [
+        (native, "a native orchestrace trace", "--from native"),
+        (survey, "a survey-schema trace", "--from upstream"),
+        (oops, "`resourceSpans` is a string, not a list", "export the spans again"),
+        (otlp, "OTLP JSON", "--from otel"),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["otel", "openai-agents", "langgraph"])
+def test_a_wrong_from_names_what_the_file_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    for path, looks, fix in _wrong_inputs(tmp_path):
+        if fmt == "otel" and path.name == "spans.json":
+            continue  # the right --from
+        code = main(["convert", "--from", fmt, str(path), "-o", str(tmp_path / "o.json")])
+        err = capsys.readouterr().err
+        assert code == 1 and err.count("\n") == 1, err
+        assert f"--from {fmt} found nothing to import: the file looks like" in err
+        assert looks in err and fix in err, err
+
+
+def test_an_agents_sdk_file_given_to_the_otel_importer_is_named(tmp_path: Path) -> None:
+    from orchestrace.io.importers import describe_value, sniff_value
+
+    value = [{"object": "trace.span", "id": "span_1", "trace_id": "trace_1", "span_data": {}}]
+    if sniff_value(value) != "openai-agents":
+        pytest.skip("not the shape the Agents SDK sniffer recognises")
+    assert describe_value(value) == ("an OpenAI Agents SDK export", "pass --from openai-agents")
+
+
+def _otlp(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
+
+
+def _span(sid: str, name: str, start: int, end: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "traceId": "a" * 32,
+        "spanId": sid,
+        "name": name,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(end),
+        **extra,
+    }
+
+
+def test_clock_skew_is_printed_in_a_unit_that_shows_it() -> None:
+    base = 1_700_000_000 * 10**9
+    doc = _otlp(
+        [
+            _span("b" * 16, "invoke_agent lead", base, base + 10**9),
+            _span("c" * 16, "chat m", base - 500, base + 10**6, parentSpanId="b" * 16),
+        ]
+    )
+    result = import_values([doc], source="s.json")
+    skew = [p for p in result.problems if p.code == "clock-skew"]
+    assert skew and "starts 500 ns before its parent" in skew[0].message
+    assert skew[0].path == "$.resourceSpans[0].scopeSpans[0].spans[1]"
+
+
+def test_a_link_cycle_is_located_at_the_span_that_carries_the_link() -> None:
+    base = 1_700_000_000 * 10**9
+    tid = "a" * 32
+    doc = _otlp(
+        [
+            _span("b" * 16, "invoke_agent lead", base, base + 10**9),
+            _span("c" * 16, "chat m", base + 10, base + 10**6, parentSpanId="b" * 16),
+            _span(
+                "d" * 16,
+                "execute_tool t",
+                base + 2 * 10**6,
+                base + 3 * 10**6,
+                parentSpanId="b" * 16,
+                links=[{"traceId": tid, "spanId": "e" * 16}],
+            ),
+            _span(
+                "e" * 16,
+                "execute_tool u",
+                base + 2 * 10**6,
+                base + 3 * 10**6,
+                parentSpanId="b" * 16,
+                links=[{"traceId": tid, "spanId": "d" * 16}],
+            ),
+        ]
+    )
+    result = import_values([doc], source="l.json")
+    cycles = [p for p in result.problems if p.code == "causal-cycle"]
+    assert len(cycles) == 1, [str(p) for p in result.problems]
+    # the second link closes the cycle: named at the span that carries it, not at "$"
+    assert cycles[0].path == "$.resourceSpans[0].scopeSpans[0].spans[3]", str(cycles[0])
+    assert cycles[0].event_id is not None

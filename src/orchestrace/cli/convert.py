@@ -20,6 +20,7 @@ from orchestrace.io import (
     iter_jsonl,
     load_all,
 )
+from orchestrace.io.upstream import IMPORT_WARNINGS
 from orchestrace.trace.model import Trace
 
 _CHOICES = ["native", *FORMATS]
@@ -110,7 +111,10 @@ def _read(args: argparse.Namespace) -> list[Trace]:
             if foreign is None:
                 raise
             return _import(args.input, foreign)  # another tool's file, told by its structure
-        _warn(args.input, [p for p in notes if p.severity != "error"])  # warnings, own rules
+        # what the survey import kept and why, and the trace's own-rule problems
+        _warn(
+            args.input, [p for p in notes if p.severity == "semantic" or p.code in IMPORT_WARNINGS]
+        )
         warn_truncated(args.input, traces, partial=args.partial)
         return traces
     traces = []

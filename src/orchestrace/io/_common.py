@@ -9,6 +9,7 @@ import re
 import select
 import stat
 import sys
+import time
 from contextlib import suppress
 from typing import IO, Any
 
@@ -18,6 +19,7 @@ __all__ = [
     "atomic_write",
     "describe_offset",
     "format_error",
+    "format_ns",
     "is_stream",
     "open_input",
     "peek_stream",
@@ -26,6 +28,7 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 _BYTE = re.compile(r"\(byte (\d+)\)")
+_BLANK = re.compile(rb"[ \t\r\n]*")
 
 
 #: Longest document read from a pipe or FIFO (bytes); a longer stream is refused.
@@ -34,6 +37,10 @@ MAX_STREAM_BYTES = 4 << 30
 MAX_LINE_BYTES = 1 << 30
 #: Seconds a pipe or FIFO may stay silent before reading gives up (no writer, or a stalled one).
 PIPE_IDLE_TIMEOUT_S = float(os.environ.get("ORCHESTRACE_PIPE_IDLE_S", "30"))
+#: Seconds to wait for a program to open a named FIFO for writing before reading gives up.
+FIFO_WRITER_WAIT_S = float(os.environ.get("ORCHESTRACE_FIFO_WRITER_S", "3"))
+#: How often a FIFO without a writer is checked for one (seconds).
+_WRITER_POLL_S = 0.05
 BOM = b"\xef\xbb\xbf"
 
 _KINDS = (
@@ -44,12 +51,19 @@ _KINDS = (
 
 
 class _PipeReader(io.RawIOBase):
-    """Read a pipe or FIFO opened non-blocking, waiting at most ``idle`` seconds for data."""
+    """Read a pipe or FIFO opened non-blocking, waiting at most ``idle`` seconds for data.
 
-    def __init__(self, fd: int, source: str, idle: float) -> None:
+    A named FIFO that no program has opened for writing reads as end of file at once on a
+    non-blocking descriptor; until a writer is seen, the reader checks for one every
+    :data:`_WRITER_POLL_S` seconds and gives up after ``writer_wait`` seconds.
+    """
+
+    def __init__(self, fd: int, source: str, idle: float, writer_wait: float | None) -> None:
         self._fd = fd
         self._source = source
         self._idle = idle
+        self._writer_wait = writer_wait  # None: a writer is known to be there (a pipe)
+        self._pending = b""  # read while looking for a writer
 
     def readable(self) -> bool:
         return True
@@ -57,8 +71,49 @@ class _PipeReader(io.RawIOBase):
     def fileno(self) -> int:
         return self._fd
 
+    def _await_writer(self) -> None:
+        """Wait for a program to open the FIFO for writing (or give up, in one line)."""
+        assert self._writer_wait is not None
+        deadline = time.monotonic() + self._writer_wait
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        while True:
+            events = poller.poll(_WRITER_POLL_S * 1000)
+            if any(ev & (select.POLLIN | select.POLLHUP) for _, ev in events):
+                self._writer_wait = None  # data, or a writer that came and went
+                return
+            if self._probe_writer():
+                self._writer_wait = None  # a writer holds it open: it is just slow
+                return
+            if time.monotonic() >= deadline:
+                raise TraceFormatError(
+                    self._source,
+                    "file",
+                    f"a FIFO that no program opened for writing within {self._writer_wait:g} s",
+                    "start the writer first, or pass a file (ORCHESTRACE_FIFO_WRITER_S sets "
+                    "the wait)",
+                )
+
+    def _probe_writer(self) -> bool:
+        """Whether a writer holds the FIFO open now (a read would block rather than end)."""
+        try:
+            data = os.read(self._fd, 1)
+        except BlockingIOError:
+            return True
+        if data:
+            self._pending = data
+            return True
+        return False
+
     def readinto(self, buf: Any) -> int:
         view = memoryview(buf).cast("B")
+        if self._writer_wait is not None:
+            self._await_writer()
+        if self._pending:
+            n = min(len(view), len(self._pending))
+            view[:n] = self._pending[:n]
+            self._pending = self._pending[n:]
+            return n
         while True:
             ready, _, _ = select.select([self._fd], [], [], self._idle)
             if not ready:
@@ -116,8 +171,9 @@ def open_input(path: PathLike, *, directory_hint: str = "pass a trace file") -> 
     """Open a trace file for reading as a binary stream.
 
     ``"-"`` reads standard input. Pipes and FIFOs (``<(cmd)``, ``/dev/stdin``) are read as
-    streams that give up after :data:`PIPE_IDLE_TIMEOUT_S` seconds without data, so a FIFO
-    nobody writes to never blocks forever. Devices and sockets are refused.
+    streams that give up after :data:`PIPE_IDLE_TIMEOUT_S` seconds without data; a named FIFO
+    that no program opens for writing within :data:`FIFO_WRITER_WAIT_S` seconds is refused
+    sooner, so a FIFO nobody writes to never blocks for long. Devices and sockets are refused.
 
     Raises:
         TraceFormatError: Missing, a directory, a device, or unreadable; the message says why.
@@ -162,9 +218,20 @@ def open_input(path: PathLike, *, directory_hint: str = "pass a trace file") -> 
                 "pass a trace file, or pipe a trace in (`cat FILE | orchestrace ... -`)",
             )
     if stat.S_ISFIFO(st.st_mode):
-        return io.BufferedReader(_PipeReader(fd, src, PIPE_IDLE_TIMEOUT_S), 1 << 16)
+        named = src != "-" and _is_named_fifo(path)
+        wait = FIFO_WRITER_WAIT_S if named else None
+        return io.BufferedReader(_PipeReader(fd, src, PIPE_IDLE_TIMEOUT_S, wait), 1 << 16)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+def _is_named_fifo(path: PathLike) -> bool:
+    """A FIFO made with ``mkfifo`` (not a pipe reached through ``/dev/fd`` or ``/proc``)."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return True  # not a link: the FIFO itself
+    return not target.startswith(("pipe:", "/proc/", "/dev/fd/"))
 
 
 def is_stream(fh: IO[bytes]) -> bool:
@@ -231,6 +298,19 @@ def _read_stream(fh: IO[bytes], src: str) -> bytes:
         chunks.append(chunk)
 
 
+def format_ns(ns: float) -> str:
+    """A duration given in nanoseconds, in the unit that shows it (``500 ns``, ``1.5 ms``).
+
+    Example:
+        >>> format_ns(500), format_ns(1_500_000), format_ns(2.5e9)
+        ('500 ns', '1.5 ms', '2.5 s')
+    """
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= size:
+            return f"{ns / size:.4g} {unit}"
+    return f"{ns:.4g} ns"
+
+
 def describe_offset(data: Any, offset: int, base_line: int = 1) -> str:
     """``"line L, column C (byte B)"`` for a byte offset into ``data``."""
     offset = max(0, min(offset, len(data)))
@@ -251,6 +331,13 @@ def format_error(source: str, data: Any, err: Exception, *, base_line: int = 1) 
             "a trace nests a few levels; this file is not a trace",
         )
     m = _BYTE.search(msg)
+    if "truncated" in msg and _BLANK.fullmatch(data) is not None:
+        return TraceFormatError(
+            source,
+            f"line {base_line}",
+            "file is blank (only whitespace, no JSON value)",
+            "write a trace into it, or pass another file",
+        )
     if "truncated" in msg:
         where = f"end of data, {describe_offset(data, len(data), base_line)}"
         return TraceFormatError(

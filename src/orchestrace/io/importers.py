@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrace.errors import Problem, TraceFormatError
+from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io._common import BOM, PathLike, format_error, read_bytes
 from orchestrace.trace.model import Trace
 
@@ -41,6 +41,7 @@ __all__ = [
     "EXPORT_FORMATS",
     "IMPORT_FORMATS",
     "ImportResult",
+    "describe_value",
     "export_bytes",
     "import_path",
     "import_values",
@@ -121,6 +122,59 @@ def sniff_value(value: object) -> str | None:
         except (ImportError, AttributeError):
             continue
     return None
+
+
+_LABELS = {
+    "otel": "OTLP JSON or an OTel span dump",
+    "openinference": "OpenInference spans (OTLP JSON)",
+    "openai-agents": "an OpenAI Agents SDK export",
+    "langgraph": "a LangGraph run, stream or checkpoint export",
+}
+_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", float: "a number"}
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return "a number" if type(value) is int else _KINDS.get(type(value), type(value).__name__)
+
+
+def describe_value(value: object) -> tuple[str, str]:
+    """What a file's first JSON value looks like, and which ``--from`` reads it.
+
+    Returns:
+        ``(looks_like, fix)``: a phrase naming the structure found, and what to pass instead.
+
+    Example:
+        >>> describe_value({"trace_id": "t", "schema_version": "1.0", "events": []})[0]
+        'a native orchestrace trace'
+        >>> describe_value({"resourceSpans": "oops"})[0]
+        'OTLP JSON whose `resourceSpans` is a string, not a list'
+    """
+    from orchestrace.io.upstream import is_native_object
+
+    if is_native_object(value):
+        return "a native orchestrace trace", "drop --from (or pass --from native)"
+    if isinstance(value, dict) and "resourceSpans" in value:
+        rs = value["resourceSpans"]
+        if not isinstance(rs, list):
+            return (
+                f"OTLP JSON whose `resourceSpans` is {_kind(rs)}, not a list",
+                "export the spans again (OTLP JSON holds a list of resource spans)",
+            )
+    fmt = sniff_value(value)
+    if fmt is not None:
+        return _LABELS.get(fmt, fmt), f"pass --from {fmt}"
+    if isinstance(value, dict) and isinstance(value.get("events"), list) and "trace_id" in value:
+        return "a survey-schema trace", "drop --from (or pass --from upstream)"
+    if isinstance(value, dict):
+        keys = ", ".join(repr(_short(str(k), 30)) for k in list(value)[:5])
+        more = ", ..." if len(value) > 5 else ""
+        return (
+            f"an object with keys {keys}{more}" if value else "an empty object",
+            "pass a file in that format",
+        )
+    return _kind(value), "pass a file in that format"
 
 
 def import_values(values: Iterable[object], *, format: str, source: str) -> ImportResult:
@@ -222,7 +276,19 @@ def _import_path(path: PathLike, format: str | None) -> ImportResult:
             "can import",
             f"pass --from (one of {', '.join(IMPORT_FORMATS)}) if it is one of those",
         )
-    result = import_values(values, format=fmt, source=str(path))
+    try:
+        result = import_values(values, format=fmt, source=str(path))
+    except TraceFormatError as err:
+        found = sniff_value(values[0]) if format is not None and values else None
+        if format is None or (found is not None and _IMPORTERS[found] == _IMPORTERS[fmt]):
+            raise
+        looks, fix = describe_value(values[0])  # the wrong --from: say what the file is
+        raise TraceFormatError(
+            str(path),
+            err.where,
+            f"--from {format} found nothing to import: the file looks like {looks}",
+            fix,
+        ) from None
     if cut is not None:
         result.problems.insert(
             0,

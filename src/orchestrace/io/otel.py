@@ -66,7 +66,8 @@ from datetime import datetime
 from typing import Any
 
 from orchestrace.errors import Problem, TraceFormatError, _short
-from orchestrace.io.importers import ImportResult
+from orchestrace.io._common import format_ns
+from orchestrace.io.importers import ImportResult, describe_value
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Edge, Event, Trace
 
@@ -407,10 +408,11 @@ class _Reader:
                 if sp is not None:
                     yield sp
             else:
+                looks, fix = describe_value(value)
                 self.problem(
                     "not-a-span",
-                    f"JSON value {v + 1} is neither OTLP JSON nor a span",
-                    "the value was skipped; a span dump holds one span object per line",
+                    f"JSON value {v + 1} is neither OTLP JSON nor a span (it looks like {looks})",
+                    f"the value was skipped; a span dump holds one span object per line ({fix})",
                     base,
                 )
 
@@ -664,6 +666,7 @@ class _Mapper:
         self.events: dict[str, tuple[tuple[float, int, int, int], dict[str, Any]]] = {}
         self.edges: list[tuple[str, str, str]] = []
         self.extra_edges: list[tuple[str, str, str, str]] = []  # src, dst, type, why
+        self.extra_spans: dict[int, OtelSpan] = {}  # position in extra_edges -> span it is from
 
     # -------------------------------------------------------------- problems
     def problem(
@@ -839,8 +842,8 @@ class _Mapper:
                     assert c.sp is not None
                     self.problem(
                         "clock-skew",
-                        f"span {c.sp.span_id} ({_short(c.sp.name)!r}) starts {shift / 1e9:.6f} s "
-                        "before its parent",
+                        f"span {c.sp.span_id} ({_short(c.sp.name)!r}) starts "
+                        f"{format_ns(shift)} before its parent",
                         "its subtree was moved to start with the parent; synchronise the clocks of "
                         "the processes that recorded them",
                         c.sp,
@@ -1209,6 +1212,8 @@ class _Mapper:
                 )
                 continue
             fields["to"] = found.ident
+            if n.sp is not None:
+                self.extra_spans[len(self.extra_edges)] = n.sp
             self.extra_edges.append((n.entry, found.first_own, "message", "handoff"))
 
     def links(self, by_span: dict[str, _Node], trace_id: str) -> None:
@@ -1244,6 +1249,7 @@ class _Mapper:
                     continue
                 for s in srcs:
                     if s != n.entry:
+                        self.extra_spans[len(self.extra_edges)] = sp
                         self.extra_edges.append((s, n.entry, "causal", f"link {sp.span_id}->{sid}"))
 
     # -------------------------------------------------------------- the trace
@@ -1352,13 +1358,13 @@ class _Mapper:
         for e in edges:
             succ[idx[e.src]].append(idx[e.dst])
         kept: list[Edge] = []
-        for src, dst, kind, why in extra:
+        for k, (src, dst, kind, why) in enumerate(extra):
             if _reaches(succ, idx[dst], idx[src]):
                 self.problem(
                     "causal-cycle",
-                    f"{why} from {src} to {dst} would close a causal cycle",
+                    f"{why} from event {src} to event {dst} would close a causal cycle",
                     "the edge was left out (the link stays in attrs); check the span links",
-                    None,
+                    self.extra_spans.get(k),  # located at the span that carries the link
                     dst,
                 )
                 continue

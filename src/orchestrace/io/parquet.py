@@ -605,6 +605,19 @@ def _check_dataset(path: PathLike) -> Path:
             "not a Parquet dataset directory",
             "pass the directory written by `orchestrace convert --to parquet`",
         )
+    try:
+        names = set(os.listdir(p))
+    except OSError:
+        names = None  # reported below, file by file
+    if names is not None and not names & set(_FILES):
+        raise TraceFormatError(
+            src,
+            "dataset",
+            "the directory is empty, not a Parquet dataset"
+            if not names
+            else f"not a Parquet dataset (the directory holds none of {', '.join(_FILES)})",
+            "pass the directory written by `orchestrace convert --to parquet`, or a trace file",
+        )
     for name in _FILES:
         try:
             mode = (p / name).stat().st_mode

@@ -121,6 +121,9 @@ _NATIVE_TYPES = frozenset(t.value for t in EventType)
 _NATIVE_TOPOLOGIES = frozenset(t.value for t in Topology)
 _MARKED_TYPES = _NATIVE_TYPES - UPSTREAM_EVENT_TYPES
 _REQUIRED_COSTS = ("tokens", "wall_clock_s")
+#: Codes of the warnings the import itself gives (what it kept, and why); every command that
+#: imports a survey trace prints them.
+IMPORT_WARNINGS = frozenset({"stale-marker", "unknown-field", "missing-field", "duplicate-key"})
 
 
 def is_native_object(obj: Any) -> bool:
