@@ -202,6 +202,14 @@ class ChatServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def handle(self) -> None:
+                # a client that goes away mid-request (a run that ends with calls in flight)
+                # is expected; anything else still reaches the server's error report
+                try:
+                    super().handle()
+                except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+                    self.close_connection = True
+
             def do_POST(self) -> None:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": f"no route {self.path}"})
