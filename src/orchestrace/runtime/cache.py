@@ -108,10 +108,12 @@ class ReplayCache:
     the id alone) and keys made by a running agent find the same entries.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_release")
 
     def __init__(self) -> None:
         self._entries: dict[tuple[CallKind, str], LLMResponse | ToolOutcome] = {}
+        # recorded end time of each LLM answer of a run on wall-clock time, by recorded id
+        self._release: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -144,11 +146,26 @@ class ReplayCache:
         """Forget the recorded answers of the LLM calls with these recorded ids."""
         for i in ids:
             self._entries.pop(("llm", i), None)
+            self._release.pop(i, None)
+
+    def delay(self, key: CallKey, latency: float, now: float) -> float:
+        """How long a cached LLM answer takes, starting at ``now`` (virtual seconds).
+
+        On a trace recorded on virtual time (the simulator) it is the recorded latency. On a
+        trace recorded on wall-clock time (a served model answering concurrent calls) the
+        answer is released at its recorded end time, so concurrent calls complete, and their
+        events are numbered, in the recorded order (never before ``now``).
+        """
+        end = self._release.get(key.id)
+        if end is None:
+            return latency
+        return max(0.0, end - now)
 
     def copy(self) -> ReplayCache:
         """A copy (entries are immutable, so forks of one trace can share them)."""
         new = ReplayCache()
         new._entries = dict(self._entries)
+        new._release = dict(self._release)
         return new
 
     @classmethod
@@ -166,6 +183,8 @@ class ReplayCache:
         )
         entries = cache._entries
         tokens = token_table(trace)
+        backend = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+        wall_clock = isinstance(backend, dict) and backend.get("virtual") is False
         for e in trace.events:
             attrs = e.attrs or {}
             key = attrs.get("key")
@@ -184,6 +203,8 @@ class ReplayCache:
                     confidence=attrs.get("confidence"),
                     token_record=tokens.get(e.id),  # token ids replay with their call
                 )
+                if wall_clock and e.error is None:
+                    cache._release[key] = e.t + e.dur
             elif e.type == "tool_call":
                 res = by_id.get(results.get(e.id, ""))
                 if res is None:

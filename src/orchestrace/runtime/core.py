@@ -323,7 +323,7 @@ class Runtime:
         cached = self.cache.llm(key)
         if cached is not None:
             self.cache_hits += 1
-            await asyncio.sleep(cached.latency)
+            await asyncio.sleep(self.cache.delay(key, cached.latency, self.now()))
             return cached
         self.backend_calls += 1
         if self.backend.virtual:

@@ -6,7 +6,10 @@ a key of (agent, hash of the call's inputs, how many times the agent made that e
 ``tool_call``/``tool_result`` pair keeps the output. :func:`replay` rebuilds the run's
 :class:`~orchestrace.runtime.cache.ReplayCache` from the trace, re-executes the run (a
 topology's, or a learning environment's episode with its recorded decisions) and reproduces it
-exactly (same events, edges, ids) for runs on virtual time.
+exactly (same events, edges, ids) for runs on virtual time. On a trace recorded on
+wall-clock time (a served model answering concurrent calls) every cached answer is released
+at its recorded end time, so calls complete, and their events are numbered, in the recorded
+order: the replay has the same events and ids, with timing of its own (:func:`reproduces`).
 
 :func:`fork` re-executes with interventions (:mod:`orchestrace.runtime.interventions`, all
 re-exported here): drop, replace or resample a message, stop an agent at a step or an event
@@ -97,6 +100,7 @@ __all__ = [
     "message_readers",
     "recorded_decisions",
     "replay",
+    "reproduces",
     "sender_call",
     "spawn_one_more",
 ]
@@ -394,6 +398,42 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
             f"replay of {trace.trace_id} diverged: {rt.backend_calls} call(s) were not in the trace"
         )
     return ForkResult(new, rt.backend_calls, rt.cache_hits)
+
+
+def wall_clock(trace: Trace) -> bool:
+    """Whether ``trace`` was recorded on wall-clock time (its backend is not virtual)."""
+    backend = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    return isinstance(backend, dict) and backend.get("virtual") is False
+
+
+def _untimed(trace: Trace) -> Any:
+    """``trace`` as plain data without its timing (event start and duration, wall-clock cost)."""
+    data = msgspec.json.decode(_ENC.encode(trace))
+    for e in data.get("events", ()):
+        e.pop("t", None)
+        e.pop("dur", None)
+    if isinstance(data.get("costs"), dict):
+        data["costs"].pop("wall_clock_s", None)
+    return data
+
+
+def reproduces(original: Trace, replayed: Trace) -> bool:
+    """Whether ``replayed`` is an exact reproduction of ``original``.
+
+    A run on virtual time (the simulator) must come back byte for byte. A run on wall-clock
+    time (a served model) must come back with the same events (ids, agents, steps, contents,
+    attributes), edges, metrics and meta; only its timing (event ``t`` and ``dur``, the
+    ``wall_clock_s`` cost) is the replay's own, since a replay does not wait for a server.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> original = run("debate", "arith", agents=3, seed=1, task_size=16).trace
+        >>> reproduces(original, replay(original).trace)
+        True
+    """
+    if _ENC.encode(original) == _ENC.encode(replayed):
+        return True
+    return wall_clock(original) and _untimed(original) == _untimed(replayed)
 
 
 def fork(
