@@ -119,10 +119,18 @@ class _Greedy:
 
 
 def test_deterministic_backend_is_said_not_given_an_error_bar(swarm):
-    assert deterministic_backend(OpenAIBackend(model="m"))
+    # a served model is stochastic even at temperature 0 unless the caller says otherwise
+    assert not deterministic_backend(OpenAIBackend(model="m"))
+    assert not deterministic_backend(OpenAIBackend(model="m", temperature=0.0))
+    assert deterministic_backend(OpenAIBackend(model="m"), assume=True)
     assert not deterministic_backend(OpenAIBackend(model="m", temperature=0.7))
     assert not deterministic_backend(SimBackend(seed=1))
-    t = CounterfactualMessageCredit(samples=K, backend=_Greedy()).assign(swarm, "message")
+    t = CounterfactualMessageCredit(samples=3, backend=_Greedy()).assign(swarm, "message")
+    assert t.stats["deterministic"] is False and t.stats["samples"] == 3
+    assert all(r["samples"] == 3 and r["se"] is not None for r in t.to_rows())
+    t = CounterfactualMessageCredit(samples=K, backend=_Greedy(), assume_deterministic=True).assign(
+        swarm, "message"
+    )
     assert t.stats["deterministic"] is True and t.stats["samples"] == 1
     assert "1 sample per message, not 8" in t.stats["note"]
     assert all(r["se"] == 0.0 and r["samples"] == 1 for r in t.to_rows())
@@ -219,3 +227,17 @@ def test_cli_prints_estimates_and_json_carries_the_error_bar(swarm, tmp_path, ca
         err
         == "error: --intervention applies to --method counterfactual, not to loo; leave it out\n"
     )
+
+
+def test_resample_at_temperature_zero_warns(swarm, tmp_path, capsys):
+    t = CounterfactualMessageCredit(samples=2, backend=_Greedy(), intervention="resample").assign(
+        swarm, "message"
+    )
+    assert "resampling at temperature 0 returns the same message" in t.stats["warning"]
+    assert "--temperature" in t.stats["warning"]
+    sampling = _Greedy()
+    sampling.temperature = 0.7
+    t = CounterfactualMessageCredit(samples=2, backend=sampling, intervention="resample").assign(
+        swarm, "message"
+    )
+    assert "warning" not in t.stats

@@ -114,7 +114,7 @@ def test_loo_and_shapley_draws_reach_only_the_server(server, spy, method, unit):
 def test_a_deterministic_server_is_drawn_once(server, spy):
     trace = record(server)  # temperature 0: the server answers a prompt the same way
     before = server.calls
-    t = LeaveOneOutCredit(samples=4).assign(trace, "agent")
+    t = LeaveOneOutCredit(samples=4, assume_deterministic=True).assign(trace, "agent")
     assert t.stats["samples"] == 1 and t.stats["deterministic"] is True
     assert "1 draw, not 4" in t.stats["note"]
     assert all(e["se"] == 0.0 for e in t.estimates.values())

@@ -54,6 +54,13 @@ def add_parser(sub: Any) -> None:
         help="counterfactual --intervention replace: the new text (its ANSWER: value, or the "
         "text itself, becomes the data consumers read)",
     )
+    p.add_argument(
+        "--assume-deterministic",
+        action="store_true",
+        help="counterfactual, loo, shapley: the backend answers a prompt the same way every time "
+        "(e.g. a local engine with greedy decoding and a fixed seed): one draw, no error bar. "
+        "Without it a served model is sampled K times, even at temperature 0",
+    )
     p.add_argument("--gamma", type=float, default=0.95, help="discounted: discount per hop")
     p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
@@ -100,12 +107,18 @@ def run_cmd(args: argparse.Namespace) -> int:
     kw["rerun_checks"] = args.rerun_checks
     if args.method in _FORKING:
         kw.update(backend_args(args))
+        kw["assume_deterministic"] = args.assume_deterministic
         if args.executor or args.workers is not None or args.ray_address:
             kw["executor"] = executor_from_args(args, default="process")
     elif args.executor or args.workers is not None or args.ray_address:
         raise ConfigError(
             f"--executor, --workers and --ray-address apply to the methods that re-execute the "
             f"run ({', '.join(_FORKING)}), not to {args.method}; leave them out"
+        )
+    elif args.assume_deterministic:
+        raise ConfigError(
+            f"--assume-deterministic applies to the methods that re-execute the run "
+            f"({', '.join(_FORKING)}), not to {args.method}; leave it out"
         )
     elif given(args):
         raise ConfigError(
@@ -114,6 +127,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
     with verdict_warnings():
         table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
+    warning = table.stats.get("warning")
+    if warning:
+        print(f"warning: {display(warning, 300)}", file=sys.stderr)
     for p in check_credit(table, trace):
         print(f"{display(args.trace, 300)}: {p}", file=sys.stderr)
     if args.json:

@@ -175,6 +175,12 @@ def run_cmd(args: argparse.Namespace) -> int:
                     trace, chosen["backend"], seed_offset=1, **chosen["backend_options"]
                 )
             }
+        if args.resample_message:
+            from orchestrace.credit.counterfactual import _greedy
+
+            warning = _greedy(chosen["backend"])
+            if warning:
+                print(f"warning: {warning}", file=sys.stderr)
         res = fork(trace, ivs, rerun_checks=args.rerun_checks, **chosen)
         total = sum(1 for e in trace.events if e.type == "llm_call")
         before = _success(trace)

@@ -21,9 +21,14 @@ inputs get the same answer and the difference measures the message alone; the es
 deterministic function of the recorded seed. The credit is the mean of the ``K`` paired
 differences; ``se`` their standard error, ``ci95`` the Student-t 95% interval.
 
-A backend that answers deterministically (a real backend at temperature 0, or a transformers
-model without sampling) is forked once per message and the kept arm is the recorded run: the
-table's ``stats`` say ``deterministic: true`` and every ``se`` is 0. With ``samples=1`` on a
+A backend that answers deterministically (a transformers model without sampling, or any
+backend the caller declares deterministic with ``assume_deterministic=True``,
+``--assume-deterministic``) is forked once per message and the kept arm is the recorded run: the
+table's ``stats`` say ``deterministic: true`` and every ``se`` is 0. A served model
+(OpenAI-compatible) is never taken as deterministic on its own, not even at temperature 0:
+hosted APIs answer the same prompt differently at temperature 0, so ``K`` samples are drawn.
+``resample`` on a backend at temperature 0 would draw the recorded message again: the table's
+``stats["warning"]`` says so (and the command line prints it) and suggests ``--temperature``. With ``samples=1`` on a
 stochastic backend there is no error bar (``se`` and ``ci95`` are ``None``). A real backend
 that samples (temperature above 0) draws each arm on its own: the estimate stays unbiased but
 unpaired (``stats["paired"]`` is false), so its error bar is wider.
@@ -195,15 +200,26 @@ class CounterfactualTable(CreditTable):
         return rows
 
 
-def deterministic_backend(backend: Any) -> bool:
+def deterministic_backend(backend: Any, *, assume: bool = False) -> bool:
     """Whether ``backend`` answers the same request the same way every time.
 
-    The simulator is stochastic across samples (each sample reseeds it); an OpenAI-compatible
-    backend at temperature 0 (its default) and a transformers model without sampling are
-    deterministic. A backend this cannot tell is taken as stochastic.
+    ``assume=True`` (the caller says so: ``--assume-deterministic``) makes any backend
+    deterministic. Otherwise the simulator is stochastic across samples (each sample reseeds
+    it), a transformers model without sampling is deterministic, and an OpenAI-compatible
+    backend is stochastic at every temperature (a hosted model at temperature 0 still varies).
+    A backend this cannot tell is taken as stochastic.
+
+    Example:
+        >>> from orchestrace.runtime.backends.openai import OpenAIBackend
+        >>> deterministic_backend(OpenAIBackend(model="m", temperature=0.0))
+        False
+        >>> deterministic_backend(OpenAIBackend(model="m"), assume=True)
+        True
     """
     from orchestrace.runtime.backends.base import backend_spec
 
+    if assume:
+        return True
     name = getattr(backend, "name", "")
     try:
         spec = backend_spec(backend)
@@ -211,8 +227,6 @@ def deterministic_backend(backend: Any) -> bool:
         return False
     options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
     assert isinstance(options, dict)
-    if name == "openai":
-        return options.get("temperature") in (None, 0, 0.0)
     if name == "hf":
         return options.get("do_sample") is False
     return False
@@ -242,6 +256,9 @@ class CounterfactualMessageCredit:
         backend_options: Options of a backend given by name, or replacing recorded ones.
         executor: Where the forks run (:mod:`orchestrace.executors`; default: this
             process). The table is the same on every executor.
+        assume_deterministic: Take the backend as deterministic (one draw, ``se`` 0), e.g. a
+            local engine with greedy decoding and a fixed seed (``--assume-deterministic``). A
+            served model is otherwise taken as stochastic, even at temperature 0.
     """
 
     name = "counterfactual"
@@ -258,7 +275,9 @@ class CounterfactualMessageCredit:
         backend_options: Mapping[str, Any] | None = None,
         intervention: str | None = None,
         executor: Executor | None = None,
+        assume_deterministic: bool = False,
     ) -> None:
+        self.assume_deterministic = assume_deterministic
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
             raise ConfigError(f"samples must be an integer >= 1 (--samples K), got {samples!r}")
         if backend_factory is not None and (backend is not None or backend_options):
@@ -370,7 +389,9 @@ class CounterfactualMessageCredit:
             else llm_descendants(trace)
         )
         factory = self.backend_factory or _Backends(self.backend, self.backend_options)
-        deterministic = self.backend_factory is None and deterministic_backend(factory(trace, 0))
+        deterministic = self.backend_factory is None and deterministic_backend(
+            factory(trace, 0), assume=self.assume_deterministic
+        )
         k_used = 1 if deterministic else self.samples
         values: dict[str, float] = {}
         estimates: dict[str, dict[str, Any]] = {}
@@ -480,10 +501,34 @@ class CounterfactualMessageCredit:
             )
         elif k_used == 1:
             stats["note"] = "one sample per message: no error bar (pass --samples K >= 2)"
+        greedy = _greedy(factory(trace, 0)) if self.intervention == "resample" else None
+        if greedy is not None:
+            stats["warning"] = greedy
         plain = table(
             "turn" if turns else "message", values, reward=base, method=self.name, efficient=False
         )
         return CounterfactualTable(plain.rows, base, self.name, False, stats, estimates=estimates)
+
+
+def _greedy(backend: Any) -> str | None:
+    """A one-line warning when ``backend`` decodes greedily (temperature 0), else ``None``."""
+    from orchestrace.runtime.backends.base import backend_spec
+
+    try:
+        spec = backend_spec(backend)
+    except Exception:  # a custom backend without a spec
+        return None
+    options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+    assert isinstance(options, dict)
+    greedy = (spec.get("name") == "openai" and options.get("temperature") in (0, 0.0)) or (
+        spec.get("name") == "hf" and options.get("do_sample") is False
+    )
+    if not greedy:
+        return None
+    return (
+        "resampling at temperature 0 returns the same message: pass --temperature T > 0 "
+        "(or a sampling backend option) so the sender's call is drawn again"
+    )
 
 
 def _estimate(diffs: list[float], deterministic: bool, calls: int) -> tuple[float, dict[str, Any]]:

@@ -58,6 +58,9 @@ class LeaveOneOutCredit:
         samples: Paired draws per unit (K, ``--samples``); draw 0 is the recorded run.
         executor: Where the forks run (:mod:`orchestrace.executors`; default: this
             process). The table is the same on every executor.
+        assume_deterministic: Take the backend as deterministic (one draw, ``se`` 0), e.g. a
+            local engine with greedy decoding and a fixed seed (``--assume-deterministic``). A
+            served model is otherwise taken as stochastic, even at temperature 0.
     """
 
     name = "loo"
@@ -71,7 +74,9 @@ class LeaveOneOutCredit:
         backend_options: Mapping[str, Any] | None = None,
         samples: int = 1,
         executor: Executor | None = None,
+        assume_deterministic: bool = False,
     ) -> None:
+        self.assume_deterministic = assume_deterministic
         self.reward_fn = reward_fn
         self.executor = executor
         self.backend = backend
@@ -92,7 +97,7 @@ class LeaveOneOutCredit:
             )
         base = self._reward(trace, forked=False) if reward is None else finite_reward(reward)
         roots = set(root_agents(trace))
-        backends = SampleBackends(self.backend, self.backend_options)
+        backends = SampleBackends(self.backend, self.backend_options, self.assume_deterministic)
         units = [key for key in unit_members(trace, unit) if key not in roots]
         deterministic = bool(units) and backends.deterministic(trace)
         k_used = 1 if deterministic else self.samples

@@ -183,11 +183,18 @@ class SampleBackends:
     Args:
         backend: ``None`` (the recorded backend), a backend name, or a backend object.
         options: Options of a backend given by name, or replacing recorded ones.
+        assume_deterministic: Take the backend as deterministic (the user says so).
     """
 
-    def __init__(self, backend: Any, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        options: Mapping[str, Any] | None = None,
+        assume_deterministic: bool = False,
+    ) -> None:
         self.backend = backend
         self.options = dict(options or {})
+        self.assume_deterministic = assume_deterministic
         self._built: dict[int, Any] = {}
 
     def __call__(self, trace: Trace, k: int = 0) -> Any:
@@ -230,7 +237,7 @@ class SampleBackends:
         """Whether the backend answers a request the same way every time (one draw suffices)."""
         from orchestrace.credit.counterfactual import deterministic_backend
 
-        return deterministic_backend(self(trace, 0))
+        return deterministic_backend(self(trace, 0), assume=self.assume_deterministic)
 
 
 def sample_stats(
@@ -354,6 +361,9 @@ class TraceGame:
             them as code (sandboxed); without it such a coalition raises ConfigError.
         backend_options: Options of a backend given by name, or replacing recorded ones.
         samples: Draws per coalition (K); one on a backend that answers deterministically.
+        assume_deterministic: Take the backend as deterministic (one draw, ``se`` 0), e.g. a
+            local engine with greedy decoding and a fixed seed (``--assume-deterministic``). A
+            served model is otherwise taken as stochastic, even at temperature 0.
 
     Example:
         >>> from orchestrace.runtime import run
@@ -373,6 +383,7 @@ class TraceGame:
         rerun_checks: bool = False,
         backend_options: Mapping[str, Any] | None = None,
         samples: int = 1,
+        assume_deterministic: bool = False,
     ) -> None:
         unit = check_unit(unit)
         if unit not in ("agent", "message"):
@@ -389,7 +400,7 @@ class TraceGame:
         self.rerun_checks = rerun_checks
         roots = set(root_agents(trace))
         self.players = [k for k in unit_members(trace, unit) if k not in roots]
-        self.backends = SampleBackends(backend, self.backend_options)
+        self.backends = SampleBackends(backend, self.backend_options, assume_deterministic)
         self.backend_calls = 0
         self.forks = 0
         self._samples: int | None = None
@@ -508,6 +519,9 @@ class ShapleyCredit:
         executor: Where the forks run (:mod:`orchestrace.executors`): every coalition's
             forks are then drawn at once, as independent jobs. The table is the same on
             every executor (default: this process, coalition by coalition).
+        assume_deterministic: Take the backend as deterministic (one draw, ``se`` 0), e.g. a
+            local engine with greedy decoding and a fixed seed (``--assume-deterministic``). A
+            served model is otherwise taken as stochastic, even at temperature 0.
 
     Example:
         >>> from orchestrace.runtime import run
@@ -534,8 +548,10 @@ class ShapleyCredit:
         backend_options: Mapping[str, Any] | None = None,
         permutations: int | None = None,
         executor: Executor | None = None,
+        assume_deterministic: bool = False,
     ) -> None:
         self.executor = executor
+        self.assume_deterministic = assume_deterministic
         self.samples = check_samples(1 if samples is None else samples)
         if permutations is not None and (
             isinstance(permutations, bool)
@@ -581,6 +597,7 @@ class ShapleyCredit:
             self.rerun_checks,
             self.backend_options,
             samples=self.samples,
+            assume_deterministic=self.assume_deterministic,
         )
         players = game.players
         stats: dict[str, Any] = {"players": len(players)}
