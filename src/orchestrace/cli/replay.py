@@ -114,7 +114,7 @@ def _stop_at(trace: Any, value: str) -> ForceStop:
             raise ConfigError(
                 f"--stop-at takes a step from 0 to 2^63-1 or an event id, got {_clip(value, 60)}"
             )
-        return ForceStop(step)
+        return ForceStop.at_step(trace, step)
     return ForceStop.of(trace, value)
 
 

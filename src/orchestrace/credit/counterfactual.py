@@ -373,6 +373,9 @@ class CounterfactualMessageCredit:
         self, trace: Trace, unit: str = "message", reward: float | None = None
     ) -> CreditTable:
         """Credit table at ``message`` (message interventions) or ``turn`` (turn ones)."""
+        from orchestrace.runtime.replay import check_replayable
+
+        check_replayable(trace)
         turns = self.intervention in TURN_INTERVENTIONS
         if check_unit(unit) != ("turn" if turns else "message"):
             raise ConfigError(

@@ -87,9 +87,10 @@ class LeaveOneOutCredit:
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``, with an estimate per row."""
         from orchestrace.credit.counterfactual import CounterfactualTable
-        from orchestrace.runtime.replay import DropMessage, Silence
+        from orchestrace.runtime.replay import DropMessage, Silence, check_replayable
 
         unit = check_unit(unit)
+        check_replayable(trace)
         if unit not in ("agent", "message"):
             raise ConfigError(
                 "leave-one-out credit removes agents or messages; for other units "

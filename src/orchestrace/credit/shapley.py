@@ -391,6 +391,9 @@ class TraceGame:
                 "trace games are played by agents or messages; for other units "
                 "use uniform or discounted credit"
             )
+        from orchestrace.runtime.replay import check_replayable
+
+        check_replayable(trace)
         self.trace = trace
         self.unit = unit
         self.reward_fn = reward_fn

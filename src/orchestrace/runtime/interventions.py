@@ -412,6 +412,28 @@ class ForceStop(Intervention):
             )
         return cls(int(ev.step), ev.agent, event_id)
 
+    @classmethod
+    def at_step(cls, trace: Trace, step: int) -> ForceStop:
+        """The orchestrator stops on entering ``step``, a step the recorded run reaches.
+
+        Raises:
+            TraceError: The orchestrator's recorded steps end before ``step`` (the stop would
+                change nothing); the message names its last step.
+        """
+        steps = [e.step for e in trace.events if e.agent == ROOT and e.step is not None]
+        last = max(steps, default=-1)
+        if step > last:
+            reach = (
+                f"its last step is {last}; pick a step from 0 to {last}"
+                if last >= 0
+                else "it records no step of the orchestrator; pick an event id instead"
+            )
+            raise TraceError(
+                f"--stop-at {step}: the orchestrator of trace {shown_trace(trace)} never "
+                f"reaches step {step}, so the stop would change nothing; {reach}"
+            )
+        return cls(step)
+
     def forces_stop(self, agent: str, step: int) -> bool:
         """True once the agent reaches the step."""
         return agent == self.agent and step >= self.step

@@ -96,6 +96,7 @@ __all__ = [
     "Silence",
     "backend_for",
     "cache_from_trace",
+    "check_replayable",
     "fork",
     "message_readers",
     "recorded_decisions",
@@ -315,6 +316,29 @@ def _judge(trace: Trace, task: Task, rerun_checks: bool) -> Any:
     return judge
 
 
+def check_replayable(trace: Trace) -> None:
+    """Refuse a trace that does not say how to re-run it (an imported or hand-made trace).
+
+    Every re-executing operation (replay, fork, counterfactual, leave-one-out and Shapley
+    credit) calls it first, so each refuses such a trace with the same message.
+
+    Raises:
+        TraceError: The trace's meta lacks ``runner``, ``task`` or ``config``.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> check_replayable(run("debate", "arith", agents=2, seed=1, task_size=8).trace)
+    """
+    meta = trace.meta if isinstance(trace.meta, dict) else {}
+    for name in ("runner", "task", "config"):
+        if name not in meta:
+            raise TraceError(
+                f"trace {shown_trace(trace)} does not say how to re-run it (missing meta "
+                f"{name!r}); only traces recorded by `orchestrace run` or a learning "
+                "environment can be replayed"
+            )
+
+
 def _runtime(
     trace: Trace,
     backend: Backend,
@@ -323,6 +347,7 @@ def _runtime(
     rerun_checks: bool = False,
     fork_of: dict[str, Any] | None = None,
 ) -> tuple[Runtime, Any]:
+    check_replayable(trace)
     meta = trace.meta
     try:
         runner = meta["runner"]
