@@ -34,7 +34,12 @@ truncates the episode once the Critical Steps so far reach it.
 
 Environment ids (versioned; bump when results could change):
 
-* ``orchestrate-v0``: all five decisions, ``MultiDiscrete([5, 3, 3, 4, 2])``.
+* ``orchestrate-v1``: all five decisions, ``MultiDiscrete([5, 3, 3, 4, 2])``; on the ``sim``
+  backend the judge and revisers solve the whole task for themselves (at its hardness) and
+  decide from that and what they are shown: they never read the ground truth.
+* ``orchestrate-v0``: as ``orchestrate-v1`` but with oracle verifiers (``sim`` option
+  ``oracle_verifiers=True``: the judge and revisers read the ground truth), kept so that
+  earlier results stay reproducible.
 * ``stop-v0``: the stopping decision alone (``Discrete(2)``): one worker per round, worker role,
   no communication, majority vote.
 
@@ -118,9 +123,9 @@ class EnvConfig:
         backend: ``sim`` (default: seeded, virtual time, thousands of episodes a minute),
             ``openai`` (any OpenAI-compatible server) or ``hf`` (a local transformers model).
         backend_options: Options for the backend (``model``, ``base_url``...); for ``sim``,
-            they replace the default role scaling and ``oracle_verifiers=True`` (the judge
-            and revisers of the v0 environments read the ground truth; pass
-            ``{"oracle_verifiers": False}`` for verifiers that solve for themselves).
+            they replace the default role scaling and ``oracle_verifiers`` (``False`` in
+            ``orchestrate-v1``; ``True`` in the v0 environments, whose judge and revisers read
+            the ground truth).
         latency_weight: Reward lost per ``latency_norm`` Critical Steps of the episode
             (``reward -= latency_weight * critical_steps / latency_norm``), whichever reward
             the env uses (PARL or ``reward_fn``).
@@ -328,7 +333,8 @@ class OrchestrationEnv:
         cfg = self.config
         if cfg.backend == "sim":
             # the v0 environments keep the oracle verifiers they were published with
-            base = {"role_tokens": {"expert": 2.0, "novice": 0.6}, "oracle_verifiers": True}
+            oracle = self.id in _ORACLE_ENVS
+            base = {"role_tokens": {"expert": 2.0, "novice": 0.6}, "oracle_verifiers": oracle}
             opts = {**base, **cfg.backend_options}
             return VirtualTimeLoop(watchdog_s=0.05), SimBackend(seed=seed, **opts)
         if self._real is None:
@@ -548,7 +554,9 @@ def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Registered environment ids.
-ENV_IDS = ("orchestrate-v0", "stop-v0")
+ENV_IDS = ("orchestrate-v0", "orchestrate-v1", "stop-v0")
+#: Environments whose simulated verifiers read the ground truth by default.
+_ORACLE_ENVS = ("orchestrate-v0", "stop-v0")
 
 
 def make_env(env_id: str, **kw: Any) -> OrchestrationEnv:
@@ -557,7 +565,7 @@ def make_env(env_id: str, **kw: Any) -> OrchestrationEnv:
     Raises:
         ConfigError: Unknown id or settings.
     """
-    if env_id == "orchestrate-v0":
+    if env_id in ("orchestrate-v0", "orchestrate-v1"):
         return OrchestrationEnv(EnvConfig(**kw), env_id)
     if env_id == "stop-v0":
         kw.setdefault("learn", ("O5",))

@@ -51,6 +51,7 @@ from orchestrace._safe import display
 from orchestrace.errors import TraceError
 from orchestrace.runtime.context import Context, Result
 from orchestrace.runtime.tasks.base import Task
+from orchestrace.runtime.topologies.common import verify_request
 from orchestrace.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -248,9 +249,7 @@ class Rounds:
             weights = [TRUST.get(roles.get(r.agent, "worker"), 1.0) for r in ok]
             return await ctx.aggregate(ok, "trust", weights=weights)
         if method == "judge":
-            return await ctx.aggregate(
-                ok, "judge", payload={"prompt": self.task.question, "truth": self.task.answer}
-            )
+            return await ctx.aggregate(ok, "judge", payload=await verify_request(ctx))
         return await ctx.aggregate(ok, method)
 
     def over_budget(self) -> bool:
@@ -276,10 +275,7 @@ async def rounds_worker(ctx: Context, hears: bool, index: int) -> Any:
         for m in ctx.poll():
             peers.extend(_peers(m.data))
     if peers:
-        r2 = await ctx.generate(
-            "revise",
-            {"prompt": task.question, "own": answer, "peers": peers, "truth": task.answer},
-        )
+        r2 = await ctx.generate("revise", await verify_request(ctx, own=answer, peers=peers))
         answer, confidence = r2.answer, r2.confidence
     return {"answer": answer, "confidence": confidence}
 

@@ -13,12 +13,17 @@ and a counterfactual fork that changes one call leaves every other call's answer
   evidence instead: the supported value unless an error strikes. When the results settle
   nothing (``supported`` is ``None``: a failed search, a broken lookup chain) the model guesses
   from the question alone (``guess``, or a random choice), so a lost tool result costs accuracy.
+  The error rate of reading is ``(1 - skill) * hardness`` with the ``hardness`` the request
+  carries: ``wide-search-v2`` sets a per-read hardness (0.5) independent of the part's size,
+  ``wide-search-v1`` keeps the part's (quadratic) hardness.
 * **Verification** (default): ``judge``, ``critique`` and ``revise`` decide from what they are
   shown plus their own noisy solving of the task (with the same skill/hardness model as
   ``solve``): the judge picks the candidate equal to its own answer, else the most common
   candidate; the critic accepts a candidate equal to its own answer; a reviser keeps the
   answer its own re-solving agrees with among its and its peers' answers, else the most common
-  one (ties: its own). None of them reads the ground truth to decide.
+  one (ties: its own). None of them reads the ground truth to decide. On tasks that answer
+  from tool results (``supported`` in the request: the verifier's own lookups) the verifier's
+  answer is read from that evidence, or guessed when the lookups failed.
 * **Oracle verification** (``oracle_verifiers=True``, the behaviour before the option existed
   and of the ``sim-v1`` suite): ``critique`` is right with probability ``skill``; ``judge``
   picks the correct candidate with probability ``skill`` even when it is a minority answer;
@@ -297,9 +302,18 @@ class SimBackend:
 
         The verifier solves the task itself (the ``solve`` model: right unless an error
         strikes at rate ``(1 - skill) * hardness``; without ``hardness`` in the payload, a
-        unit-size task) and compares what it is shown with its own answer.
+        unit-size task) and compares what it is shown with its own answer. On a task whose
+        answers rest on tool results the payload carries ``supported`` (what the verifier's own
+        lookups returned): it answers from that, and guesses when they settle nothing; it
+        never reads the truth then.
         """
-        mine = self._solve(p.get("truth"), p, skill, rng)
+        if "supported" in p:  # a task that needs lookups: what the verifier retrieved
+            supported = p["supported"]
+            mine = (
+                self._guess(p, rng) if supported is None else self._solve(supported, p, skill, rng)
+            )
+        else:
+            mine = self._solve(p.get("truth"), p, skill, rng)
         if kind == "critique":
             candidate = p.get("candidate")
             return "accept" if candidate is not None and candidate == mine else "reject"

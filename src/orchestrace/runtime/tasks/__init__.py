@@ -1,13 +1,15 @@
 """Built-in tasks, by versioned id.
 
-``wide-search-v1`` and ``multihop-v1`` show the tool results in the prompt and the simulator
+``wide-search-v2`` and ``multihop-v2`` show the tool results in the prompt, read them at a fixed
+per-read error rate and have verifiers run the tools themselves; ``wide-search-v1`` and
+``multihop-v1`` show the tool results in the prompt and the simulator
 answers from them (use these with real models); the ``-v0`` versions, which the short names
 ``search`` and ``multihop`` still select, keep the earlier behaviour (tool results recorded but
 not shown) so that earlier results stay reproducible.
 
 Example:
     >>> sorted(TASKS)
-    ['arith-mapreduce-v0', 'humaneval-v0', 'math-v0', 'multihop-v0', 'multihop-v1', 'wide-search-v0', 'wide-search-v1']
+    ['arith-mapreduce-v0', 'humaneval-v0', 'math-v0', 'multihop-v0', 'multihop-v1', 'multihop-v2', 'wide-search-v0', 'wide-search-v1', 'wide-search-v2']
     >>> make_task("arith", seed=1).name
     'arith-mapreduce-v0'
     >>> [name for name, cls in sorted(TASKS.items()) if cls.executes_code]
@@ -30,8 +32,8 @@ from orchestrace.runtime.tasks.base import (
 )
 from orchestrace.runtime.tasks.humaneval import HumanEvalTask
 from orchestrace.runtime.tasks.mathword import MathWordTask
-from orchestrace.runtime.tasks.multihop import MultiHopTask, MultiHopTaskV1
-from orchestrace.runtime.tasks.search import WideSearchTask, WideSearchTaskV1
+from orchestrace.runtime.tasks.multihop import MultiHopTask, MultiHopTaskV1, MultiHopTaskV2
+from orchestrace.runtime.tasks.search import WideSearchTask, WideSearchTaskV1, WideSearchTaskV2
 
 __all__ = [
     "TASKS",
@@ -40,11 +42,13 @@ __all__ = [
     "MathWordTask",
     "MultiHopTask",
     "MultiHopTaskV1",
+    "MultiHopTaskV2",
     "Subtask",
     "Task",
     "Verdict",
     "WideSearchTask",
     "WideSearchTaskV1",
+    "WideSearchTaskV2",
     "make_task",
     "parse_answer",
     "task_class",
@@ -60,7 +64,9 @@ TASKS: dict[str, type[Task]] = {
     WideSearchTask.name: WideSearchTask,
     MultiHopTask.name: MultiHopTask,
     WideSearchTaskV1.name: WideSearchTaskV1,
+    WideSearchTaskV2.name: WideSearchTaskV2,
     MultiHopTaskV1.name: MultiHopTaskV1,
+    MultiHopTaskV2.name: MultiHopTaskV2,
     MathWordTask.name: MathWordTask,
     HumanEvalTask.name: HumanEvalTask,
 }

@@ -1,4 +1,4 @@
-"""``multihop-v1`` (and ``-v0``): follow a chain of relations through a generated knowledge table.
+"""``multihop-v2`` (and ``-v1``, ``-v0``): follow a chain of relations through a generated knowledge table.
 
 Starting from an entity, follow ``size`` relations (``manager``, ``city``, ``mentor``...) with the
 ``lookup`` tool. Each hop needs the previous hop's answer, so parts run in sequence: the task
@@ -9,6 +9,9 @@ was handed (the previous part's answer), are shown in its prompt, and the simula
 with the entity the chain reached; a failed lookup breaks the chain and leaves it guessing.
 ``multihop-v0`` keeps the earlier behaviour: lookups are recorded but never shown, and the
 simulator answers from the part's ground truth (wrong only when its input was wrong).
+``multihop-v2`` is ``-v1`` where reading a lookup chain errs at a fixed per-read rate
+(``(1 - skill) * 0.5``) and judges, critics and revisers run the lookups themselves and decide
+from what they return (on ``-v1`` their own solving reads the ground truth).
 
 Example:
     >>> t = MultiHopTask(seed=3, size=4)
@@ -25,7 +28,7 @@ from typing import Any
 
 from orchestrace.runtime.tasks.base import Subtask, Task
 
-__all__ = ["MultiHopTask", "MultiHopTaskV1"]
+__all__ = ["MultiHopTask", "MultiHopTaskV1", "MultiHopTaskV2"]
 
 _RELATIONS = ["manager", "mentor", "sibling", "neighbor", "rival", "partner"]
 
@@ -123,3 +126,19 @@ class MultiHopTaskV1(MultiHopTask):
     def guess(self, part: Subtask) -> Any:
         """No answer follows from the question alone (the simulator picks an entity)."""
         return None
+
+
+class MultiHopTaskV2(MultiHopTaskV1):
+    """``multihop-v2``: fixed per-read error rate; verifiers answer from their own lookups.
+
+    Example:
+        >>> t = MultiHopTaskV2(seed=3, size=4)
+        >>> t.read_hardness, t.verifiers_look_up
+        (0.5, True)
+    """
+
+    name = "multihop-v2"
+    #: Hardness of reading the entity a lookup chain reached (any chain length).
+    read_hardness = 0.5
+    #: Judges, critics and revisers run the lookups themselves (they never read the truth).
+    verifiers_look_up = True

@@ -1,4 +1,4 @@
-"""``wide-search-v1`` (and ``-v0``): count matching records across a generated corpus.
+"""``wide-search-v2`` (and ``-v1``, ``-v0``): count matching records across a generated corpus.
 
 The corpus holds ``size`` short documents ("<name> works as <job> at <company> in <city>").
 The question asks how many people work in one city. Parts are shards of the corpus; a worker
@@ -8,6 +8,11 @@ In ``wide-search-v1`` the search results are the worker's evidence: they are sho
 prompt, and the simulator counts what was retrieved (a failed search leaves it guessing).
 ``wide-search-v0`` keeps the earlier behaviour: the search is called and recorded, but its
 results never reach the prompt, and the simulator answers as if it had read the shard.
+``wide-search-v2`` is ``-v1`` with a per-read error rate: counting the documents a search
+listed errs at ``(1 - skill) * 0.5`` (5% for a worker) whatever the shard's size, where ``-v1``
+keeps the size-driven (quadratic) rate of solving unaided, so that tools matter at every team
+size; its judges, critics and revisers run the search themselves and decide from what it
+returns (on ``-v1`` their own solving reads the ground truth).
 
 Example:
     >>> t = WideSearchTask(seed=2, size=40)
@@ -24,7 +29,7 @@ from typing import Any
 
 from orchestrace.runtime.tasks.base import Subtask, Task
 
-__all__ = ["WideSearchTask", "WideSearchTaskV1"]
+__all__ = ["WideSearchTask", "WideSearchTaskV1", "WideSearchTaskV2"]
 
 _FIRST = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lia"]
 _LAST = ["Ng", "Okafor", "Park", "Quinn", "Rossi", "Sato", "Tan", "Umar", "Vega", "Wu"]
@@ -130,3 +135,18 @@ class WideSearchTaskV1(WideSearchTask):
     def guess(self, part: Subtask) -> int:
         """An answer from the question alone: the share of one city among eight."""
         return round(part.size / len(_CITIES))
+
+
+class WideSearchTaskV2(WideSearchTaskV1):
+    """``wide-search-v2``: reading the retrieved documents errs at a fixed per-read rate.
+
+    Example:
+        >>> WideSearchTaskV2(seed=2, size=40).read_hardness
+        0.5
+    """
+
+    name = "wide-search-v2"
+    #: Hardness of counting the documents a search listed (any shard size).
+    read_hardness = 0.5
+    #: Judges, critics and revisers search themselves (they never read the truth).
+    verifiers_look_up = True

@@ -16,6 +16,7 @@ __all__ = [
     "solver",
     "uses_evidence",
     "verify_payload",
+    "verify_request",
     "worker_role",
 ]
 
@@ -106,6 +107,9 @@ async def gather_evidence(ctx: Context, piece: Subtask, input: Any) -> dict[str,
         supported = task.read_evidence(piece, reached)  # type: ignore[attr-defined]
     out["tool_results"] = lines
     out["supported"] = supported
+    read = getattr(task, "read_hardness", None)
+    if read is not None:  # reading retrieved evidence is easier than solving unaided
+        out["hardness"] = float(read)
     guess = task.guess(piece)  # type: ignore[attr-defined]
     if guess is not None:
         out["guess"] = guess
@@ -140,6 +144,25 @@ def verify_payload(ctx: Context, **fields: Any) -> dict[str, Any]:
         k: whole[k] for k in ("hardness", "size", "wrong", "choices") if k in whole
     }
     return {"prompt": task.question, **fields, "truth": task.answer, **solving}
+
+
+async def verify_request(ctx: Context, **fields: Any) -> dict[str, Any]:
+    """:func:`verify_payload`, plus, on tasks that answer from tool results, the verifier's own.
+
+    On tasks whose verifiers look things up (class attribute ``verifiers_look_up``:
+    ``wide-search-v2``, ``multihop-v2``) a judge, critic or reviser does not know the answer
+    unaided: it runs the task's tools on the whole task itself (recorded
+    ``tool_call`` events, subject to tool faults) and decides from what they return
+    (``supported``); when they settle nothing it guesses. With ``oracle_verifiers`` (the
+    simulator reads the ground truth anyway) no tools are called, as before.
+    """
+    payload = verify_payload(ctx, **fields)
+    task = ctx.task
+    backend = getattr(getattr(ctx, "_rt", None), "backend", None)
+    looks_up = bool(getattr(task, "verifiers_look_up", False))
+    if looks_up and not getattr(backend, "oracle_verifiers", False):
+        payload.update(await gather_evidence(ctx, task.whole(), None))
+    return payload
 
 
 async def solver(ctx: Context, part: Subtask, input: Any = None) -> Any:

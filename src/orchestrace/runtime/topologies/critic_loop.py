@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.topologies.common import solve_part, verify_payload
+from orchestrace.runtime.topologies.common import solve_part, verify_request
 
 __all__ = ["orchestrate"]
 
@@ -34,7 +34,7 @@ async def loop_critic(ctx: Context) -> str:
         msg = await ctx.receive(timeout=float(ctx.option("patience", 300.0)))
         if msg is None:
             return verdict
-        r = await ctx.generate("critique", verify_payload(ctx, candidate=msg.data["answer"]))
+        r = await ctx.generate("critique", await verify_request(ctx, candidate=msg.data["answer"]))
         verdict = "accept" if r.answer == "accept" else "reject"
         await ctx.send(msg.sender, verdict, data=verdict)
         if verdict == "accept" or msg.data.get("final"):

@@ -15,7 +15,7 @@ from orchestrace.runtime.topologies.common import (
     gather_evidence,
     how_to_combine,
     uses_evidence,
-    verify_payload,
+    verify_request,
 )
 
 __all__ = ["orchestrate"]
@@ -41,7 +41,7 @@ async def debater(ctx: Context, others: list[str], rounds: int) -> Any:
                 break
             if isinstance(msg.data, dict) and msg.data.get("round") == k:
                 heard.append(msg.data["answer"])
-        r = await ctx.generate("revise", verify_payload(ctx, own=own, peers=heard))
+        r = await ctx.generate("revise", await verify_request(ctx, own=own, peers=heard))
         own = r.answer
         ctx.remember(own)
     return own
@@ -49,7 +49,7 @@ async def debater(ctx: Context, others: list[str], rounds: int) -> Any:
 
 async def judge(ctx: Context, candidates: list[Any]) -> Any:
     """Pick the best candidate."""
-    return await ctx.aggregate(candidates, "judge", payload=verify_payload(ctx))
+    return await ctx.aggregate(candidates, "judge", payload=await verify_request(ctx))
 
 
 async def orchestrate(ctx: Context) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.topologies.common import solve_part, verify_payload
+from orchestrace.runtime.topologies.common import solve_part, verify_request
 
 __all__ = ["orchestrate"]
 
@@ -41,7 +41,7 @@ async def executor(ctx: Context) -> Any:
 
 async def critic(ctx: Context, candidate: Any) -> str:
     """Review one answer."""
-    r = await ctx.generate("critique", verify_payload(ctx, candidate=candidate))
+    r = await ctx.generate("critique", await verify_request(ctx, candidate=candidate))
     return str(r.answer)
 
 
