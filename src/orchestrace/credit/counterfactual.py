@@ -19,7 +19,9 @@ Calls that did not depend on the message keep their recorded answers in both arm
 simulator sample ``k`` uses the recorded seed plus ``k`` in both arms, so calls with the same
 inputs get the same answer and the difference measures the message alone; the estimate is a
 deterministic function of the recorded seed. The credit is the mean of the ``K`` paired
-differences; ``se`` their standard error, ``ci95`` the Student-t 95% interval.
+differences; ``se`` their standard error, ``ci95`` the Student-t 95% interval, clipped to
+``[-1, 1]`` with the default team reward (0 or 1), the range a difference of two rewards can
+take (a custom ``reward_fn`` gets the unclipped interval).
 
 A backend that answers deterministically (a transformers model without sampling, or any
 backend the caller declares deterministic with ``assume_deterministic=True``,
@@ -37,7 +39,10 @@ unpaired (``stats["paired"]`` is false), so its error bar is wider.
 re-runs per message plus ``samples`` for the kept side) and ``descendant_calls``: the LLM calls
 reachable in the recorded dependency graph from each message (``resample``: from the sender's
 call), for each arm and sample. That bounds from above what forks of an unchanged structure
-draw again; a fork whose structure changes (more rounds, another agent) can make more.
+draw again; a fork whose structure changes (more rounds, another agent) can make more, so
+``descendant_calls`` and ``vs_descendants`` are not reported for ``spawn-one-more`` (its extra
+worker's calls descend from nothing recorded) and ``resample`` (a new answer of the sender
+reaches calls the recorded one did not).
 
 Two interventions act on a turn (unit ``turn``, rows ``agent@step``) instead of a message, with
 the same paired scheme (the kept arm redraws every LLM call reachable from the turn's first
@@ -456,6 +461,8 @@ class CounterfactualMessageCredit:
         done = run_forks(ctx, jobs, self.executor, factory)
         charged: set[int] = set()
         calls = 0
+        # a difference of two team rewards (0 or 1) lies in [-1, 1]: intervals are clipped to it
+        limit = 1.0 if self.reward_fn is None and reward is None else None
         for mid, draws in plan.items():
             diffs: list[float] = []
             kept_rs: list[float] = []
@@ -476,7 +483,7 @@ class CounterfactualMessageCredit:
                 diffs.append(kept_r - done[changed_job][1])
                 kept_rs.append(kept_r)
             calls += used
-            values[mid], estimates[mid] = _estimate(diffs, deterministic, used)
+            values[mid], estimates[mid] = _estimate(diffs, deterministic, used, limit)
             estimates[mid]["kept"] = sum(kept_rs) / len(kept_rs)
             estimates[mid]["intervened"] = estimates[mid]["kept"] - values[mid]
         arms_n = 1 if deterministic else 2
@@ -494,10 +501,11 @@ class CounterfactualMessageCredit:
                 calls / len(descendants) if descendants else 0.0
             ),
             "naive_calls": naive,
-            "descendant_calls": upper,
             "vs_naive": calls / naive if naive else 0.0,
-            "vs_descendants": calls / upper if upper else 0.0,
         }
+        if self.intervention not in _NOT_BOUNDED:
+            stats["descendant_calls"] = upper
+            stats["vs_descendants"] = calls / upper if upper else 0.0
         if deterministic and self.samples > 1:
             stats["note"] = (
                 f"the backend answers deterministically: 1 sample per message, not {self.samples}"
@@ -511,6 +519,12 @@ class CounterfactualMessageCredit:
             "turn" if turns else "message", values, reward=base, method=self.name, efficient=False
         )
         return CounterfactualTable(plain.rows, base, self.name, False, stats, estimates=estimates)
+
+
+#: Interventions whose forks draw calls that descend from nothing in the recorded graph (the
+#: extra worker of spawn-one-more; the redrawn sender's call of resample and what its new
+#: answer reaches): the recorded descendants bound none of them, so no bound is reported.
+_NOT_BOUNDED = ("spawn-one-more", "resample")
 
 
 def _greedy(backend: Any) -> str | None:
@@ -534,8 +548,10 @@ def _greedy(backend: Any) -> str | None:
     )
 
 
-def _estimate(diffs: list[float], deterministic: bool, calls: int) -> tuple[float, dict[str, Any]]:
-    """Mean of paired differences, its standard error and 95% interval."""
+def _estimate(
+    diffs: list[float], deterministic: bool, calls: int, limit: float | None = None
+) -> tuple[float, dict[str, Any]]:
+    """Mean of paired differences, its standard error and 95% interval (clipped to ``limit``)."""
     n = len(diffs)
     mean = sum(diffs) / n
     if deterministic:
@@ -548,4 +564,6 @@ def _estimate(diffs: list[float], deterministic: bool, calls: int) -> tuple[floa
         se = math.sqrt(var / n)
         half = t95(n - 1) * se
         ci = [mean - half, mean + half]
+        if limit is not None:
+            ci = [max(ci[0], -limit), min(ci[1], limit)]
     return mean, {"se": se, "ci95": ci, "samples": n, "backend_calls": calls}

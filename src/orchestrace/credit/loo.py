@@ -146,7 +146,10 @@ class LeaveOneOutCredit:
                 diffs.append(kept - done[removed_job][1])
                 kept_rs.append(kept)
             spent += used
-            e = estimate(diffs, deterministic)
+            # a difference of two team rewards (0 or 1) lies in [-1, 1]
+            e = estimate(
+                diffs, deterministic, 1.0 if self.reward_fn is None and reward is None else None
+            )
             values[key] = e.pop("value")
             e["backend_calls"] = used
             e["kept"] = sum(kept_rs) / len(kept_rs)

@@ -80,11 +80,15 @@ def check_samples(samples: object, what: str = "samples") -> int:
     return samples
 
 
-def estimate(values: Sequence[float], deterministic: bool = False) -> dict[str, Any]:
+def estimate(
+    values: Sequence[float], deterministic: bool = False, limit: float | None = None
+) -> dict[str, Any]:
     """Mean of per-draw values with its standard error and Student-t 95% interval.
 
     ``se`` and ``ci95`` are ``None`` with one draw of a stochastic backend, 0 and the point on
-    a deterministic one.
+    a deterministic one. With ``limit`` (the values are differences of rewards that lie in a
+    range of that width, e.g. 1 for the team reward) the interval is clipped to
+    ``[-limit, limit]``, the values' possible range.
 
     Example:
         >>> e = estimate([1.0, 0.0, 1.0, 1.0])
@@ -104,6 +108,8 @@ def estimate(values: Sequence[float], deterministic: bool = False) -> dict[str, 
         se = math.sqrt(var / n)
         half = t95(n - 1) * se
         ci = [mean - half, mean + half]
+        if limit is not None:
+            ci = [max(ci[0], -limit), min(ci[1], limit)]
     return {"value": mean, "se": se, "ci95": ci, "samples": n}
 
 
