@@ -208,3 +208,17 @@ def test_respawned_agent_is_judged_per_episode():
     b.stop("lead", after=[agg], step=3)
     first, second = subtasks(b.build())
     assert (first.finished, second.finished, second.reason) == (True, False, "no work")
+
+
+def test_busy_work_limit_is_as_documented() -> None:
+    """Sub-agents whose one LLM call feeds the aggregate without changing the answer pass the
+    structural checks (the documented limit): the figures in the PARL docstring hold."""
+    from orchestrace.rewards import parl
+
+    tr = _recorded()
+    busy = _with_extra(tr, 20, value=2390, work=True, consumed=True)
+    a, b = parl.parl_components(tr), parl.parl_components(busy)
+    assert (round(a["r_parallel"], 2), round(b["r_parallel"], 2), b["r_finish"]) == (0.7, 0.9, 1.0)
+    r = parl.parl_reward(lambda1=0.1, lambda2=0.1)
+    assert (round(r([tr])[0], 2), round(r([busy])[0], 2)) == (1.17, 1.19)
+    assert "from 0.70 to 0.90" in (parl.__doc__ or "") and "1.17 to 1.19" in (parl.__doc__ or "")

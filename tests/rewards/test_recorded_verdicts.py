@@ -310,6 +310,8 @@ def test_cli_fork_with_new_answer_says_unknown(
         return real_fork(trace, [*ivs, _NewAnswer("    return True\n")], *a, **kw)
 
     monkeypatch.setattr("orchestrace.cli.replay.fork", fork_with_new_answer)
+    # a stop past the run's end (refused on the command line) forks with nothing else changed
+    monkeypatch.setattr("orchestrace.cli.replay._stop_at", lambda trace, value: rp.ForceStop(5))
     code, out, err = _cli(capsys, "replay", "--stop-at", "5", str(path))
     assert code == 0, err
     assert "task success 0 -> unknown" in out

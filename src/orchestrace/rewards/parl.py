@@ -14,7 +14,15 @@ terms, not their formulas; these are the definitions used here:
   along dependency edges and that carries work done for the sub-task (an LLM or tool call of
   the agent or its own sub-agents flows into it, or it aggregates such work). A spawn whose
   agent returns at once, returns nothing, or works on something the answer never uses counts
-  against it. See :func:`subtasks` for the exact checks.
+  against it. See :func:`subtasks` for the exact checks. Limit: the checks read the trace's
+  structure, not the values, so busy work passes them: a sub-agent that makes one LLM call
+  and returns a value the aggregate consumes counts as finished even when the aggregate's
+  output and the answer are unchanged (20 such sub-agents added to a ``centralized``
+  ``arith`` run with 8 workers raise ``r_parallel`` from 0.70 to 0.90 at ``r_finish`` 1.0,
+  and the reward at λ1 = λ2 = 0.1 from 1.17 to 1.19). Whether an input changed an aggregate
+  (a sum, a vote, an LLM's synthesis) cannot be read off the trace; it takes re-running
+  without it, which leave-one-out and counterfactual credit (:mod:`orchestrace.credit`) do
+  and a per-episode reward does not. Annealing λ1 to 0 bounds what busy work can earn.
 * ``r_parallel`` = ``1 - CriticalSteps / TotalSteps`` over the *productive* trace: the root
   agents plus the episodes of finished sub-tasks (the spawn steps of unfinished ones stay, as
   the spawner's own steps). It is the share of useful steps taken off the critical path: 0 for
