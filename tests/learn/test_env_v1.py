@@ -60,6 +60,15 @@ def test_judge_does_no_better_than_the_workers_it_judges():
     assert wins <= 1 and right <= 12, (wins, right)
 
 
-def test_env_checker_passes():
-    check_env = pytest.importorskip("gymnasium.utils.env_checker").check_env
-    check_env(make_env("orchestrate-v1", task="arith"), skip_render_check=True)
+@pytest.mark.parametrize("gid", ["orchestrace/Orchestrate-v1", "orchestrace/Stop-v0"])
+def test_gymnasium_make_and_env_checker_pass(gid):
+    gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium.utils.env_checker import check_env
+
+    from orchestrace.learn.gym import register
+
+    assert gid in register()
+    env = gymnasium.make(gid, task="arith")
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)

@@ -1,0 +1,129 @@
+"""Gymnasium registration of the orchestration environments (``gymnasium.make`` ids).
+
+:func:`register` makes ``gymnasium.make("orchestrace/Orchestrate-v1")`` (and
+``orchestrace/Orchestrate-v0``, ``orchestrace/Stop-v0``) build a ``gymnasium.Env`` around
+:func:`~orchestrace.learn.env.make_env`, with Gymnasium spaces, so Gymnasium's tooling
+(``check_env``, wrappers, vector envs) applies. Gymnasium is optional: it is imported only here,
+when these functions are called.
+
+Example:
+    >>> import importlib.util
+    >>> if importlib.util.find_spec("gymnasium"):
+    ...     import gymnasium
+    ...     _ = register()
+    ...     env = gymnasium.make("orchestrace/Orchestrate-v1", task="arith")
+    ...     obs, info = env.reset(seed=0)
+    ...     print(obs.shape)
+    ... else:
+    ...     print((20,))
+    (20,)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from orchestrace.errors import ConfigError
+
+__all__ = ["GYM_IDS", "gym_env", "register"]
+
+#: Gymnasium id -> orchestrace environment id.
+GYM_IDS = {
+    "orchestrace/Orchestrate-v0": "orchestrate-v0",
+    "orchestrace/Orchestrate-v1": "orchestrate-v1",
+    "orchestrace/Stop-v0": "stop-v0",
+}
+
+
+def _gymnasium() -> Any:
+    try:
+        import gymnasium
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ConfigError(
+            "the Gymnasium adapter needs gymnasium; install it with: pip install gymnasium"
+        ) from e
+    return gymnasium
+
+
+def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
+    """A ``gymnasium.Env`` around :func:`~orchestrace.learn.env.make_env` (same id and settings).
+
+    Raises:
+        ConfigError: Gymnasium is not installed, or an unknown id or setting.
+
+    Example:
+        >>> import importlib.util
+        >>> if importlib.util.find_spec("gymnasium"):
+        ...     print(gym_env("stop-v0", task="arith").action_space)
+        ... else:
+        ...     print("Discrete(2)")
+        Discrete(2)
+    """
+    gymnasium = _gymnasium()
+    import numpy as np
+
+    from orchestrace.learn.env import make_env
+    from orchestrace.learn.spaces import Discrete, MultiDiscrete
+
+    inner = make_env(GYM_IDS.get(env_id, env_id), **kw)
+    spaces = gymnasium.spaces
+
+    class OrchestraceGymEnv(gymnasium.Env):  # type: ignore[misc,name-defined]
+        """The orchestration environment as a ``gymnasium.Env``."""
+
+        metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+        def __init__(self) -> None:
+            self.env = inner
+            box = inner.observation_space
+            self.observation_space = spaces.Box(
+                box.low, box.high, shape=box.shape, dtype=np.float32
+            )
+            act = inner.action_space
+            if isinstance(act, Discrete):
+                self.action_space = spaces.Discrete(act.n)
+            else:
+                assert isinstance(act, MultiDiscrete)
+                self.action_space = spaces.MultiDiscrete(act.nvec)
+
+        def reset(
+            self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        ) -> tuple[Any, dict[str, Any]]:
+            super().reset(seed=seed)
+            if seed is None:
+                seed = int(self.np_random.integers(2**31))
+            obs, info = self.env.reset(seed=seed, options=options)
+            return np.asarray(obs, dtype=np.float32), info
+
+        def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+            if isinstance(self.action_space, spaces.Discrete):
+                action = int(action)
+            else:
+                action = [int(a) for a in np.asarray(action)]
+            obs, reward, term, trunc, info = self.env.step(action)
+            return np.asarray(obs, dtype=np.float32), float(reward), term, trunc, info
+
+        def close(self) -> None:
+            self.env.close()
+
+    return OrchestraceGymEnv()
+
+
+def register() -> list[str]:
+    """Register the environments with Gymnasium; returns the ids (``orchestrace/...``).
+
+    Raises:
+        ConfigError: Gymnasium is not installed.
+
+    Example:
+        >>> import importlib.util
+        >>> sorted(GYM_IDS)[1]
+        'orchestrace/Orchestrate-v1'
+    """
+    gymnasium = _gymnasium()
+    for gid, eid in GYM_IDS.items():
+        if gid not in gymnasium.registry:
+            gymnasium.register(
+                gid, entry_point="orchestrace.learn.gym:gym_env", kwargs={"env_id": eid}
+            )
+    return list(GYM_IDS)
