@@ -10,7 +10,7 @@ Example:
     >>> check_options("debate", {"round": 3})
     Traceback (most recent call last):
     ...
-    orchestrace.errors.ConfigError: unknown option 'round' for topology 'debate'; did you mean 'rounds'? (its options: debaters, patience, rounds)
+    orchestrace.errors.ConfigError: unknown option 'round' for topology 'debate'; did you mean 'rounds'? (its options: aggregate, debaters, patience, rounds)
 
 Topology options (``-O KEY=VALUE`` on the command line, keyword arguments of ``run``) are
 checked before a run starts (:func:`check_options`; unknown names get a "did you mean"):
