@@ -38,3 +38,20 @@ def test_descendant_bound_only_where_it_bounds(trace):
     for iv, unit in (("spawn-one-more", "turn"), ("resample", "message")):
         s = CounterfactualMessageCredit(samples=2, intervention=iv).assign(trace, unit).stats
         assert "descendant_calls" not in s and "vs_descendants" not in s
+
+
+def test_temperature_flag_reaches_the_backend_options():
+    import argparse
+
+    from orchestrace.cli._backend import add_backend_flags, backend_args
+    from orchestrace.errors import ConfigError
+
+    p = argparse.ArgumentParser()
+    add_backend_flags(p, "forks")
+    assert backend_args(p.parse_args(["--temperature", "0.7"]))["backend_options"] == {
+        "temperature": 0.7
+    }
+    with pytest.raises(ConfigError, match="--temperature does not apply to --backend sim"):
+        backend_args(p.parse_args(["--backend", "sim", "--temperature", "0.7"]))
+    with pytest.raises(ConfigError, match="--temperature must be from 0 to 2"):
+        backend_args(p.parse_args(["--temperature", "9"]))

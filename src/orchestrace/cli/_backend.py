@@ -26,11 +26,20 @@ def add_backend_flags(p: argparse.ArgumentParser, what: str) -> None:
         help="openai: server URL ending in /v1 (replaces the recorded one; the API key comes "
         "from ORCHESTRACE_OPENAI_API_KEY)",
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        help="openai: sampling temperature of the changed calls (replaces the recorded one; "
+        "above 0 so that resampling a message draws a new one)",
+    )
 
 
 def given(args: argparse.Namespace) -> bool:
     """Whether any of the backend flags was given."""
-    return any(getattr(args, k, None) is not None for k in ("backend", "model", "base_url"))
+    return any(
+        getattr(args, k, None) is not None for k in ("backend", "model", "base_url", "temperature")
+    )
 
 
 def backend_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -42,6 +51,15 @@ def backend_args(args: argparse.Namespace) -> dict[str, Any]:
     options = {
         k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v is not None
     }
+    temperature = getattr(args, "temperature", None)
+    if temperature is not None:
+        if not 0.0 <= temperature <= 2.0:
+            raise ConfigError(f"--temperature must be from 0 to 2, got {temperature}")
+        if args.backend in ("sim", "hf"):
+            raise ConfigError(
+                f"--temperature does not apply to --backend {args.backend}; leave it out"
+            )
+        options["temperature"] = temperature
     if args.backend == "sim" and options:
         flag = "--model" if "model" in options else "--base-url"
         raise ConfigError(f"{flag} does not apply to --backend sim; leave it out")

@@ -142,6 +142,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         + (" (efficient)" if table.efficient else "")
     )
     for k, v in table.stats.items():
+        if k == "warning":  # printed on its own line above
+            continue
         key = display(k, 40)
         print(f"  {key}: {v:.4g}" if isinstance(v, float) else f"  {key}: {display(v)}")
     errors = getattr(table, "estimates", {})
