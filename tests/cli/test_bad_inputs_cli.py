@@ -69,12 +69,16 @@ def test_integer_beyond_int64_every_command(tmp_path, capsys, small_trace, comma
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_fifo_without_writer_every_command(tmp_path, capsys, monkeypatch, command):
-    monkeypatch.setattr(_common, "PIPE_IDLE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(_common, "FIFO_WRITER_WAIT_S", 0.2)
     p = tmp_path / "t.json"
     os.mkfifo(p)
     code, out, err = invoke(capsys, command, p, tmp_path)
     assert_clean_failure(
-        code, out, err, f"{p}: file: no data arrived for 0.2 s (a pipe or FIFO with no writer?)"
+        code,
+        out,
+        err,
+        f"{p}: file: a FIFO that no program opened for writing within 0.2 s; "
+        "start the writer first, or pass a file",
     )
 
 
