@@ -147,7 +147,9 @@ def test_leave_one_out_draw_zero_is_the_classic_difference_reward(debate):
 @pytest.mark.parametrize("bad", [0, -1, True, 10**30, 2.5])
 def test_bad_sample_counts_are_one_clear_error(bad):
     for cls in (ShapleyCredit, LeaveOneOutCredit):
-        with pytest.raises(ConfigError, match=r"samples must be an integer from 1 to .*--samples K"):
+        with pytest.raises(
+            ConfigError, match=r"samples must be an integer from 1 to .*--samples K"
+        ):
             cls(samples=bad)
     with pytest.raises(ConfigError, match=r"permutations must be .*--permutations M"):
         ShapleyCredit(permutations=bad)

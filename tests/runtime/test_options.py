@@ -27,7 +27,11 @@ def cli(capsys, *argv):
         ("debate", "round", "unknown option 'round' for topology 'debate'; did you mean 'rounds'?"),
         ("hierarchical", "manager", "did you mean 'managers'?"),
         ("swarm", "gosip", "did you mean 'gossip'?"),
-        ("swarm", "rounds", "unknown option 'rounds' for topology 'swarm' (its options: aggregate, chunks,"),
+        (
+            "swarm",
+            "rounds",
+            "unknown option 'rounds' for topology 'swarm' (its options: aggregate, chunks,",
+        ),
         ("critic_loop", "xyz", "unknown option 'xyz' for topology 'critic_loop' (its options:"),
         ("committee", "debater", "for topology 'debate'; did you mean 'debaters'?"),
     ],

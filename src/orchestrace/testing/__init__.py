@@ -1,5 +1,7 @@
-"""Helpers for tests (yours and ours): quick traces, a scripted model, a tiny local LM, and a
-local OpenAI-compatible chat server (:class:`ChatServer`) with a seeded model behind it.
+"""Helpers for tests (yours and ours): traces, a scripted model, a tiny LM and a chat server.
+
+Quick traces, a scripted model, a tiny local LM, and a local OpenAI-compatible chat server
+(:class:`ChatServer`) with a seeded model behind it.
 
 Example:
     >>> import asyncio
