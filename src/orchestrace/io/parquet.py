@@ -282,8 +282,10 @@ def read_token_tables(path: PathLike) -> dict[str, dict[str, dict[str, list[Any]
     cols = {c: table.column(c).to_pylist() for c in ("trace_id", "event_id", *TOKEN_FIELDS)}
     for i, (tid, eid) in enumerate(zip(cols["trace_id"], cols["event_id"], strict=True)):
         rec = {c: cols[c][i] for c in TOKEN_FIELDS}
-        problem = token_problem(rec) if isinstance(tid, str) and isinstance(eid, str) else (
-            "trace_id and event_id must be strings"
+        problem = (
+            token_problem(rec)
+            if isinstance(tid, str) and isinstance(eid, str)
+            else ("trace_id and event_id must be strings")
         )
         if problem:
             raise TraceFormatError(
