@@ -150,6 +150,8 @@ def backend_for(
     return built
 
 
+#: Backends that send the API key to a server over HTTP.
+_HTTP = ("openai", "vllm")
 #: Where a server may be named that the API key can be sent to.
 _URL_ENV = ("ORCHESTRACE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 _KEY_ENV = ("ORCHESTRACE_OPENAI_API_KEY", "OPENAI_API_KEY")
@@ -162,7 +164,7 @@ def _trusted_url(backend: Any) -> bool | None:
     key: a trace could name any server. The key goes only to a server named by the caller
     (``--base-url``, ``base_url=``) or by ``ORCHESTRACE_OPENAI_BASE_URL``/``OPENAI_BASE_URL``.
     """
-    if getattr(backend, "name", "") != "openai":
+    if getattr(backend, "name", "") not in _HTTP or getattr(backend, "mode", "server") != "server":
         return None
     import os
 
@@ -174,7 +176,7 @@ def _key_withheld(backend: Any) -> bool:
     import os
 
     return (
-        getattr(backend, "name", "") == "openai"
+        getattr(backend, "name", "") in _HTTP
         and getattr(backend, "api_key", None) is None
         and any(os.environ.get(n) for n in _KEY_ENV)
     )
@@ -200,7 +202,8 @@ def how(trace: Trace, backend: Any) -> str:
 def _check_can_answer(backend: Any, how: str) -> None:
     """A cheap check that ``backend`` can answer (server reachable, model loadable)."""
     name = getattr(backend, "name", "")
-    if name == "openai" and getattr(backend, "transport", None) is None:
+    server = getattr(backend, "mode", "server") == "server"
+    if name in _HTTP and server and getattr(backend, "transport", None) is None:
         import socket
         from urllib.parse import urlsplit
 

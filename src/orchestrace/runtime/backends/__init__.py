@@ -1,4 +1,4 @@
-"""LLM backends behind one protocol: ``sim`` (default), ``openai``, ``hf``.
+"""LLM backends behind one protocol: ``sim`` (default), ``openai``, ``hf``, ``vllm``.
 
 A backend with a ``spec()`` records, in every trace header (``meta.backend``), what rebuilds it:
 :func:`backend_from_spec` turns that record back into a backend (secrets such as the API key
@@ -41,11 +41,11 @@ __all__ = [
     "request_key",
 ]
 
-BACKENDS = ("sim", "openai", "hf")
+BACKENDS = ("sim", "openai", "hf", "vllm")
 
 
 def make_backend(name: str, **kw: Any) -> Backend:
-    """Build a backend by name (``sim``, ``openai``, ``hf``) with its keyword options.
+    """Build a backend by name (``sim``, ``openai``, ``hf``, ``vllm``) with its keyword options.
 
     Raises:
         ConfigError: Unknown backend or bad options.
@@ -61,6 +61,10 @@ def make_backend(name: str, **kw: Any) -> Backend:
         from orchestrace.runtime.backends.hf import HFBackend
 
         cls = HFBackend
+    elif name == "vllm":
+        from orchestrace.runtime.backends.vllm import VLLMBackend
+
+        cls = VLLMBackend
     else:
         raise ConfigError(f"unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
     known = {f for f in getattr(cls, "__dataclass_fields__", {}) if not f.startswith("_")}
