@@ -210,3 +210,15 @@ def test_fork_rebuild_never_sends_the_key_to_a_traced_url(
     rebuilt = backend_for(res.trace)
     assert isinstance(rebuilt, VLLMBackend) and rebuilt.api_key is None
     assert backend_for(res.trace, base_url=stub.url).api_key == "sk-secret"
+
+
+def test_cli_run_backend_vllm(stub: VLLMStub, tmp_path: Path) -> None:
+    from orchestrace.cli import main
+    from orchestrace.io import load
+
+    out = tmp_path / "run.json"
+    argv = ["run", "centralized", "--agents", "2", "--backend", "vllm", "--base-url", stub.url]
+    rc = main([*argv, "--retries", "0", "-o", str(out), "--no-progress"])
+    assert rc == 0 and stub.bodies
+    trace = load(out)
+    assert trace.meta["backend"]["name"] == "vllm" and token_table(trace)

@@ -53,8 +53,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task-seed", type=int, help="seed of the task instance (default: --seed)")
     p.add_argument("--task-size", type=int, help="size of the task instance")
     p.add_argument("--backend", default="sim", choices=BACKENDS, help="LLM backend")
-    p.add_argument("--model", help="openai: model name; hf: model directory or hub id")
-    p.add_argument("--base-url", help="openai: server URL ending in /v1 (or env)")
+    p.add_argument("--model", help="openai, vllm: model name; hf: model directory or hub id")
+    p.add_argument("--base-url", help="openai, vllm: server URL ending in /v1 (or env)")
     p.add_argument(
         "--timeout",
         type=float,
@@ -207,7 +207,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.backend == "sim":
         return sim
-    if args.backend == "openai":
+    if args.backend in ("openai", "vllm"):
         return {
             "base_url": args.base_url,
             "model": args.model,
