@@ -128,6 +128,15 @@ def test_content_changed_after_signing(msg_run: Trace) -> None:
     assert _codes(_edit(msg_run, msg, content="999")) == [("invalid-signature", msg.id)]
 
 
+def test_data_changed_after_signing(msg_run: Trace) -> None:
+    """The MAC covers ``attrs.data`` (what aggregators act on), not only the content."""
+    msg = next(e for e in msg_run.events if e.type == "message" and "data" in (e.attrs or {}))
+    data = msg.attrs["data"]
+    forged = {**data, "value": 999} if isinstance(data, dict) else 999
+    bad = _edit(msg_run, msg, attrs={**msg.attrs, "data": forged})
+    assert ("invalid-signature", msg.id) in _codes(bad)
+
+
 def test_unsigned_message_when_signing_was_on(msg_run: Trace) -> None:
     msg = _first(msg_run, type="message")
     attrs = {k: v for k, v in (msg.attrs or {}).items() if k not in ("sig", "mac")}

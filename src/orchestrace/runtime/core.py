@@ -477,8 +477,8 @@ class Runtime:
         status = None
         if g.keys is not None:
             if mac == "sign":
-                mac = g.sign(sender, to, text, a.step)
-            status = g.status(sender, to, text, a.step, mac)
+                mac = g.sign(sender, to, text, a.step, data)
+            status = g.status(sender, to, text, a.step, mac, data)
             attrs["sig"] = status
             if mac is not None:
                 attrs["mac"] = mac

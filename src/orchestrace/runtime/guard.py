@@ -128,16 +128,18 @@ class Guard:
         return eid
 
     # ------------------------------------------------------------------ signing
-    def sign(self, sender: str, to: str, text: str, step: int) -> str | None:
-        """The sender's MAC (``None`` when signing is off)."""
-        return None if self.keys is None else self.keys.sign(sender, to, text, step)
+    def sign(self, sender: str, to: str, text: str, step: int, data: Any = None) -> str | None:
+        """The sender's MAC of the content and ``data`` (``None`` when signing is off)."""
+        return None if self.keys is None else self.keys.sign(sender, to, text, step, data)
 
-    def status(self, sender: str, to: str, text: str, step: int, mac: str | None) -> str:
+    def status(
+        self, sender: str, to: str, text: str, step: int, mac: str | None, data: Any = None
+    ) -> str:
         """``valid``, ``invalid`` or ``unsigned`` as the receiver's check finds the message."""
         if mac is None:
             return "unsigned"
         assert self.keys is not None
-        return "valid" if self.keys.verify(sender, to, text, step, mac) else "invalid"
+        return "valid" if self.keys.verify(sender, to, text, step, mac, data) else "invalid"
 
     # ------------------------------------------------------------------ capabilities
     def allow(

@@ -8,7 +8,7 @@ here and :mod:`orchestrace.safety` re-exports them:
 * :class:`CapabilityPolicy` / :class:`RolePolicy`: what each role may do (spawn, delegate,
   stop, aggregate, which tools), read from TOML or a mapping with one-line errors;
 * :class:`Keyring`: per-agent HMAC-SHA256 keys that sign ``(sender, recipient, content,
-  step)`` of every message.
+  step, data)`` of every message.
 
 Example:
     >>> d = Defenses.all()
@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -453,17 +454,32 @@ class Keyring:
         return k
 
     @staticmethod
-    def _body(sender: str, recipient: str, content: str, step: int) -> bytes:
+    def _body(sender: str, recipient: str, content: str, step: int, data: Any = None) -> bytes:
         parts = (sender, recipient, content, str(step))
-        return b"\x1f".join(p.encode("utf-8", "surrogatepass") for p in parts)
+        body = b"\x1f".join(p.encode("utf-8", "surrogatepass") for p in parts)
+        if data is None:
+            return body
+        # the structured payload receivers act on (``attrs.data``), canonically encoded
+        enc = json.dumps(
+            data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str
+        )
+        return b"data\x1e" + body + b"\x1e" + enc.encode("ascii")
 
-    def sign(self, sender: str, recipient: str, content: str, step: int) -> str:
-        """The hex MAC of a message sent by ``sender``."""
-        body = self._body(sender, recipient, content, step)
+    def sign(self, sender: str, recipient: str, content: str, step: int, data: Any = None) -> str:
+        """The hex MAC of a message sent by ``sender`` (covers ``data`` when given)."""
+        body = self._body(sender, recipient, content, step, data)
         return hmac.digest(self.key(sender), body, "sha256").hex()
 
-    def verify(self, sender: str, recipient: str, content: str, step: int, mac: str | None) -> bool:
-        """Whether ``mac`` is ``sender``'s signature of the message."""
+    def verify(
+        self,
+        sender: str,
+        recipient: str,
+        content: str,
+        step: int,
+        mac: str | None,
+        data: Any = None,
+    ) -> bool:
+        """Whether ``mac`` is ``sender``'s signature of the message (and its ``data``)."""
         if not isinstance(mac, str):
             return False
-        return hmac.compare_digest(self.sign(sender, recipient, content, step), mac)
+        return hmac.compare_digest(self.sign(sender, recipient, content, step, data), mac)

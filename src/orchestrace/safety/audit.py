@@ -210,14 +210,16 @@ def check_signatures(trace: Trace | _View) -> Iterator[Problem]:
             continue
         ok = isinstance(mac, str) and (
             keys is None
-            or keys.verify(str(e.from_), str(e.to), str(e.content or ""), e.step or 0, mac)
+            or keys.verify(
+                str(e.from_), str(e.to), str(e.content or ""), e.step or 0, mac, a.get("data")
+            )
         )
         if not ok:
             yield v.problem(
                 e,
                 "invalid-signature",
                 f"message '{e.id}' is marked valid but its MAC does not verify for sender "
-                f"{e.from_!r}: its sender, recipient, content or step changed after signing",
+                f"{e.from_!r}: its sender, recipient, content, data or step changed after signing",
                 "treat the message as forged; re-record the run to get a trustworthy trace",
             )
 
