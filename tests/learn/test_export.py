@@ -35,7 +35,7 @@ def test_group_advantages_are_relative_within_task(traces):
         per_run = {r["trace_id"]: r["advantage"] for r in rows if r["task_id"] == task}
         assert abs(sum(per_run.values())) < 1e-6
     for r in rows:
-        assert r["label"] == (r["advantage"] > 0)
+        assert r["label"] == (True if r["advantage"] > 0 else False if r["advantage"] < 0 else None)
         group = {x["trace_id"]: x["reward"] for x in rows if x["task_id"] == r["task_id"]}
         mean = sum(group.values()) / len(group)
         # a run that beat its group's mean has a positive advantage, one below it negative
@@ -63,9 +63,13 @@ def test_trl_and_verl_files(tmp_path, traces):
     assert n == len(lines) and {"prompt", "completion", "label", "advantage"} <= set(
         json.loads(lines[0])
     )
+    # rows without a preference (advantage 0) are left out of the TRL file only
+    assert all(json.loads(x)["label"] is not None for x in lines)
+    rows = export_rows(traces)
+    assert n == sum(r["label"] is not None for r in rows)
     import pyarrow.parquet as pq
 
-    assert export(traces, tmp_path / "d.parquet", to="verl") == n
+    assert export(traces, tmp_path / "d.parquet", to="verl") == len(rows)
     t = pq.read_table(tmp_path / "d.parquet")
     assert {"data_source", "prompt", "ability", "reward_model", "extra_info"} <= set(t.column_names)
     first = t.slice(0, 1).to_pylist()[0]
@@ -106,3 +110,136 @@ def test_trl_rejects_one_sided_data(tmp_path):
     p.write_text(json.dumps({"prompt": "a", "completion": "b", "label": True}) + "\n")
     with pytest.raises(ConfigError, match="same label"):
         train_trl(p, tmp_path / "m", tmp_path / "o")
+
+
+def _collapse_steps(trace):
+    """The same run as a recorder that numbers no steps would write it (every step 0)."""
+    import msgspec
+
+    return trace.replace(events=[msgspec.structs.replace(e, step=0) for e in trace.events])
+
+
+def test_each_row_completion_is_the_decision_after_its_prompt(traces):
+    for trace in (traces[2], _collapse_steps(traces[2])):
+        recorded = [
+            (e.attrs["prompt"], e.attrs["completion"])
+            for e in trace.events
+            if e.attrs and "prompt" in e.attrs and "completion" in e.attrs
+        ]
+        turns = orchestrator_turns(trace)
+        assert [(t["prompt"], t["completion"]) for t in turns] == recorded
+        assert len(turns) == 3
+
+
+def test_fallback_prompt_holds_only_what_arrived_before_the_decision():
+    import msgspec
+
+    from orchestrace.runtime import run
+
+    trace = run("centralized", task="arith", agents=3, seed=1).trace
+    # the aggregate of the workers' results recorded in the same step as the planning call
+    events = [
+        msgspec.structs.replace(e, step=0) if e.agent == "orchestrator" else e for e in trace.events
+    ]
+    turns = orchestrator_turns(trace.replace(events=events))
+    assert len(turns) == 1
+    first_llm = next(e for e in trace.events if e.type == "llm_call")
+    assert turns[0]["completion"] == first_llm.content
+    assert turns[0]["prompt"].endswith("nothing yet")
+
+
+def test_groups_are_task_instances_and_ties_are_not_undesirable():
+    from orchestrace.learn.env import make_env
+    from orchestrace.runtime import run
+
+    # one run each of different instances: no group to compare against, no preference
+    singles = [run("centralized", task="arith", agents=3, seed=s).trace for s in (1, 2, 7)]
+    assert len({t.meta["result"]["success"] for t in singles}) == 2  # mixed outcomes
+    rows = export_rows(singles)
+    assert rows and all(r["advantage"] == 0.0 and r["label"] is None for r in rows)
+    # a group where every run succeeds
+    env = make_env("stop-v0", task="multihop")
+    wins = []
+    for _ in range(3):
+        env.reset(seed=1)
+        for a in (0, 0, 1):
+            *_, info = env.step(a)
+        wins.append(info["trace"])
+    assert all(t.meta["result"]["success"] for t in wins)
+    rows = export_rows(wins)
+    assert rows and all(r["label"] is None and r["advantage"] == 0.0 for r in rows)
+
+
+def test_verl_ground_truth_is_the_tasks_and_compute_score_handles_every_source(tmp_path, traces):
+    import pyarrow.parquet as pq
+
+    from orchestrace.learn.verl_reward import compute_score, data_sources, score_details
+    from orchestrace.runtime import run
+    from orchestrace.runtime.tasks import TASKS, make_task
+
+    failed = run("centralized", task="arith", agents=3, seed=1).trace  # answered wrong
+    assert failed.meta["result"]["success"] is False
+    export([*traces, failed], tmp_path / "d.parquet", to="verl")
+    rows = pq.read_table(tmp_path / "d.parquet").to_pylist()
+    by_trace = {t.trace_id: t for t in [*traces, failed]}
+    for row in rows:
+        trace = by_trace[row["extra_info"]["trace_id"]]
+        spec = trace.meta["task"]
+        truth = make_task(spec["name"], seed=spec["seed"], size=spec["size"]).answer
+        assert json.loads(row["reward_model"]["ground_truth"]) == truth
+        assert row["data_source"] in data_sources()
+        right = compute_score(
+            row["data_source"],
+            f"ANSWER: {json.dumps(truth)}",
+            row["reward_model"]["ground_truth"],
+            row["extra_info"],
+        )
+        wrong = compute_score(
+            row["data_source"],
+            row["extra_info"]["completion"],
+            row["reward_model"]["ground_truth"],
+            row["extra_info"],
+        )
+        assert (right, wrong) == (1.0, 0.0)
+    failed_row = next(r for r in rows if r["extra_info"]["trace_id"] == failed.trace_id)
+    recorded = failed.meta["result"]["answer"]
+    assert json.loads(failed_row["reward_model"]["ground_truth"]) != recorded
+    assert (
+        compute_score(
+            failed_row["data_source"],
+            f"ANSWER: {recorded}",
+            failed_row["reward_model"]["ground_truth"],
+        )
+        == 0.0
+    )
+    # every data_source the export can emit (one per task) is handled
+    for name in TASKS:
+        source = f"orchestrace/{name}"
+        assert source in data_sources()
+        score, reason = score_details(source, "nothing", json.dumps(None))
+        assert score == 0.0 and reason
+    code = score_details("orchestrace/humaneval-v0", "ANSWER: 1", '"x"')
+    assert code[0] == 0.0 and "running them as code" in code[1]
+    with pytest.raises(ConfigError, match="not an orchestrace task"):
+        compute_score("gsm8k", "ANSWER: 1", "1")
+
+
+def test_verl_refuses_traces_without_task_meta(tmp_path, traces):
+    from orchestrace.errors import TraceError
+
+    bare = traces[0].replace(meta={})
+    with pytest.raises(TraceError) as err:
+        export([bare], tmp_path / "d.parquet", to="verl")
+    msg = str(err.value)
+    assert bare.trace_id in msg and "meta.task" in msg and "\n" not in msg
+    assert not (tmp_path / "d.parquet").exists()
+
+
+def test_docs_verl_config_uses_the_shipped_reward():
+    from pathlib import Path
+
+    import orchestrace.learn.verl_reward as vr
+
+    doc = (Path(__file__).parents[2] / "docs" / "learning.md").read_text()
+    assert "custom_reward_function" in doc and "orchestrace/learn/verl_reward.py" in doc
+    assert "name: compute_score" in doc and callable(vr.compute_score)

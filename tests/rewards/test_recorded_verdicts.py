@@ -263,10 +263,13 @@ def test_cli_scoring_and_replay_run_no_code(
         code, out, err = _cli(capsys, "credit", "--method", method, "--unit", unit, str(path))
         assert code == 0, err
         assert "reward 1.0" in out or method in ("shapley", "loo", "counterfactual")
-    out_file = path.parent / "rows.jsonl"
-    code, out, err = _cli(capsys, "export", str(path), "-o", str(out_file))
+    out_file = path.parent / "rows.parquet"  # verl keeps every row (trl drops advantage 0)
+    code, out, err = _cli(capsys, "export", str(path), "--to", "verl", "-o", str(out_file))
     assert code == 0, err
-    assert {json.loads(line)["reward"] for line in out_file.read_text().splitlines()} == {1.0}
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out_file).to_pylist()
+    assert rows and {r["extra_info"]["reward"] for r in rows} == {1.0}
     code, out, err = _cli(capsys, "replay", str(path))
     assert code == 0 and "identical" in out, err
     code, out, err = _cli(capsys, "replay", "--stop-at", "1", str(path))

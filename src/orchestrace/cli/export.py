@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from orchestrace._safe import display
@@ -17,8 +18,10 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "export",
         help="export orchestrator turns (prompt, completion, advantage) for TRL or verl",
-        description="One row per orchestrator turn. trl: JSONL (prompt, completion, label, "
-        "advantage) for KTOTrainer; verl: Parquet with verl's RL dataset columns.",
+        description="One row per orchestrator decision, advantages relative within each task "
+        "instance. trl: JSONL (prompt, completion, label, advantage) for KTOTrainer, turns with "
+        "advantage 0 left out; verl: Parquet with verl's RL dataset columns, the task's ground "
+        "truth, scored by orchestrace.learn.verl_reward.compute_score.",
     )
     p.add_argument("traces", nargs="+", metavar="TRACE")
     p.add_argument("--to", choices=FORMATS, default="trl")
@@ -48,6 +51,12 @@ def run_cmd(args: argparse.Namespace) -> int:
     with verdict_warnings():
         n = _export(traces, args)
     print(f"wrote {n} turns from {len(traces)} traces to {display(args.output, 300)} ({args.to})")
+    if args.to == "trl" and n == 0:
+        print(
+            "note: every turn has advantage 0 (no preference) and the trl file leaves such "
+            "turns out; export several runs of the same task instance whose rewards differ",
+            file=sys.stderr,
+        )
     return 0
 
 

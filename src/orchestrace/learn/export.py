@@ -6,17 +6,28 @@ One row per orchestrator turn (a root agent's step: what it read, what it decide
   event; otherwise a rendering of the task and of the results the orchestrator had received;
 * ``completion``: the recorded ``completion`` (the decision as JSON); otherwise the turn's LLM
   output or its actions (spawns, delegations, messages, aggregation, stop) as JSON;
-* ``advantage``: ``group`` mode (default): the run's reward, group-relative within runs of the
-  same task (GRPO; all runs form one group when no task repeats), shared by the run's turns.
+  A row's completion is the decision taken right after exactly that prompt: a recorded
+  decision event gives one row of its own (its prompt and completion as recorded together); a
+  turn without one is read up to its first LLM call, the prompt holding only what arrived
+  before it;
+* ``advantage``: ``group`` mode (default): the run's reward, group-relative within the runs of
+  the same task instance (same task name, seed and size; GRPO), shared by the run's turns. A run
+  alone in its group, or a group whose runs all scored the same, gets advantage 0.
   ``credit`` mode: the turn's credit (``unit="turn"``, any assigner), normalised per turn id
-  across runs (Dr. MAS style).
+  across runs (Dr. MAS style);
+* ``label``: ``True`` when the advantage is positive, ``False`` when negative and ``None`` when
+  it is 0 (no preference: a group where every run succeeded is never labelled undesirable).
 
 Formats:
 
-* ``trl``: JSONL with ``prompt``, ``completion``, ``label`` (advantage > 0) and ``advantage``:
-  TRL's unpaired-preference format, trainable with ``KTOTrainer`` (:func:`train_trl`);
-* ``verl``: Parquet with verl's RL dataset columns (``data_source``, ``prompt`` as chat
-  messages, ``ability``, ``reward_model``, ``extra_info`` holding completion and advantage).
+* ``trl``: JSONL with ``prompt``, ``completion``, ``label`` and ``advantage``: TRL's
+  unpaired-preference format, trainable with ``KTOTrainer`` (:func:`train_trl`). Rows with
+  advantage 0 carry no preference and are left out of the file;
+* ``verl``: Parquet with verl's RL dataset columns: ``data_source`` (``orchestrace/<task>``),
+  ``prompt`` as chat messages, ``ability``, ``reward_model`` with the task's ground truth (from
+  the task re-created from ``meta.task``, never the recorded answer), and ``extra_info`` with
+  the task spec, completion and advantage. Score rollouts with
+  :func:`orchestrace.learn.verl_reward.compute_score`.
 
 Example:
     >>> from orchestrace.learn.env import make_env
@@ -28,7 +39,9 @@ Example:
     ...     traces.append(info["trace"])
     >>> rows = export_rows(traces)
     >>> len(rows), sorted(rows[0])[:3]
-    (2, ['advantage', 'completion', 'label'])
+    (2, ['advantage', 'completion', 'instance'])
+    >>> [r["advantage"] for r in rows], [r["label"] for r in rows]  # two task instances
+    ([0.0, 0.0], [None, None])
 """
 
 from __future__ import annotations
@@ -39,12 +52,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrace.credit.base import root_agents
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, TraceError
 from orchestrace.trace.model import Event, Trace
 
-__all__ = ["FORMATS", "export", "export_rows", "orchestrator_turns", "train_trl"]
+__all__ = [
+    "FORMATS",
+    "export",
+    "export_rows",
+    "ground_truth",
+    "instance_key",
+    "orchestrator_turns",
+    "train_trl",
+]
 
 FORMATS = ("trl", "verl")
+_TIE = 1e-9  # advantages closer to 0 than this count as 0 (no preference)
 _ACTIONS = {"spawn", "message", "tool_call", "aggregate", "orchestrator_decision", "llm_call"}
 
 
@@ -71,7 +93,21 @@ def _action(e: Event) -> dict[str, Any]:
 
 
 def orchestrator_turns(trace: Trace) -> list[dict[str, Any]]:
-    """The orchestrator's turns: ``{turn, agent, prompt, completion}`` in order."""
+    """The orchestrator's decisions: ``{turn, agent, prompt, completion}`` in order.
+
+    Each recorded decision (an event carrying ``prompt`` and ``completion``) is a row of its
+    own, even when several share a step. A turn without one is cut at its first LLM call: the
+    prompt holds what arrived before that call, the completion is its output (or, without an LLM
+    call, the turn's actions as JSON).
+
+    Example:
+        >>> from orchestrace.learn.env import make_env
+        >>> env = make_env("stop-v0", task="multihop")
+        >>> _ = env.reset(seed=1)
+        >>> *_, info = env.step(1)
+        >>> [t["turn"] for t in orchestrator_turns(info["trace"])]
+        ['orchestrator@0']
+    """
     roots = set(root_agents(trace))
     by_id = {e.id: e for e in trace.events}
     into: dict[str, list[str]] = {}
@@ -85,37 +121,118 @@ def orchestrator_turns(trace: Trace) -> list[dict[str, Any]]:
             turns.setdefault((e.agent, e.step or 0), []).append(e)
     out = []
     heard: list[str] = []
-    for (agent, step), events in turns.items():
-        if not any(str(e.type) in _ACTIONS for e in events):
-            continue
-        recorded = next(
-            (e for e in events if e.attrs and "prompt" in e.attrs and "completion" in e.attrs),
-            None,
-        )
-        for e in events:  # what arrived since the last turn
+
+    def hear(events: Sequence[Event]) -> None:
+        for e in events:
             for src in into.get(e.id, []):
                 s = by_id.get(src)
                 if s is not None and s.content:
                     heard.append(f"{s.agent}: {str(s.content)[:200]}")
-        if recorded is not None:
-            attrs = recorded.attrs or {}
-            prompt, completion = str(attrs["prompt"]), str(attrs["completion"])
-        else:
-            if question is None:
-                question = _question(trace)
-            prompt = f"Task: {question}\nReceived so far:\n" + (
-                "\n".join(heard[-20:]) if heard else "nothing yet"
-            )
-            llm = [e for e in events if e.type == "llm_call" and e.content]
-            completion = (
-                str(llm[-1].content)
-                if llm
-                else json.dumps([_action(e) for e in events if str(e.type) in _ACTIONS])
-            )
-        out.append(
-            {"turn": f"{agent}@{step}", "agent": agent, "prompt": prompt, "completion": completion}
+
+    for (agent, step), events in turns.items():
+        if not any(str(e.type) in _ACTIONS for e in events):
+            continue
+        turn = f"{agent}@{step}"
+        recorded = [
+            e for e in events if e.attrs and "prompt" in e.attrs and "completion" in e.attrs
+        ]
+        if recorded:
+            for e in recorded:
+                attrs = e.attrs or {}
+                out.append(
+                    {
+                        "turn": turn,
+                        "agent": agent,
+                        "prompt": str(attrs["prompt"]),
+                        "completion": str(attrs["completion"]),
+                    }
+                )
+            hear(events)
+            continue
+        if question is None:
+            question = _question(trace)
+        llm = [e for e in events if e.type == "llm_call" and e.content]
+        cut = events.index(llm[0]) + 1 if llm else len(events)
+        hear(events[:cut])  # what arrived before the decision
+        prompt = f"Task: {question}\nReceived so far:\n" + (
+            "\n".join(heard[-20:]) if heard else "nothing yet"
         )
+        completion = (
+            str(llm[0].content)
+            if llm
+            else json.dumps([_action(e) for e in events if str(e.type) in _ACTIONS])
+        )
+        hear(events[cut:])
+        out.append({"turn": turn, "agent": agent, "prompt": prompt, "completion": completion})
     return out
+
+
+def instance_key(trace: Trace) -> str:
+    """The task instance a run solved: ``name:s<seed>:n<size>`` from ``meta.task``.
+
+    Runs with the same key form one advantage group. Without ``meta.task`` the trace's
+    ``task_id`` is the key.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> instance_key(run("centralized", task="arith", agents=2, seed=3).trace)
+        'arith-mapreduce-v0:s3:n64'
+    """
+    spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
+    if isinstance(spec, dict) and spec.get("name"):
+        return f"{spec['name']}:s{spec.get('seed')}:n{spec.get('size')}"
+    return str(trace.task_id)
+
+
+def ground_truth(trace: Trace) -> tuple[str, dict[str, Any], Any]:
+    """The task name, spec and ground truth of a run, from the task re-created from its meta.
+
+    The truth comes from the task definition (``meta.task``: name, seed, size); where that task
+    cannot be re-created, from the truth recorded with the run's verdict
+    (``meta.result.truth``). The run's own answer is never used.
+
+    Raises:
+        TraceError: The trace has no ``meta.task`` naming a known task, or no truth to fall
+            back on.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> trace = run("centralized", task="arith", agents=2, seed=3).trace
+        >>> name, spec, truth = ground_truth(trace)
+        >>> name, truth == trace.meta["result"]["truth"]
+        ('arith-mapreduce-v0', True)
+    """
+    from orchestrace.runtime.tasks import TASKS, make_task
+
+    meta = trace.meta if isinstance(trace.meta, dict) else {}
+    spec = meta.get("task")
+    where = f"trace {trace.trace_id[:80]!r}"
+    if not isinstance(spec, dict) or not spec.get("name"):
+        raise TraceError(
+            f"{where}: meta.task (name, seed, size) is missing; the verl export takes the "
+            "ground truth from the task, so export runs recorded by orchestrace.runtime or an "
+            "environment, or add meta.task to the trace"
+        )
+    name = str(spec["name"])
+    if name not in TASKS:
+        raise TraceError(
+            f"{where}: meta.task names {name!r}, not a known task ({', '.join(sorted(TASKS))}); "
+            "the verl reward can only score known tasks"
+        )
+    kw = {k: spec[k] for k in ("seed", "size") if spec.get(k) is not None}
+    try:
+        truth = make_task(name, **kw).answer
+    except Exception as exc:  # a bad seed or size in meta.task
+        result = meta.get("result")
+        if isinstance(result, dict) and "truth" in result:
+            truth = result["truth"]
+        else:
+            raise TraceError(
+                f"{where}: meta.task {spec!r} cannot be re-created ({exc}) and the trace "
+                "records no meta.result.truth; fix meta.task"
+            ) from None
+    clean = {"name": name, **{k: int(v) for k, v in kw.items()}}
+    return name, clean, truth
 
 
 def _rewards(traces: Sequence[Trace], reward: str, rerun_checks: bool) -> list[float | None]:
@@ -142,6 +259,8 @@ def export_rows(
 ) -> list[dict[str, Any]]:
     """One row per orchestrator turn with its advantage (see the module docstring).
 
+    Advantages are relative within each task instance (:func:`instance_key`); an advantage of
+    0 (a run alone in its group, or runs that all scored the same) gives ``label=None``.
     Rewards come from the verdicts recorded with the runs. A run whose outcome is unknown
     (its task checks answers by running them as code and it records no verdict) is left out,
     with a :class:`~orchestrace.rewards.base.VerdictWarning`.
@@ -157,7 +276,7 @@ def export_rows(
     Raises:
         ConfigError: Unknown mode, reward or method.
     """
-    from orchestrace.credit.normalize import agentwise, by_task, group_relative
+    from orchestrace.credit.normalize import agentwise, group_relative
 
     if mode not in ("group", "credit"):
         raise ConfigError(f"unknown advantage mode {mode!r}; use 'group' or 'credit'")
@@ -178,8 +297,13 @@ def export_rows(
     traces = [t for t, r in zip(traces, scored, strict=True) if r is not None]
     rewards = [r for r in scored if r is not None]
     if mode == "group":
-        repeated = len({t.task_id for t in traces}) < len(traces)
-        run_adv = by_task(traces, rewards) if repeated else group_relative(rewards)
+        groups: dict[str, list[int]] = {}
+        for i, t in enumerate(traces):
+            groups.setdefault(instance_key(t), []).append(i)
+        run_adv = [0.0] * len(traces)
+        for idx in groups.values():
+            for i, a in zip(idx, group_relative([rewards[i] for i in idx]), strict=True):
+                run_adv[i] = a
         turn_adv: list[dict[str, float] | float] = list(run_adv)
     else:
         from orchestrace.credit import make_assigner
@@ -193,15 +317,17 @@ def export_rows(
     for trace, r, adv in zip(traces, rewards, turn_adv, strict=True):
         for turn in orchestrator_turns(trace):
             a = adv if isinstance(adv, float) else float(adv.get(turn["turn"], 0.0))
+            a = 0.0 if abs(a) < _TIE else a
             rows.append(
                 {
                     "prompt": turn["prompt"],
                     "completion": turn["completion"],
-                    "label": a > 0,
+                    "label": True if a > 0 else False if a < 0 else None,
                     "advantage": a,
                     "reward": r,
                     "trace_id": trace.trace_id,
                     "task_id": trace.task_id,
+                    "instance": instance_key(trace),
                     "turn": turn["turn"],
                 }
             )
@@ -218,10 +344,14 @@ def export(
 ) -> int:
     """Write the rows of :func:`export_rows` for ``to`` (``trl`` or ``verl``); returns the count.
 
+    ``trl`` leaves out rows with advantage 0 (no preference). ``verl`` needs each trace's
+    ``meta.task`` for the ground truth (:func:`ground_truth`).
+
     The file is written atomically; an existing one is replaced only with ``overwrite=True``.
 
     Raises:
         ConfigError: Unknown format.
+        TraceError: ``verl`` and a trace without the ``meta.task`` its ground truth needs.
         OutputError: ``out`` exists (without ``overwrite``), cannot hold a file, or writing
             failed (the previous file is kept).
     """
@@ -230,25 +360,34 @@ def export(
     if to not in FORMATS:
         raise ConfigError(f"unknown export format {to!r}; use one of: {', '.join(FORMATS)}")
     check_output(out, force=overwrite, kind="file")
+    truths = {}
+    if to == "verl":  # refuse before any work when a trace lacks its task
+        truths = {t.trace_id: ground_truth(t) for t in traces}
     rows = export_rows(traces, **kw)
     out = Path(out)
     if to == "trl":
+        kept = [r for r in rows if r["label"] is not None]
         with atomic_write(out, "w", force=overwrite) as fh:
-            for r in rows:
+            for r in kept:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-        return len(rows)
+        return len(kept)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(
-        [
+    from orchestrace.learn.verl_reward import DATA_SOURCE_PREFIX
+
+    records = []
+    for i, r in enumerate(rows):
+        name, spec, truth = truths[r["trace_id"]]
+        records.append(
             {
-                "data_source": "orchestrace/" + r["task_id"].split(":")[0],
+                "data_source": DATA_SOURCE_PREFIX + name,
                 "prompt": [{"role": "user", "content": r["prompt"]}],
                 "ability": "orchestration",
-                "reward_model": {"style": "offline", "ground_truth": r["completion"]},
+                "reward_model": {"style": "rule", "ground_truth": json.dumps(truth)},
                 "extra_info": {
                     "index": i,
+                    "task": json.dumps(spec),
                     "completion": r["completion"],
                     "advantage": r["advantage"],
                     "reward": r["reward"],
@@ -256,9 +395,8 @@ def export(
                     "turn": r["turn"],
                 },
             }
-            for i, r in enumerate(rows)
-        ]
-    )
+        )
+    table = pa.Table.from_pylist(records)
     with atomic_write(out, "wb", force=overwrite) as fh:
         pq.write_table(table, fh)
     return len(rows)
@@ -276,8 +414,8 @@ def train_trl(
 ) -> dict[str, Any]:
     """Fine-tune a causal LM on an exported ``trl`` dataset with TRL's ``KTOTrainer``.
 
-    Turns with a positive advantage are desirable, the others undesirable (KTO needs no
-    pairs). Needs the ``[trl]`` extra. Returns the training log (losses per step) and the
+    Turns with a positive advantage are desirable, those with a negative one undesirable
+    (KTO needs no pairs); rows labelled ``None`` (advantage 0) are skipped. Needs the ``[trl]`` extra. Returns the training log (losses per step) and the
     path of the saved model.
     """
     try:
@@ -287,6 +425,7 @@ def train_trl(
     except ImportError:
         raise ImportError("training with TRL needs: pip install 'orchestrace[trl]'") from None
     rows = [json.loads(line) for line in Path(dataset).read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("label") is not None]  # advantage 0: no preference
     if not rows:
         raise ConfigError(f"{dataset}: no rows; export traces first (orchestrace export)")
     if len({bool(r["label"]) for r in rows}) < 2:
