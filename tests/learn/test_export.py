@@ -157,6 +157,8 @@ def test_groups_are_task_instances_and_ties_are_not_undesirable():
     assert len({t.meta["result"]["success"] for t in singles}) == 2  # mixed outcomes
     rows = export_rows(singles)
     assert rows and all(r["advantage"] == 0.0 and r["label"] is None for r in rows)
+    rows = export_rows(singles, mode="credit", method="discounted")
+    assert rows and all(r["advantage"] == 0.0 and r["label"] is None for r in rows)
     # a group where every run succeeds
     env = make_env("stop-v0", task="multihop")
     wins = []
@@ -233,6 +235,12 @@ def test_verl_refuses_traces_without_task_meta(tmp_path, traces):
     msg = str(err.value)
     assert bare.trace_id in msg and "meta.task" in msg and "\n" not in msg
     assert not (tmp_path / "d.parquet").exists()
+    odd = traces[0].replace(meta={**traces[0].meta, "task": {"name": "multihop-v0", "seed": "x"}})
+    with pytest.raises(TraceError, match=r"meta\.task\.seed is 'x', not an integer"):
+        export([odd], tmp_path / "d.parquet", to="verl")
+    unknown = traces[0].replace(meta={**traces[0].meta, "task": {"name": "chess-v9"}})
+    with pytest.raises(TraceError, match="not a known task"):
+        export([unknown], tmp_path / "d.parquet", to="verl")
 
 
 def test_docs_verl_config_uses_the_shipped_reward():

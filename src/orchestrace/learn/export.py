@@ -14,7 +14,7 @@ One row per orchestrator turn (a root agent's step: what it read, what it decide
   the same task instance (same task name, seed and size; GRPO), shared by the run's turns. A run
   alone in its group, or a group whose runs all scored the same, gets advantage 0.
   ``credit`` mode: the turn's credit (``unit="turn"``, any assigner), normalised per turn id
-  across runs (Dr. MAS style);
+  across the runs of the same task instance (Dr. MAS style);
 * ``label``: ``True`` when the advantage is positive, ``False`` when negative and ``None`` when
   it is 0 (no preference: a group where every run succeeded is never labelled undesirable).
 
@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrace.credit.base import root_agents
-from orchestrace.errors import ConfigError, TraceError
+from orchestrace.errors import ConfigError, OrchestraceError, TraceError
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [
@@ -78,7 +78,7 @@ def _question(trace: Trace) -> str:
 
             kw = {k: spec[k] for k in ("seed", "size") if spec.get(k) is not None}
             return str(make_task(str(spec["name"]), **kw).question)
-        except Exception:
+        except (OrchestraceError, TypeError, ValueError):  # not re-creatable: name the task id
             pass
     return f"task {trace.task_id}"
 
@@ -220,9 +220,14 @@ def ground_truth(trace: Trace) -> tuple[str, dict[str, Any], Any]:
             "the verl reward can only score known tasks"
         )
     kw = {k: spec[k] for k in ("seed", "size") if spec.get(k) is not None}
+    bad = [k for k, v in kw.items() if not isinstance(v, int) or isinstance(v, bool)]
+    if bad:
+        raise TraceError(
+            f"{where}: meta.task.{bad[0]} is {kw[bad[0]]!r}, not an integer; fix meta.task"
+        )
     try:
         truth = make_task(name, **kw).answer
-    except Exception as exc:  # a bad seed or size in meta.task
+    except OrchestraceError as exc:  # a seed or size out of range
         result = meta.get("result")
         if isinstance(result, dict) and "truth" in result:
             truth = result["truth"]
@@ -296,15 +301,16 @@ def export_rows(
             )
     traces = [t for t, r in zip(traces, scored, strict=True) if r is not None]
     rewards = [r for r in scored if r is not None]
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(traces):
+        groups.setdefault(instance_key(t), []).append(i)
+    turn_adv: list[dict[str, float] | float] = [0.0] * len(traces)
     if mode == "group":
-        groups: dict[str, list[int]] = {}
-        for i, t in enumerate(traces):
-            groups.setdefault(instance_key(t), []).append(i)
         run_adv = [0.0] * len(traces)
         for idx in groups.values():
             for i, a in zip(idx, group_relative([rewards[i] for i in idx]), strict=True):
                 run_adv[i] = a
-        turn_adv: list[dict[str, float] | float] = list(run_adv)
+        turn_adv = list(run_adv)
     else:
         from orchestrace.credit import make_assigner
 
@@ -312,7 +318,10 @@ def export_rows(
         tables = [
             assigner.assign(t, "turn", reward=r) for t, r in zip(traces, rewards, strict=True)
         ]
-        turn_adv = [tb.by_unit("turn") for tb in agentwise(tables, unit="turn")]
+        for idx in groups.values():  # each turn id normalised within its task instance
+            normed = agentwise([tables[i] for i in idx], unit="turn")
+            for i, tb in zip(idx, normed, strict=True):
+                turn_adv[i] = tb.by_unit("turn")
     rows = []
     for trace, r, adv in zip(traces, rewards, turn_adv, strict=True):
         for turn in orchestrator_turns(trace):
