@@ -47,15 +47,18 @@ def test_findings_exit_1_one_line_each(
     assert main(["audit", str(good_path), str(bad_path)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"{good_path}: clean (1 trace, 0 findings)"
-    assert len(lines) == 2
+    # the forged aggregate, then the stop answer that no longer matches it
+    assert len(lines) == 3
+    assert "stop decision" in lines[2] and "gives '999999'" in lines[2]
     index = [e.id for e in bad.events].index(eid)
     assert lines[1].startswith(
         f"{bad_path}: $.events[{index}]: aggregate '{eid}' records '999999' but 'combine'"
     )
     assert lines[1].endswith("the aggregate was forged or its inputs changed; re-record the run")
     assert main(["audit", "--json", str(bad_path)]) == 1
-    row = json.loads(capsys.readouterr().out)
-    assert (row["code"], row["event"]) == ("aggregate-mismatch", eid)
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert (rows[0]["code"], rows[0]["event"]) == ("aggregate-mismatch", eid)
+    assert rows[1]["code"] == "stop-answer-mismatch"
 
 
 def test_bad_input_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -245,7 +245,27 @@ def test_forged_aggregate(tool_run: Trace) -> None:
     [p] = list(check_aggregates(bad))
     assert (p.code, p.event_id) == ("aggregate-mismatch", agg.id)
     assert p.message.startswith(f"aggregate '{agg.id}' records '999999' but 'combine' over its")
-    assert _codes(bad) == [("aggregate-mismatch", agg.id)]
+    stop = next(e for e in tool_run.events if e.decision == "stop")
+    assert _codes(bad) == [("aggregate-mismatch", agg.id), ("stop-answer-mismatch", stop.id)]
+
+
+def test_forged_aggregate_of_reported_messages(msg_run: Trace) -> None:
+    """A swarm aggregate is recomputed from the values its messages reported."""
+    agg = _first(msg_run, type="aggregate")
+    bad = _edit(msg_run, agg, attrs={**(agg.attrs or {}), "value": 424242})
+    assert ("aggregate-mismatch", agg.id) in list(
+        (p.code, p.event_id) for p in check_aggregates(bad)
+    )
+    ret = next(e for e in msg_run.events if e.type == "return" and e.agent == agg.agent)
+    assert ("return-mismatch", ret.id) in _codes(bad)
+
+
+def test_stop_answer_differs_from_the_consumed_aggregate(plain_run: Trace) -> None:
+    stop = next(
+        e for e in plain_run.events if e.type == "orchestrator_decision" and e.decision == "stop"
+    )
+    bad = _edit(plain_run, stop, attrs={**(stop.attrs or {}), "answer": 23})
+    assert ("stop-answer-mismatch", stop.id) in _codes(bad)
 
 
 def test_aggregate_inputs_removed(plain_run: Trace) -> None:

@@ -129,7 +129,10 @@ def test_signatures_verify_and_never_leak_keys() -> None:
     assert msgs
     for e in msgs:
         assert e.attrs is not None and e.attrs["sig"] == "valid"
-        assert keys.verify(str(e.from_), str(e.to), str(e.content), e.step, e.attrs["mac"])
+        data = e.attrs.get("data")
+        assert keys.verify(str(e.from_), str(e.to), str(e.content), e.step, e.attrs["mac"], data)
+        if data is not None:  # the MAC covers the data as well as the content
+            assert not keys.verify(str(e.from_), str(e.to), str(e.content), e.step, e.attrs["mac"])
     raw = msgspec.json.encode(tr)
     assert keys.key("orchestrator").hex().encode() not in raw
 

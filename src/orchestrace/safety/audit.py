@@ -15,7 +15,10 @@ Each check yields :class:`~orchestrace.errors.Problem` records naming the event 
   reaching a spawn, delegation, stop, aggregation or side-effecting tool call without an
   endorsement, and taint labels dropped along an edge;
 * :func:`check_aggregates`: an aggregate that consumed nothing, or whose value is not what its
-  method gives over its recorded inputs;
+  method gives over its recorded inputs (returns, or the values reported in messages'
+  ``attrs.data``);
+* :func:`check_consumed_aggregates`: a return or stop answer that differs from the aggregate
+  it passes on;
 * :func:`check_returns`: a return addressed to an agent other than the one that spawned it;
 * :func:`check_answer`: a run answer (``meta.result.answer``) that is not the orchestrator's
   final stop decision, or an answer only a non-orchestrator gave.
@@ -47,6 +50,7 @@ __all__ = [
     "check_aggregates",
     "check_answer",
     "check_capabilities",
+    "check_consumed_aggregates",
     "check_returns",
     "check_senders",
     "check_signatures",
@@ -408,15 +412,21 @@ def check_aggregates(trace: Trace | _View) -> Iterator[Problem]:
                 "re-record the run",
             )
             continue
+        # an aggregator agent consumes reports as messages (message edges)
+        agg = agg or [s for s, t in ins if t == "message"]
         if not agg or "value" not in a or method in ("judge", ""):
             continue
         srcs = [v.by_id[s] for s in agg]
-        if any(s.type not in ("return", "despawn") for s in srcs):
-            continue
-        excluded = set(a.get("excluded") or ())
-        values = [_attrs(s).get("value") if s.type == "return" else None for s in srcs]
-        oks = [s.type == "return" and s.id not in excluded for s in srcs]
         try:
+            if all(s.type == "message" for s in srcs):
+                srcs, values = _reported(srcs, method)
+                oks = [True] * len(srcs)
+            elif any(s.type not in ("return", "despawn") for s in srcs):
+                continue
+            else:
+                excluded = set(a.get("excluded") or ())
+                values = [_attrs(s).get("value") if s.type == "return" else None for s in srcs]
+                oks = [s.type == "return" and s.id not in excluded for s in srcs]
             expected = _recompute(v, e, method, srcs, values, oks)
         except (LookupError, TypeError, ValueError, ArithmeticError):
             continue
@@ -428,6 +438,78 @@ def check_aggregates(trace: Trace | _View) -> Iterator[Problem]:
                 f"its {len(srcs)} inputs gives {text_of(expected)[:60]!r}",
                 "the aggregate was forged or its inputs changed; re-record the run",
             )
+
+
+def _reported(srcs: list[Event], method: str) -> tuple[list[Event], list[Any]]:
+    """The values reported in messages, as an aggregator collects them from ``attrs.data``.
+
+    Parts (``combine``) are keyed by ``data.index`` and taken in part order; votes are keyed
+    by sender (the latest report of each) in the order senders first reported.
+
+    Raises:
+        LookupError: The reports do not say what the aggregator combined.
+    """
+    got: dict[Any, tuple[Event, Any]] = {}
+    for s in srcs:
+        data = _attrs(s).get("data")
+        if not isinstance(data, Mapping) or "value" not in data:
+            continue
+        key = int(data["index"]) if method == "combine" else s.from_
+        got[key] = (s, data["value"])
+    if not got:
+        raise LookupError("no reported values")
+    if method == "combine":
+        if sorted(got) != list(range(len(got))):
+            raise LookupError("parts missing")
+        ordered = [got[i] for i in range(len(got))]
+    else:
+        ordered = list(got.values())
+    return [s for s, _ in ordered], [x for _, x in ordered]
+
+
+def check_consumed_aggregates(trace: Trace | _View) -> Iterator[Problem]:
+    """A return or stop answer that differs from the aggregate it passes on."""
+    v = _view(trace)
+    fix = "the aggregate or the answer built on it was changed; re-record the run"
+    for e in v.trace.events:
+        if e.type == "return" and "value" in _attrs(e):
+            aggs = [
+                v.by_id[s]
+                for s, _ in v.preds[e.id]
+                if s in v.by_id and v.by_id[s].type == "aggregate" and v.by_id[s].agent == e.agent
+            ]
+            if len(aggs) == 1 and "value" in _attrs(aggs[0]):
+                want, got = text_of(_attrs(aggs[0])["value"]), text_of(_attrs(e)["value"])
+                if want != got:
+                    yield v.problem(
+                        e,
+                        "return-mismatch",
+                        f"return '{e.id}' of {e.agent!r} passes on {got[:60]!r} but the "
+                        f"aggregate '{aggs[0].id}' it returns gives {want[:60]!r}",
+                        fix,
+                    )
+        elif e.type == "orchestrator_decision" and e.decision == "stop" and "answer" in _attrs(e):
+            consumed = [
+                v.by_id[s]
+                for s, _ in v.preds[e.id]
+                if s in v.by_id and v.by_id[s].type in ("aggregate", "return")
+            ]
+            if len(consumed) != 1 or "value" not in _attrs(consumed[0]):
+                continue
+            c = consumed[0]
+            if c.type == "return" and not any(
+                s in v.by_id and v.by_id[s].type == "aggregate" for s, _ in v.preds[c.id]
+            ):
+                continue
+            want, got = text_of(_attrs(c)["value"]), text_of(_attrs(e)["answer"])
+            if want != got:
+                yield v.problem(
+                    e,
+                    "stop-answer-mismatch",
+                    f"stop decision '{e.id}' answers {got[:60]!r} but the aggregate it consumed "
+                    f"('{c.id}') gives {want[:60]!r}",
+                    fix,
+                )
 
 
 # ---------------------------------------------------------------------- returns & answer
@@ -499,6 +581,7 @@ AUDIT_CHECKS: tuple[Callable[[Trace | _View], Iterator[Problem]], ...] = (
     check_capabilities,
     check_taint,
     check_aggregates,
+    check_consumed_aggregates,
     check_returns,
     check_answer,
 )
