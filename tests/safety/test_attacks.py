@@ -288,3 +288,28 @@ def test_detector_quarantines_a_self_replicating_injection(topology):
 def test_benign_runs_show_no_forgery_and_no_escalation(topology):
     tr = run(topology, ARITH, agents=4, seed=0, task_size=8).trace
     assert forged_messages(tr) == [] and escalated_events(tr) == []
+
+
+def test_spotlight_changes_no_simulated_outcome_by_chance() -> None:
+    """On the simulator, whether a victim follows is drawn on the plain prompt, so spotlighting
+    (which only delimits untrusted text) flips no outcome through a different draw."""
+    from orchestrace.safety import Defenses
+    from orchestrace.safety.attacks import make_attack, run_attacked
+
+    flips = []
+    for top in ("centralized", "swarm", "pipeline"):
+        for s in range(15):
+            a = make_attack("direct_injection", susceptibility=0.5)
+            r0 = run_attacked(top, "wide-search-v1", a, agents=4, seed=s, task_size=16)
+            r1 = run_attacked(
+                top,
+                "wide-search-v1",
+                a,
+                agents=4,
+                seed=s,
+                task_size=16,
+                defenses=Defenses(spotlight=True),
+            )
+            if a.succeeded(r0.trace) != a.succeeded(r1.trace):
+                flips.append((top, s))
+    assert flips == []

@@ -187,6 +187,21 @@ class Armed:
     state: _State
 
 
+def _plain_key(request: LLMRequest) -> str:
+    """The request's key as the simulator draws it: a spotlighted prompt as its plain rendering.
+
+    The draw of whether a simulated victim follows an instruction must not depend on how
+    untrusted text is delimited, or spotlighting would change outcomes by chance alone.
+    """
+    from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
+
+    msgs = request.messages
+    if msgs and SPOTLIGHT_NOTE in str(msgs[0].get("content", "")):
+        plain = render(request.kind, request.payload, request.role)
+        request = dataclasses.replace(request, messages=plain)
+    return request_key(request, 0)
+
+
 class AttackBackend:
     """A backend wrapper: compromised agents' requests, and the simulated victims' choice.
 
@@ -224,7 +239,7 @@ class AttackBackend:
         carries = any(MARK in str(m.get("content", "")) for m in request.messages)
         if st.simulated:
             if carries:
-                u = _draw(st.seed, st.attack.name, "follow", request_key(request, 0))
+                u = _draw(st.seed, st.attack.name, "follow", _plain_key(request))
                 if u < st.attack.follows(request.role):
                     return self._follow(request, resp)
             return resp
