@@ -205,6 +205,13 @@ class OrchestrationEnv:
         self.trace: Trace | None = None
         self._latency_weight = self._latency_norm = 0.0
         self._steps_budget: int | None = None
+        #: Draws the episode seed of ``reset()`` without a seed; ``reset(seed=s)`` reseeds it.
+        self.np_random = np.random.default_rng()
+        #: An event loop shared with other environments (:class:`~orchestrace.learn.vector.VectorEnv`).
+        self._shared_loop: asyncio.AbstractEventLoop | None = None
+        self._asked_at = 0.0
+        #: When the episode's run finished (loop time), once it has.
+        self._ended: list[float] = []
 
     # ------------------------------------------------------------------ gym API
     def reset(
@@ -215,9 +222,20 @@ class OrchestrationEnv:
         ``options`` may set ``size`` (the task size of this episode), and ``latency_weight``,
         ``latency_norm`` or ``steps_budget`` for this episode (see :class:`EnvConfig`).
 
+        Without ``seed``, the episode seed is drawn from :attr:`np_random`, the generator that
+        the last ``reset(seed=s)`` seeded: ``reset(seed=s)`` then ``reset()`` twice gives the
+        same three episodes on every instance.
+
         Raises:
             ConfigError: A bad latency option (the message names it and the fix).
         """
+        self._begin(seed, options)
+        obs = self._advance()
+        assert obs is not None
+        return obs, self._info()
+
+    def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        """Set up an episode and start its run; the loop is not driven yet."""
         self._end_episode()
         opts = options or {}
         if not isinstance(opts, dict):
@@ -235,7 +253,11 @@ class OrchestrationEnv:
         norm = latency[1] or budget or 3 * cfg.max_rounds
         self._latency_weight, self._latency_norm = float(latency[0]), float(norm)
         self._steps_budget = budget
-        seed = int(np.random.default_rng().integers(2**31)) if seed is None else int(seed)
+        if seed is None:
+            seed = int(self.np_random.integers(2**31))
+        else:
+            seed = int(seed)
+            self.np_random = np.random.default_rng(seed)
         rng = np.random.default_rng([seed, 7])
         size = opts.get("size") or int(rng.integers(self.size_range[0], self.size_range[1] + 1))
         task = make_task(self.task_name, seed=seed, size=int(size))
@@ -274,23 +296,38 @@ class OrchestrationEnv:
         self.runtime = rt
         self._req = loop.create_future()
         self._run = loop.create_task(rt.run(self.rounds.orchestrator))
-        obs = self._advance()
-        assert obs is not None
-        return obs, self._info()
+        # a callback without a reference to the env, which would keep the episode in a cycle
+        ended: list[float] = []
+        self._ended = ended
+        self._run.add_done_callback(lambda _: ended.append(loop.time()))
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Apply the decisions; run the workers until the next decision point."""
+        self._give(action)
+        return self._outcome(self._advance())
+
+    def _give(self, action: Any) -> None:
+        """Hand the decision to the waiting orchestrator; the loop is not driven yet."""
         if self._act is None or self._loop is None:
             raise ConfigError("call reset() before step(), and again after an episode ends")
         if not self.action_space.contains(action):
             raise ConfigError(f"action {action!r} is not in {self.action_space}")
         decision = self.decode(action)
+        # the episode's clock stands still while it waits for a decision, as on a loop of its own
+        self.runtime._t0 += self._loop.time() - self._asked_at
         self._req = self._loop.create_future()
         act, self._act = self._act, None
         act.set_result(decision)
-        obs = self._advance()
+
+    def _outcome(
+        self, obs: np.ndarray | None
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """The step's result once the loop reached the next decision (``obs``) or the end."""
         if obs is not None:
             return obs, 0.0, False, False, self._info()
+        if self._ended and self._loop is not None:
+            # the final observation reads the clock as the run left it
+            self.runtime._t0 += self._loop.time() - self._ended[0]
         trace = self._run.result() if self._run is not None else None
         assert trace is not None
         self.trace = trace
@@ -332,11 +369,12 @@ class OrchestrationEnv:
         """A fresh virtual-time loop and sim backend, or the env's real loop and backend."""
         cfg = self.config
         if cfg.backend == "sim":
+            loop = self._shared_loop or VirtualTimeLoop(watchdog_s=0.05)
             # the v0 environments keep the oracle verifiers they were published with
             oracle = self.id in _ORACLE_ENVS
             base = {"role_tokens": {"expert": 2.0, "novice": 0.6}, "oracle_verifiers": oracle}
             opts = {**base, **cfg.backend_options}
-            return VirtualTimeLoop(watchdog_s=0.05), SimBackend(seed=seed, **opts)
+            return loop, SimBackend(seed=seed, **opts)
         if self._real is None:
             from orchestrace.runtime.backends import make_backend
 
@@ -356,15 +394,18 @@ class OrchestrationEnv:
             # named too, since at interpreter exit asyncio's registry of tasks may be gone already
             runtime = getattr(self, "runtime", None)
             known = [self._run, *getattr(runtime, "_tasks", ())] if self._run is not None else []
+            shared = loop is self._shared_loop
             for _ in range(5):
-                pending = [t for t in {*known, *asyncio.all_tasks(loop)} if not t.done()]
+                # on a shared loop, only this episode's tasks are this environment's to cancel
+                others = () if shared else asyncio.all_tasks(loop)
+                pending = [t for t in {*known, *others} if not t.done()]
                 if not pending:
                     break
                 for t in pending:
                     t.cancel()
                 with contextlib.suppress(RuntimeError):
                     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            if self._real is None or loop is not self._real[0]:
+            if not shared and (self._real is None or loop is not self._real[0]):
                 loop.close()
         self._loop = self._run = self._req = self._act = None
         if not keep_trace:
@@ -407,14 +448,26 @@ class OrchestrationEnv:
     def _advance(self) -> np.ndarray | None:
         """Run the loop until a decision is requested (its observation) or the run ends."""
         assert self._loop is not None and self._run is not None and self._req is not None
-        waiters: set[asyncio.Future[Any]] = {self._req, self._run}
-        self._loop.run_until_complete(asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED))
+        self._loop.run_until_complete(
+            asyncio.wait(self._waiters(), return_when=asyncio.FIRST_COMPLETED)
+        )
+        return self._ready()
+
+    def _waiters(self) -> set[asyncio.Future[Any]]:
+        """What ends this episode's wait: a decision requested or the run finished."""
+        assert self._run is not None and self._req is not None
+        return {self._req, self._run}
+
+    def _ready(self) -> np.ndarray | None:
+        """The observation of the requested decision, or ``None`` when the run ended."""
+        assert self._req is not None
         if self._req.done():
             return self._req.result()
         return None
 
     async def _ask(self) -> dict[str, Any]:
         assert self._loop is not None and self._req is not None
+        self._asked_at = self._loop.time()
         self._act = self._loop.create_future()
         self._req.set_result(self._observe())
         return await self._act

@@ -1,10 +1,17 @@
 """Gymnasium registration of the orchestration environments (``gymnasium.make`` ids).
 
-:func:`register` makes ``gymnasium.make("orchestrace/Orchestrate-v1")`` (and
-``orchestrace/Orchestrate-v0``, ``orchestrace/Stop-v0``) build a ``gymnasium.Env`` around
+The ids ``orchestrace/Orchestrate-v1``, ``orchestrace/Orchestrate-v0`` and
+``orchestrace/Stop-v0`` build a ``gymnasium.Env`` (:func:`env_class`) around
 :func:`~orchestrace.learn.env.make_env`, with Gymnasium spaces, so Gymnasium's tooling
-(``check_env``, wrappers, vector envs) applies. Gymnasium is optional: it is imported only here,
-when these functions are called.
+(``check_env``, wrappers, vector envs) applies. Gymnasium is optional and never imported by
+``import orchestrace``. The ids are registered
+
+* when this module is imported, so ``gymnasium.make("orchestrace.learn.gym:orchestrace/Stop-v0")``
+  works with nothing imported beforehand (Gymnasium imports the module named before ``:``);
+* on ``import orchestrace.learn`` (or any module under it): at once when Gymnasium is already
+  imported, else at the moment Gymnasium is imported (a one-shot import hook; Gymnasium itself is
+  not imported), so ``gymnasium.make("orchestrace/Stop-v0")`` works in either import order;
+* by :func:`register`, explicitly.
 
 Example:
     >>> import importlib.util
@@ -21,11 +28,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from typing import Any, ClassVar
 
 from orchestrace.errors import ConfigError
 
-__all__ = ["GYM_IDS", "gym_env", "register"]
+__all__ = ["GYM_IDS", "env_class", "gym_env", "register"]
 
 #: Gymnasium id -> orchestrace environment id.
 GYM_IDS = {
@@ -48,6 +57,11 @@ def _gymnasium() -> Any:
 def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
     """A ``gymnasium.Env`` around :func:`~orchestrace.learn.env.make_env` (same id and settings).
 
+    The class (:func:`env_class`) subclasses ``gymnasium.Env``; its spaces are
+    ``gymnasium.spaces`` (``Box`` of float32 observations, ``Discrete`` or ``MultiDiscrete``
+    actions). ``reset(seed=s)`` seeds ``np_random`` (Gymnasium's seeding); ``reset()`` without a
+    seed draws the episode seed from it, so seeded instances give the same episodes.
+
     Raises:
         ConfigError: Gymnasium is not installed, or an unknown id or setting.
 
@@ -59,13 +73,34 @@ def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
         ...     print("Discrete(2)")
         Discrete(2)
     """
+    from orchestrace.learn.env import make_env
+
+    cls = env_class()
+    return cls(make_env(GYM_IDS.get(env_id, env_id), **kw))
+
+
+@functools.cache
+def env_class() -> type:
+    """The ``gymnasium.Env`` subclass that wraps an ``OrchestrationEnv`` (built once).
+
+    Raises:
+        ConfigError: Gymnasium is not installed.
+
+    Example:
+        >>> import importlib.util
+        >>> if importlib.util.find_spec("gymnasium"):
+        ...     import gymnasium
+        ...     print(issubclass(env_class(), gymnasium.Env))
+        ... else:
+        ...     print(True)
+        True
+    """
     gymnasium = _gymnasium()
     import numpy as np
 
-    from orchestrace.learn.env import make_env
+    from orchestrace.learn.env import OrchestrationEnv
     from orchestrace.learn.spaces import Discrete, MultiDiscrete
 
-    inner = make_env(GYM_IDS.get(env_id, env_id), **kw)
     spaces = gymnasium.spaces
 
     class OrchestraceGymEnv(gymnasium.Env):  # type: ignore[misc,name-defined]
@@ -73,13 +108,13 @@ def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
 
         metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-        def __init__(self) -> None:
-            self.env = inner
-            box = inner.observation_space
+        def __init__(self, env: OrchestrationEnv) -> None:
+            self.env = env
+            box = env.observation_space
             self.observation_space = spaces.Box(
                 box.low, box.high, shape=box.shape, dtype=np.float32
             )
-            act = inner.action_space
+            act = env.action_space
             if isinstance(act, Discrete):
                 self.action_space = spaces.Discrete(act.n)
             else:
@@ -106,7 +141,8 @@ def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
         def close(self) -> None:
             self.env.close()
 
-    return OrchestraceGymEnv()
+    OrchestraceGymEnv.__module__ = __name__
+    return OrchestraceGymEnv
 
 
 def register() -> list[str]:
@@ -127,3 +163,8 @@ def register() -> list[str]:
                 gid, entry_point="orchestrace.learn.gym:gym_env", kwargs={"env_id": eid}
             )
     return list(GYM_IDS)
+
+
+if importlib.util.find_spec("gymnasium") is not None:
+    # importing this module registers the ids: gymnasium.make("orchestrace.learn.gym:<id>")
+    register()
