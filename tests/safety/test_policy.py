@@ -92,6 +92,32 @@ def test_unreadable_policy(tmp_path: Path) -> None:
         CapabilityPolicy.from_toml(bad)
 
 
+@pytest.mark.parametrize("option", ["--policy", "--defenses"])
+def test_policy_fifo_without_writer_fails_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """A FIFO nobody writes to (or a device, or a directory) is refused, never waited on."""
+    import os
+    import time
+
+    from orchestrace.runtime.security import defenses_from
+
+    monkeypatch.setenv("ORCHESTRACE_FIFO_WRITER_S", "0.5")
+    fifo = tmp_path / "p.toml"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match="cannot read"):
+        if option == "--policy":
+            defenses_from(None, fifo)
+        else:
+            defenses_from(str(fifo))
+    assert time.monotonic() - t0 < 10
+    with pytest.raises(ConfigError, match="not a regular file"):
+        defenses_from(None, "/dev/null")
+    with pytest.raises(ConfigError, match="it is a directory"):
+        defenses_from(str(tmp_path))
+
+
 @pytest.mark.parametrize(
     ("roles", "tools", "message"),
     [

@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -219,10 +220,7 @@ class CapabilityPolicy:
             ConfigError: Unreadable or malformed file, unknown keys (one line, with the fix).
         """
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{p}: cannot read the policy: {err}") from None
+        text = _read_text(p, "the policy", "pass a policy TOML file")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
@@ -384,6 +382,35 @@ class Defenses:
         return cls(**kw)
 
 
+def _read_text(path: Path, what: str, fix: str) -> str:
+    """A small UTF-8 config file's text; a FIFO nobody writes, a device or a directory fails.
+
+    Raises:
+        ConfigError: One line naming ``what``, why it cannot be read, and ``fix``.
+    """
+    from orchestrace.errors import OrchestraceError
+    from orchestrace.io._common import read_bytes
+
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"{path}: cannot read {what}: it is a directory; {fix}")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise ConfigError(f"{path}: cannot read {what}: not a regular file; {fix}")
+        data = read_bytes(path)
+        return bytes(data).decode("utf-8")
+    except ConfigError:
+        raise
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: cannot read {what}: not UTF-8 text ({err.reason}); {fix}"
+        ) from None
+    except OrchestraceError as err:
+        raise ConfigError(f"{path}: cannot read {what} ({err}); {fix}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read {what} ({err.strerror or err}); {fix}") from None
+
+
 def defenses_from(spec: str | None, policy: str | Path | None = None) -> Defenses:
     """The defenses a command line names: ``none``, ``all`` or a TOML file, plus a policy file.
 
@@ -404,11 +431,9 @@ def defenses_from(spec: str | None, policy: str | Path | None = None) -> Defense
     else:
         p = Path(str(spec))
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(
-                f"--defenses {spec}: cannot read it ({err}); pass none, all or a TOML file"
-            ) from None
+            data = tomllib.loads(
+                _read_text(p, f"--defenses {spec}", "pass none, all or a defenses TOML file")
+            )
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{p}: not valid TOML: {err}; fix the defenses file") from None
         d = Defenses.from_dict(data, source=str(p))
