@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from orchestrace import dump
+from orchestrace._safe import display
 from orchestrace.cli import main
 from orchestrace.runtime import run
 from orchestrace.safety import Defenses
@@ -46,7 +47,7 @@ def test_findings_exit_1_one_line_each(
     dump(bad, bad_path)
     assert main(["audit", str(good_path), str(bad_path)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"{good_path}: clean (1 trace, 0 findings)"
+    assert lines[0] == f"{display(good_path)}: clean (1 trace, 0 findings)"
     # the forged aggregate, then the stop answer that no longer matches it
     assert len(lines) == 3
     assert "stop decision" in lines[2] and "gives '999999'" in lines[2]
@@ -97,7 +98,7 @@ def test_run_with_defenses_then_audit(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main([*args, "--defenses", str(spec)]) == 0
     capsys.readouterr()
     assert main(["audit", str(out)]) == 0
-    assert capsys.readouterr().out == f"{out}: clean (1 trace, 0 findings)\n"
+    assert capsys.readouterr().out == f"{display(out)}: clean (1 trace, 0 findings)\n"
 
 
 @pytest.mark.parametrize(
