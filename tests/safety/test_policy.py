@@ -139,3 +139,45 @@ def test_defenses_from_dict_reports_the_policy_key() -> None:
         Defenses.from_dict(data)
     with pytest.raises(ConfigError, match=r"defenses.capabilities must be a CapabilityPolicy"):
         Defenses(capabilities={"roles": {}})  # type: ignore[arg-type]
+
+
+def test_roles_the_run_cannot_have_are_refused() -> None:
+    from orchestrace.runtime import run
+
+    p = CapabilityPolicy.from_dict({"roles": {"critic": {"may_spawn": True}}})
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown role 'critic'; roles of this run: aggregator, orchestrator, "
+        r"worker$",
+    ):
+        run("swarm", "arith", agents=2, defenses=Defenses(capabilities=p))
+    # the built-in policy applies to every topology
+    run("centralized", "arith", agents=2, defenses=Defenses.all())
+
+
+def test_unlisted_orchestrator_keeps_the_default_rules() -> None:
+    from orchestrace.runtime import run
+
+    p = CapabilityPolicy.from_dict({"roles": {"worker": {"tools": []}}})
+    assert p.allows("orchestrator", "spawn") and p.allows("orchestrator", "stop")
+    assert not p.allows("worker", "spawn")
+    res = run("centralized", "arith", agents=2, defenses=Defenses(capabilities=p))
+    assert res.answer is not None
+    assert not any(e.type == "safety_event" for e in res.trace.events)
+
+
+def test_run_ended_by_a_denied_orchestrator_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrace.cli import main
+
+    pol = _write(tmp_path, "[roles.orchestrator]\nmay_spawn = false\n")
+    out = tmp_path / "t.json"
+    rc = main(["run", "centralized", "--task", "arith", "--policy", str(pol), "-o", str(out)])
+    assert rc == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: the run's orchestrator was stopped by the capability policy (CapabilityDenied: "
+        "agent 'orchestrator' (role 'orchestrator') may not spawn under the capability policy); "
+        "give the orchestrator role may_spawn and may_stop in the policy (--policy/--defenses)"
+    ]

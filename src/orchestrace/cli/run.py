@@ -303,4 +303,22 @@ def run_cmd(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130 if res.interrupted_by == "SIGINT" else 143
+    denied = _root_denied(res.trace)
+    if denied is not None:
+        print(
+            f"error: the run's orchestrator was stopped by the capability policy ({denied}); "
+            "give the orchestrator role may_spawn and may_stop in the policy (--policy/--defenses)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _root_denied(trace: Any) -> str | None:
+    """The capability denial that ended the root agent, if one did."""
+    root = next((e.agent for e in trace.events if e.agent), None)
+    for e in reversed(trace.events):
+        if e.type == "despawn" and e.agent == root:
+            err = str(e.error or "")
+            return err if err.startswith("CapabilityDenied") else None
+    return None

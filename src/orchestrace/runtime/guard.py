@@ -79,7 +79,8 @@ class Guard:
             )
         self.policy = defenses.capabilities
         if self.policy is not None:
-            roles = set(SYSTEM) | _option_roles(rt.config.options)
+            own = _TOPOLOGY_ROLES.get(str(rt.topology)) if rt.topology else None
+            roles = set(SYSTEM if own is None else own) | _option_roles(rt.config.options)
             self.policy.check_names(roles, rt.tools, source="defenses.capabilities")
         self.detector: InjectionDetector | None = (
             detector if detector is not None else make_detector(defenses.detector)
@@ -381,6 +382,17 @@ def _leaves(value: Any, depth: int = 0) -> list[Any]:
     if isinstance(value, list | tuple):
         return [x for v in value for x in (v, *_leaves(v, depth + 1))]
     return []
+
+
+#: The roles each built-in topology spawns (besides the orchestrator and option roles).
+_TOPOLOGY_ROLES: dict[str, frozenset[str]] = {
+    "centralized": frozenset({"worker"}),
+    "critic_loop": frozenset({"critic", "worker"}),
+    "debate": frozenset({"debater", "judge"}),
+    "hierarchical": frozenset({"manager", "worker"}),
+    "pipeline": frozenset({"planner", "executor", "critic"}),
+    "swarm": frozenset({"aggregator", "worker"}),
+}
 
 
 def _option_roles(options: Mapping[str, Any]) -> set[str]:

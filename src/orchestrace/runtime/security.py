@@ -94,6 +94,10 @@ class RolePolicy:
         return d
 
 
+#: What the root role may do unless a policy lists it.
+_ROOT_RULES = RolePolicy(True, True, True, True)
+
+
 def _role_from(name: str, data: object, where: str) -> RolePolicy:
     if not isinstance(data, Mapping):
         raise ConfigError(
@@ -128,7 +132,8 @@ def _role_from(name: str, data: object, where: str) -> RolePolicy:
 class CapabilityPolicy:
     """Per-role capabilities the runtime enforces; denials are recorded as ``safety_event``.
 
-    Roles not listed get ``default``. No agent may spawn an agent of the root role.
+    Roles not listed get ``default``, except the root role (``orchestrator``): unlisted, it
+    keeps what :meth:`default_policy` gives it. No agent may spawn an agent of the root role.
 
     Example:
         >>> p = CapabilityPolicy.from_dict({"roles": {"worker": {"tools": ["search"]}}})
@@ -151,8 +156,16 @@ class CapabilityPolicy:
     )
 
     def role(self, name: str) -> RolePolicy:
-        """The rules of role ``name``."""
-        return self.roles.get(name, self.default)
+        """The rules of role ``name``.
+
+        A policy that does not list the root role (``orchestrator``) gives it the default
+        policy's rules (it may spawn, delegate, stop and aggregate): every run starts with it,
+        and a root that may not spawn or stop could not run at all.
+        """
+        r = self.roles.get(name)
+        if r is not None:
+            return r
+        return _ROOT_RULES if name == ROOT_ROLE else self.default
 
     def allows(self, role: str, action: str, tool: str | None = None) -> bool:
         """Whether ``role`` may take ``action`` (one of :data:`ACTIONS`, or ``tool``)."""
@@ -172,7 +185,7 @@ class CapabilityPolicy:
         """
         return cls(
             roles={
-                ROOT_ROLE: RolePolicy(True, True, True, True),
+                ROOT_ROLE: _ROOT_RULES,
                 "manager": RolePolicy(may_spawn=True, may_delegate=True, may_aggregate=True),
                 "aggregator": RolePolicy(may_aggregate=True),
                 "judge": RolePolicy(may_aggregate=True),
@@ -236,8 +249,10 @@ class CapabilityPolicy:
             ConfigError: Naming the unknown role or tool and the known ones.
         """
         known_roles = set(roles) | {ROOT_ROLE}
-        for name in self.roles:
-            if name not in known_roles:
+        builtin = CapabilityPolicy.default_policy().roles
+        for name, rules in self.roles.items():
+            # the default policy's own rules for its roles apply to any run that has them
+            if name not in known_roles and builtin.get(name) != rules:
                 raise ConfigError(
                     f"{source}: unknown role {name!r}; roles of this run: "
                     f"{', '.join(sorted(known_roles))}"
@@ -382,7 +397,7 @@ class Defenses:
         return cls(**kw)
 
 
-def _read_text(path: Path, what: str, fix: str) -> str:
+def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
     """A small UTF-8 config file's text; a FIFO nobody writes, a device or a directory fails.
 
     Raises:
@@ -391,24 +406,25 @@ def _read_text(path: Path, what: str, fix: str) -> str:
     from orchestrace.errors import OrchestraceError
     from orchestrace.io._common import read_bytes
 
+    where = head or str(path)
     try:
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
-            raise ConfigError(f"{path}: cannot read {what}: it is a directory; {fix}")
+            raise ConfigError(f"{where}: cannot read {what}: it is a directory; {fix}")
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            raise ConfigError(f"{path}: cannot read {what}: not a regular file; {fix}")
+            raise ConfigError(f"{where}: cannot read {what}: not a regular file; {fix}")
         data = read_bytes(path)
         return bytes(data).decode("utf-8")
     except ConfigError:
         raise
     except UnicodeDecodeError as err:
         raise ConfigError(
-            f"{path}: cannot read {what}: not UTF-8 text ({err.reason}); {fix}"
+            f"{where}: cannot read {what}: not UTF-8 text ({err.reason}); {fix}"
         ) from None
     except OrchestraceError as err:
-        raise ConfigError(f"{path}: cannot read {what} ({err}); {fix}") from None
+        raise ConfigError(f"{where}: cannot read {what} ({err}); {fix}") from None
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read {what} ({err.strerror or err}); {fix}") from None
+        raise ConfigError(f"{where}: cannot read {what} ({err.strerror or err}); {fix}") from None
 
 
 def defenses_from(spec: str | None, policy: str | Path | None = None) -> Defenses:
@@ -432,7 +448,7 @@ def defenses_from(spec: str | None, policy: str | Path | None = None) -> Defense
         p = Path(str(spec))
         try:
             data = tomllib.loads(
-                _read_text(p, f"--defenses {spec}", "pass none, all or a defenses TOML file")
+                _read_text(p, "it", "pass none, all or a defenses TOML file", f"--defenses {spec}")
             )
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{p}: not valid TOML: {err}; fix the defenses file") from None
