@@ -313,3 +313,44 @@ def test_spotlight_changes_no_simulated_outcome_by_chance() -> None:
             if a.succeeded(r0.trace) != a.succeeded(r1.trace):
                 flips.append((top, s))
     assert flips == []
+
+
+def test_in_run_forger_is_rejected_under_the_default_keys() -> None:
+    """Agent code that derives seed keys and signs in its peers' names is rejected by default."""
+    import dataclasses
+    from typing import Any as _Any
+
+    from orchestrace.runtime.security import Keyring
+    from orchestrace.safety import Defenses
+    from orchestrace.safety import attacks as A
+
+    class SeedForger(A.Spoofing):
+        def wrap(self, st: _Any, name: str, role: str, fn: _Any) -> _Any:
+            if not (role == "worker" and not st.compromised):
+                return fn
+            st.compromised.append(name)
+            target = st.target
+
+            async def forger(ctx: _Any, **inputs: _Any) -> _Any:
+                team = inputs["team"]
+                kr = Keyring.from_seed(ctx.config.seed)  # the seed is readable by agent code
+                for i, who in enumerate(team):
+                    step = ctx.step if i else ctx.step + 1
+                    data = {"index": i, "value": target}
+                    mac = kr.sign(who, inputs["aggregator"], str(target), step, data)
+                    await ctx.send_raw(inputs["aggregator"], target, sender=who, mac=mac, data=data)
+                return await fn(ctx, **inputs)
+
+            return forger
+
+    def attack(d: Defenses) -> tuple[bool, set[str]]:
+        a = SeedForger()
+        r = A.run_attacked("swarm", "wide-search-v1", a, agents=4, seed=0, task_size=16, defenses=d)
+        kinds = {str((e.attrs or {}).get("kind")) for e in r.trace.events}
+        return a.succeeded(r.trace), kinds
+
+    ok, kinds = attack(Defenses.all())  # default keys: os.urandom
+    assert not ok and "forgery_rejected" in kinds
+    # seed-derived keys are forgeable by agent code (as docs/security.md says)
+    ok, kinds = attack(dataclasses.replace(Defenses.all(), keys="seed"))
+    assert ok and "forgery_rejected" not in kinds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
@@ -72,10 +73,25 @@ def test_defenses_are_recorded_and_rebuilt() -> None:
 
 
 def test_same_seed_same_defended_trace() -> None:
-    d = Defenses.all()
+    d = dataclasses.replace(Defenses.all(), keys="seed")
     a = run("swarm", "multihop", agents=3, seed=4, defenses=d).trace
     b = run("swarm", "multihop", agents=3, seed=4, defenses=d).trace
     assert _sha(a) == _sha(b)
+    # the default keys (os.urandom) change only the MACs from run to run
+    assert Defenses.all().keys == "random"
+    x = run("swarm", "multihop", agents=3, seed=4, defenses=Defenses.all()).trace
+    y = run("swarm", "multihop", agents=3, seed=4, defenses=Defenses.all()).trace
+
+    def macless(t: Any) -> list[Any]:
+        return [
+            (e.id, e.content, {k: v for k, v in (e.attrs or {}).items() if k != "mac"})
+            for e in t.events
+        ]
+
+    assert macless(x) == macless(y)
+    assert [e.attrs.get("mac") for e in x.events if e.type == "message"] != [
+        e.attrs.get("mac") for e in y.events if e.type == "message"
+    ]
 
 
 # ---------------------------------------------------------------------- signing
@@ -123,7 +139,9 @@ def test_forged_sender_is_rejected_with_signing(mac: str | None, status: str) ->
 
 
 def test_signatures_verify_and_never_leak_keys() -> None:
-    tr = run("swarm", "arith", agents=3, seed=1, defenses=Defenses(sign_messages=True)).trace
+    tr = run(
+        "swarm", "arith", agents=3, seed=1, defenses=Defenses(sign_messages=True, keys="seed")
+    ).trace
     keys = Keyring.from_seed(1)
     msgs = [e for e in tr.events if e.type == "message"]
     assert msgs

@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,8 @@ class Guard:
             self.keys = (
                 Keyring.random() if defenses.keys == "random" else Keyring.from_seed(rt.config.seed)
             )
+        #: replay only: recorded MACs of valid messages (see :meth:`reuse_macs`)
+        self.recorded: dict[tuple[str, str, str, int, str], str] = {}
         self.policy = defenses.capabilities
         if self.policy is not None:
             own = _TOPOLOGY_ROLES.get(str(rt.topology)) if rt.topology else None
@@ -129,9 +132,31 @@ class Guard:
         return eid
 
     # ------------------------------------------------------------------ signing
+    def reuse_macs(self, events: Iterable[Any]) -> None:
+        """Replay: accept and re-use the MACs of the recorded run's valid messages.
+
+        Keys drawn from ``os.urandom`` are not recorded, so a replay cannot sign as the
+        recorded run did; a message identical to a recorded valid one (sender, recipient,
+        content, step and data) carries the recorded MAC instead, and the trace reproduces.
+        """
+        for e in events:
+            a = getattr(e, "attrs", None) or {}
+            if getattr(e, "type", None) == "message" and a.get("sig") == "valid":
+                key = _mkey(
+                    str(e.from_), str(e.to), str(e.content or ""), e.step or 0, a.get("data")
+                )
+                if isinstance(a.get("mac"), str):
+                    self.recorded[key] = a["mac"]
+
     def sign(self, sender: str, to: str, text: str, step: int, data: Any = None) -> str | None:
         """The sender's MAC of the content and ``data`` (``None`` when signing is off)."""
-        return None if self.keys is None else self.keys.sign(sender, to, text, step, data)
+        if self.keys is None:
+            return None
+        if self.recorded:
+            mac = self.recorded.get(_mkey(sender, to, text, step, data))
+            if mac is not None:
+                return mac
+        return self.keys.sign(sender, to, text, step, data)
 
     def status(
         self, sender: str, to: str, text: str, step: int, mac: str | None, data: Any = None
@@ -140,6 +165,8 @@ class Guard:
         if mac is None:
             return "unsigned"
         assert self.keys is not None
+        if self.recorded and self.recorded.get(_mkey(sender, to, text, step, data)) == mac:
+            return "valid"
         return "valid" if self.keys.verify(sender, to, text, step, mac, data) else "invalid"
 
     # ------------------------------------------------------------------ capabilities
@@ -393,6 +420,11 @@ _TOPOLOGY_ROLES: dict[str, frozenset[str]] = {
     "pipeline": frozenset({"planner", "executor", "critic"}),
     "swarm": frozenset({"aggregator", "worker"}),
 }
+
+
+def _mkey(sender: str, to: str, text: str, step: int, data: Any) -> tuple[str, str, str, int, str]:
+    enc = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return (sender, to, text, int(step), enc)
 
 
 def _option_roles(options: Mapping[str, Any]) -> set[str]:

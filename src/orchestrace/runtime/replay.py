@@ -393,6 +393,8 @@ def _runtime(
         judge=_judge(trace, task, rerun_checks),
         label_answers=fork_of is not None,
     )
+    if rt.guard is not None:  # keys from os.urandom are not recorded: re-use the MACs
+        rt.guard.reuse_macs(trace.events)
     if topo is None:
         return rt, recorded_root(trace, rt, task)
     return rt, topo.root

@@ -304,9 +304,13 @@ class Defenses:
         default=None,
         metadata={"help": "prompt-injection detector: 'builtin' or a local model path"},
     )
-    keys: Literal["seed", "random"] = field(
-        default="seed",
-        metadata={"help": "signing keys from the run seed (reproducible) or os.urandom"},
+    keys: Literal["seed", "random"] | None = field(
+        default=None,  # resolved in __post_init__: "random" with signing on, else "seed"
+        metadata={
+            "help": "signing keys from os.urandom ('random', the default with signing on: "
+            "agents cannot forge them) or from the run seed ('seed': reproducible MACs the "
+            "audit re-verifies, but agent code that reads the seed can forge them)"
+        },
     )
     quorum: float = field(
         default=0.5, metadata={"help": "share of votes a quorum needs (more than this)"}
@@ -336,6 +340,8 @@ class Defenses:
                 f"defenses.detector must be 'builtin' or a model directory (got "
                 f"{_short(self.detector)})"
             )
+        if self.keys is None:
+            object.__setattr__(self, "keys", "random" if self.sign_messages else "seed")
         if self.keys not in ("seed", "random"):
             raise ConfigError(f"defenses.keys must be 'seed' or 'random' (got {self.keys!r})")
         if self.keys == "random" and not self.sign_messages:
