@@ -1661,17 +1661,26 @@ for _w, _pre, _name, _kind in (
     ("export", _WRITERS["export"], "x.jsonl", "trl"),
     ("generate", _WRITERS["generate"], "x.json", "json"),
 ):
-    OUTPUT_CASES.append(
-        OutputCase(
-            f"output/{_w}-disk-full-{_name}",
-            (*_pre, "{d}/" + _name),
-            fsize=1024,
-            must_fail=True,
+    if _kind != "trl":  # a trl export of one run has no preference rows: nothing fills a disk
+        OUTPUT_CASES.append(
+            OutputCase(
+                f"output/{_w}-disk-full-{_name}",
+                (*_pre, "{d}/" + _name),
+                fsize=1024,
+                must_fail=True,
+            )
         )
-    )
     OUTPUT_CASES.append(
         OutputCase(f"output/{_w}-plain-{_name}", (*_pre, "{d}/" + _name), output=(_name, _kind))
     )
+OUTPUT_CASES.append(
+    OutputCase(
+        "output/export-disk-full-verl.parquet",
+        ("export", "--to", "verl", "{run}", "-o", "{d}/x.parquet"),
+        fsize=1024,
+        must_fail=True,
+    )
+)
 OUTPUT_CASES += [
     OutputCase(
         "output/convert-over-foreign-file",

@@ -251,3 +251,20 @@ def test_docs_verl_config_uses_the_shipped_reward():
     doc = (Path(__file__).parents[2] / "docs" / "learning.md").read_text()
     assert "custom_reward_function" in doc and "orchestrace/learn/verl_reward.py" in doc
     assert "name: compute_score" in doc and callable(vr.compute_score)
+
+
+@pytest.mark.parametrize(
+    ("to", "name", "want"),
+    [("verl", "rows.jsonl", "*.parquet"), ("trl", "rows.parquet", "*.jsonl")],
+)
+def test_cli_refuses_an_output_suffix_of_the_other_format(tmp_path, capsys, to, name, want):
+    from orchestrace.cli import main
+    from orchestrace.runtime import run
+
+    src = tmp_path / "run.jsonl"
+    run("debate", "arith", agents=3, seed=1, output=src)
+    out = tmp_path / name
+    assert main(["export", "--to", to, str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"a {to} export is written as" in err and f"name the output {want}" in err
+    assert not out.exists()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
+from orchestrace.errors import ConfigError
 from orchestrace.io import load
 from orchestrace.learn.export import FORMATS, export
 
@@ -25,7 +27,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("traces", nargs="+", metavar="TRACE")
     p.add_argument("--to", choices=FORMATS, default="trl")
-    p.add_argument("-o", "--output", required=True, help="output file (.jsonl or .parquet)")
+    p.add_argument(
+        "-o", "--output", required=True, help="output file (trl: .jsonl, verl: .parquet)"
+    )
     p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--reward", default="team", help="reward name (team, parl, ...)")
     p.add_argument(
@@ -44,6 +48,15 @@ def run_cmd(args: argparse.Namespace) -> int:
     """Load, export, report."""
     from orchestrace.io._output import check_output
 
+    suffix = Path(args.output).suffix.lower()
+    want = ".parquet" if args.to == "verl" else ".jsonl"
+    if suffix in (".jsonl", ".ndjson", ".parquet", ".json") and not (
+        suffix == want or (want == ".jsonl" and suffix == ".ndjson")
+    ):
+        raise ConfigError(
+            f"-o {args.output}: a {args.to} export is written as {want[1:].upper()} "
+            f"(not {suffix[1:].upper()}); name the output *{want}"
+        )
     check_output(args.output, force=args.force, kind="file", inputs=args.traces)
     traces = [load(p, partial=True) for p in args.traces]
     for path, tr in zip(args.traces, traces, strict=True):
