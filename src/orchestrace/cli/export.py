@@ -48,6 +48,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     """Load, export, report."""
     from orchestrace.io._output import check_output
 
+    check_output(args.output, force=args.force, kind="file", inputs=args.traces)
     suffix = Path(args.output).suffix.lower()
     want = ".parquet" if args.to == "verl" else ".jsonl"
     if suffix in (".jsonl", ".ndjson", ".parquet", ".json") and not (
@@ -57,7 +58,6 @@ def run_cmd(args: argparse.Namespace) -> int:
             f"-o {args.output}: a {args.to} export is written as {want[1:].upper()} "
             f"(not {suffix[1:].upper()}); name the output *{want}"
         )
-    check_output(args.output, force=args.force, kind="file", inputs=args.traces)
     traces = [load(p, partial=True) for p in args.traces]
     for path, tr in zip(args.traces, traces, strict=True):
         refuse_truncated(path, [tr], partial=args.partial)
