@@ -238,14 +238,35 @@ def test_one_handler_records_sequential_runs_as_traces(tmp_path):
 def test_concurrent_run_in_one_handler_is_named_not_mixed(tmp_path):
     import asyncio
 
+    from langgraph.graph import END, START, StateGraph
+
     from orchestrace.errors import OrchestraceError
     from orchestrace.integrations.langgraph import OrchestraceCallbackHandler
 
     path = tmp_path / "runs.jsonl"
     handler = OrchestraceCallbackHandler(path)
-    graph = _two_node_graph()
 
     async def both():
+        # node a of each run waits until both runs are inside it: the runs really overlap,
+        # however the machine schedules them
+        entered = 0
+        both_in = asyncio.Event()
+
+        async def a(state: dict) -> dict:
+            nonlocal entered
+            entered += 1
+            if entered == 2:
+                both_in.set()
+            await asyncio.wait_for(both_in.wait(), timeout=30)
+            return {"x": 1}
+
+        g = StateGraph(dict)
+        g.add_node("a", a)
+        g.add_node("b", lambda s: {"x": 2})
+        g.add_edge(START, "a")
+        g.add_edge("a", "b")
+        g.add_edge("b", END)
+        graph = g.compile()
         cfg = {"callbacks": [handler]}
         await asyncio.gather(graph.ainvoke({"x": 0}, cfg), graph.ainvoke({"x": 0}, cfg))
 
