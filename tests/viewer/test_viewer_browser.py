@@ -327,12 +327,16 @@ def test_event_graph_of_long_ids_stays_readable_and_pans(browser: Any, tmp_path:
         box = page.locator("svg.graph-svg").bounding_box()
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] / 2 - 150, box["y"] + box["height"] / 2 - 40)
-        page.mouse.up()
-        after = page.evaluate(
-            "document.querySelector('svg.graph-svg > g').getAttribute('transform')"
+        page.mouse.move(
+            box["x"] + box["width"] / 2 - 150, box["y"] + box["height"] / 2 - 40, steps=10
         )
-        assert after != before
+        page.mouse.up()
+        # the pan is applied on the next frames: wait for it (a busy machine is slow)
+        page.wait_for_function(
+            "b => document.querySelector('svg.graph-svg > g').getAttribute('transform') !== b",
+            arg=before,
+            timeout=10_000,
+        )
         assert not page.errors and not page.console_errors, page.console_errors
 
 
