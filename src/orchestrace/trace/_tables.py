@@ -30,35 +30,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from orchestrace.errors import TraceError
+from orchestrace.trace.model import Event
 
 if TYPE_CHECKING:
     from orchestrace.trace.model import Trace
 
 __all__ = ["EDGE_COLUMNS", "EVENT_COLUMNS", "TraceTables", "to_arrow", "to_pandas"]
 
-#: Columns of the events table, in order.
-EVENT_COLUMNS = (
-    "trace_id",
-    "id",
-    "t",
-    "type",
-    "agent",
-    "dur",
-    "role",
-    "from",
-    "to",
-    "tool",
-    "decision",
-    "step",
-    "content",
-    "content_ref",
-    "trusted",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-    "error",
-    "attrs",
-)
+#: Columns of the events table, in order: the trace id, then the event's fields as JSON names
+#: them (the Parquet dataset's order).
+EVENT_COLUMNS = ("trace_id", *(f.encode_name for f in msgspec.structs.fields(Event)))
 #: Columns of the edges table, in order.
 EDGE_COLUMNS = ("trace_id", "src", "dst", "type")
 _INT = ("step", "tokens_in", "tokens_out")
