@@ -166,7 +166,13 @@ def test_fork_diff_draws_changed_retimed_and_disappeared_events(
     a, b = debate_pair
     with viewer(a, b) as url:
         page = open_page(browser, url)
-        wait_for(page, lambda: state(page, "s.diff && s.diff.marked > 0"), what="diff marks")
+        # a paint can come before every layer of the merged window has arrived: wait until the
+        # marks and the ghosts (what the fork lost) are both drawn; a view without ghosts times out
+        wait_for(
+            page,
+            lambda: state(page, "s.diff && s.diff.marked > 0 && s.diff.ghosts > 0"),
+            what="diff marks and ghosts",
+        )
         d = state(page, "s.diff")
         counts = d["counts"]
         assert counts["changed"] >= 1 and counts["disappeared"] >= 1 and counts["retimed"] >= 1
