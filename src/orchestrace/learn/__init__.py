@@ -3,12 +3,18 @@
 Importing this package makes the Gymnasium ids (``orchestrace/Stop-v0``...) available to
 ``gymnasium.make`` without importing Gymnasium: they are registered at once when Gymnasium is
 already imported, else when it is (see :mod:`orchestrace.learn.gym`). :class:`VectorEnv`
-(:mod:`orchestrace.learn.vector`) is loaded on first use.
+(:mod:`orchestrace.learn.vector`) is loaded on first use, as are the verl reward module
+:mod:`orchestrace.learn.verl_reward` (``verl_reward``) and its ``compute_score``, the function a
+verl config names.
 
 Example:
     >>> import orchestrace.learn
     >>> orchestrace.learn.VectorEnv.__name__
     'VectorEnv'
+    >>> orchestrace.learn.compute_score("orchestrace/arith-mapreduce-v0", "ANSWER: 3", "3")
+    1.0
+    >>> orchestrace.learn.verl_reward.compute_score is orchestrace.learn.compute_score
+    True
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["VectorEnv"]
+__all__ = ["VectorEnv", "compute_score", "verl_reward"]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from orchestrace.learn.vector import VectorEnv
 
         return VectorEnv
+    if name in ("verl_reward", "compute_score"):
+        import orchestrace.learn.verl_reward as verl_reward
+
+        return verl_reward if name == "verl_reward" else verl_reward.compute_score
     raise AttributeError(f"module 'orchestrace.learn' has no attribute {name!r}")
 
 
