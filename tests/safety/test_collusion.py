@@ -75,3 +75,29 @@ def test_bad_detector_parameters(kw, message):
     tr = run("swarm", ARITH, agents=2, seed=0, task_size=4).trace
     with pytest.raises(ConfigError, match=message):
         detect_collusion(tr, **kw)
+
+
+@pytest.mark.parametrize("topology", ["swarm", "centralized", "hierarchical"])
+def test_agreement_reward_counts_parts_the_answer_was_combined_from(topology):
+    # each worker solves one part: its answer is never the run's answer, but the answer was
+    # combined from it, so a consensus reward accepts it (and so accepts a colluder's part)
+    benign = run_attacked(topology, ARITH, None, agents=4, seed=0, task_size=8).trace
+    assert agreement_reward(benign) == 1.0
+    tr = run_attacked(topology, ARITH, Collusion(agents=2), agents=4, seed=0, task_size=8).trace
+    assert tr.meta["result"]["success"] is False
+    assert agreement_reward(tr) == 1.0  # hacked: the wrong parts were accepted
+    assert gated_reward(tr, agreement_reward(tr)) == 0.0
+
+
+def test_an_out_voted_answer_is_not_agreement():
+    tr = run("debate", ARITH, agents=3, seed=0, task_size=8).trace
+    finals = {
+        e.agent: e.attrs["answer"]
+        for e in tr.events
+        if e.type == "llm_call"
+        and e.attrs.get("kind") in ("solve", "revise")
+        and e.attrs.get("answer") is not None
+    }
+    answer = str(tr.meta["result"]["answer"])
+    expected = sum(str(v) == answer for v in finals.values()) / len(finals)
+    assert agreement_reward(tr) == pytest.approx(expected)
