@@ -288,12 +288,12 @@ def _accepted(trace: Trace) -> tuple[set[str], set[tuple[str, str]]]:
     parts: set[str] = set()
     delivered: set[tuple[str, str]] = set()
     for eid in seen:
-        e = by_id.get(eid)
-        if e is None:
+        ev = by_id.get(eid)
+        if ev is None:
             continue
-        for v in _values(e):
-            delivered.add((e.agent, text_of(v)))
-        if e.type == "aggregate" and (e.attrs or {}).get("method") == "combine":
+        for v in _values(ev):
+            delivered.add((ev.agent, text_of(v)))
+        if ev.type == "aggregate" and (ev.attrs or {}).get("method") == "combine":
             for src, kind in parents.get(eid, ()):
                 if kind in ("aggregate", "message") and src in by_id:
                     parts.update(text_of(v) for v in _values(by_id[src]))
