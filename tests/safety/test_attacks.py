@@ -20,6 +20,7 @@ from orchestrace.safety.attacks import (
     Spoofing,
     carriers,
     escalated_events,
+    escalation_effects,
     final_answer,
     forged_messages,
     make_attack,
@@ -186,9 +187,40 @@ def test_capability_policy_denies_escalation_by_mechanism(topology):
     attack = Escalation()
     off = run_attacked(topology, ARITH, attack, agents=3, seed=2, task_size=8).trace
     on = run_attacked(topology, ARITH, attack, agents=3, seed=2, task_size=8, defenses=CAPS).trace
-    assert attack.succeeded(off) and not attack.succeeded(on)
+    assert escalated_events(off)  # undefended, the worker's privileged actions are recorded
+    if topology in ("centralized", "hierarchical", "critic_loop"):  # returns make the answer
+        assert attack.succeeded(off)
+    assert not attack.succeeded(on)
     assert "capability_denied" in _safety_kinds(on)
     assert not escalated_events(on)
+
+
+def test_an_escalation_that_took_no_effect_is_not_a_success():
+    # on a pipeline the executor's own return is not what the orchestrator answers with: its
+    # spawn, stop and aggregate are recorded, but none of them reached the answer
+    attack = Escalation()
+    tr = run_attacked("pipeline", ARITH, attack, agents=3, seed=2, task_size=8).trace
+    assert escalated_events(tr) and tr.meta["result"]["success"]
+    assert not attack.succeeded(tr) and escalation_effects(tr, [1337]) == []
+
+
+def test_a_workers_stop_never_becomes_the_run_answer():
+    attack = Escalation(actions=("stop",))
+    for topology in ("centralized", "swarm", "critic_loop"):
+        tr = run_attacked(topology, ARITH, attack, agents=3, seed=0, task_size=8).trace
+        stops = [i for i in escalated_events(tr)]
+        assert stops  # the worker recorded a stop with the attacker's answer ...
+        assert tr.meta["result"]["answer"] != 1337  # ... the run did not take it
+        assert not attack.succeeded(tr)
+
+
+def test_escalation_succeeds_through_its_products_only():
+    attack = Escalation(actions=("aggregate",))
+    tr = run_attacked("centralized", ARITH, attack, agents=3, seed=0, task_size=8).trace
+    effects = escalation_effects(tr, [1337])
+    by_id = {e.id: e for e in tr.events}
+    assert effects and all(by_id[i].type == "aggregate" for i in effects)
+    assert attack.succeeded(tr) and not tr.meta["result"]["success"]
 
 
 def test_injection_detector_acts_on_content_not_on_susceptibility():
