@@ -34,7 +34,6 @@ from orchestrace.trace.graph import (
     CycleError,
     TraceGraph,
     critical_path,
-    critical_steps,
     speedup,
     work,
 )
@@ -50,6 +49,7 @@ from orchestrace.trace.model import (
     Trace,
 )
 from orchestrace.trace.schema import native_schema
+from orchestrace.trace.steps import critical_steps
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -604,10 +604,10 @@ def test_parquet_integer_columns_read_as_the_model_types(dataset, small_trace):
 
 @pytest.mark.parametrize("tokens", [[2**63], [2**64], pa.array([2**64 - 1], pa.uint64())])
 def test_columnar_graph_refuses_counts_beyond_int64(tokens):
-    from orchestrace.trace.graph import TraceGraph
+    from orchestrace.io._columnar import from_columns
 
     with pytest.raises(ValueError, match=r"does not fit a 64-bit column \(2\^63-1 at most\)"):
-        TraceGraph.from_columns(
+        from_columns(
             ["e1"], [0.0], [0.0], ["message"], ["a"], [], [], [], tokens_in=tokens
         )
 

@@ -17,7 +17,8 @@ from orchestrace.io import dump, import_path, load
 from orchestrace.io.importers import sniff_value
 from orchestrace.io.langgraph import import_values, sniff, to_json
 from orchestrace.trace.check import check_trace
-from orchestrace.trace.graph import critical_path, critical_steps
+from orchestrace.trace.graph import critical_path
+from orchestrace.trace.steps import critical_steps
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
 RUNS = FIXTURES / "langgraph_runs.json"

@@ -19,7 +19,8 @@ from orchestrace.io.importers import sniff_value
 from orchestrace.io.openai_agents import import_values, sniff
 from orchestrace.io.upstream import to_upstream
 from orchestrace.trace.check import check_trace
-from orchestrace.trace.graph import critical_path, critical_steps
+from orchestrace.trace.graph import critical_path
+from orchestrace.trace.steps import critical_steps
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
 RUN = FIXTURES / "agents_run.json"

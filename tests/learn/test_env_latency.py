@@ -8,7 +8,7 @@ from orchestrace.errors import ConfigError
 from orchestrace.learn.env import EnvConfig, make_env
 from orchestrace.rewards import make
 from orchestrace.rewards.compose import load_spec
-from orchestrace.trace.graph import critical_steps
+from orchestrace.trace.steps import critical_steps
 
 
 def play(env, actions, seed=0, options=None):

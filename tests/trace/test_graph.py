@@ -2,13 +2,12 @@ import itertools
 import random
 
 import networkx as nx
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrace import CycleError, Edge, Event, Trace, TraceBuilder, critical_path, critical_steps
-from orchestrace.trace.graph import DEPENDENCY_EDGES, TraceGraph, speedup, work
+from orchestrace.trace.graph import DEPENDENCY_EDGES, speedup, work
 
 
 def make_dag(n, edges, durs, order):
@@ -117,116 +116,6 @@ def test_empty_trace():
     tr = Trace(trace_id="t", task_id="x", events=())
     assert critical_path(tr).length == 0.0 and work(tr) == 0.0 and speedup(tr) == 1.0
     assert critical_steps(tr) == 0
-
-
-def test_from_columns_matches_from_trace(medium_trace):
-    import pyarrow as pa
-
-    tr = medium_trace
-    ev = tr.events
-
-    def col(name, attr=None):
-        return pa.array([getattr(e, attr or name) for e in ev])
-
-    g = TraceGraph.from_columns(
-        col("id"),
-        col("t"),
-        col("dur"),
-        col("type"),
-        col("agent"),
-        pa.array([e.src for e in tr.edges]),
-        pa.array([e.dst for e in tr.edges]),
-        pa.array([e.type for e in tr.edges]),
-        to=col("to"),
-        role=col("role"),
-        tool=col("tool"),
-        decision=col("decision"),
-        step=col("step"),
-        tokens_in=col("tokens_in"),
-        tokens_out=col("tokens_out"),
-        cost=col("cost"),
-    )
-    a, b = tr.graph, g
-    assert a.critical_path().ids == b.critical_path().ids
-    assert a.critical_steps() == b.critical_steps()
-    assert a.spawn_depth() == b.spawn_depth() == 2
-    assert sorted(np.asarray(a.names)[a.agent_codes()]) == sorted(
-        np.asarray(b.names)[b.agent_codes()]
-    )
-    with pytest.raises(ValueError, match="unknown event type"):
-        TraceGraph.from_columns(["a"], [0.0], [0.0], ["bogus"], ["x"], [], [], [])
-
-
-# ---------------------------------------------------------------- critical steps (PARL)
-def worker(b, name, after, n_steps, parent="lead"):
-    prev = after
-    for k in range(n_steps):
-        prev = b.llm(name, after=[prev], dur=1.0, step=k)
-    return b.ret(name, parent, after=[prev], step=n_steps)
-
-
-def test_critical_steps_lone_agent():
-    b = TraceBuilder()
-    for k in range(5):
-        b.llm("solo", dur=1.0, step=k)
-    assert critical_steps(b.build()) == 5
-
-
-def test_critical_steps_one_stage_takes_longest_branch():
-    b = TraceBuilder()
-    plan = b.llm("lead", step=0)
-    sp = [b.spawn("lead", f"w{i}", after=[plan], step=1) for i in range(3)]
-    rets = [worker(b, f"w{i}", sp[i], k) for i, k in enumerate((2, 5, 3))]
-    b.aggregate("lead", rets, step=2)
-    # stage 1: plan + spawn turn (2 main steps) + longest worker (5 llm + return = 6)
-    # stage 2: aggregate waits for returns: 1 main step
-    assert critical_steps(b.build()) == 2 + 6 + 1
-
-
-def test_critical_steps_sequential_stages_add_up():
-    b = TraceBuilder()
-    s1 = b.spawn("lead", "w1", step=0)
-    r1 = worker(b, "w1", s1, 3)
-    s2 = b.spawn("lead", "w2", after=[r1], step=1)  # waits for w1 -> new stage
-    r2 = worker(b, "w2", s2, 2)
-    b.aggregate("lead", [r2], step=2)
-    assert critical_steps(b.build()) == (1 + 4) + (1 + 3) + 1
-
-
-def test_critical_steps_without_step_numbers_counts_each_action():
-    b = TraceBuilder()
-    sp = [b.spawn("lead", f"w{i}") for i in range(3)]
-    rets = [b.ret(f"w{i}", "lead", after=[s]) for i, s in enumerate(sp)]
-    b.aggregate("lead", rets)
-    # three separate spawn steps in one stage + one-step workers; then the aggregate
-    assert critical_steps(b.build()) == (3 + 1) + 1
-
-
-def test_critical_steps_nested_hierarchy():
-    b = TraceBuilder()
-    s = b.spawn("lead", "mgr", step=0)
-    subs = [b.spawn("mgr", f"w{i}", after=[s], step=0) for i in range(2)]
-    rets = [worker(b, f"w{i}", subs[i], k, parent="mgr") for i, k in enumerate((4, 1))]
-    agg = b.aggregate("mgr", rets, step=1)
-    r = b.ret("mgr", "lead", after=[agg], step=2)
-    b.aggregate("lead", [r], step=1)
-    # mgr: stage (1 spawn step + worker 5) + stage (aggregate + return: 2) = 8
-    # lead: (1 + 8) + 1
-    assert critical_steps(b.build()) == 10
-
-
-def test_critical_steps_delegations_open_episodes():
-    b = TraceBuilder()
-    s = b.spawn("lead", "w", step=0)
-    a1 = b.llm("w", after=[s], step=0)
-    r1 = b.ret("w", "lead", after=[a1], step=1)
-    d = b.delegate("lead", "w", "second task", after=[r1], step=1)
-    a2 = b.llm("w", after=[d], step=2)
-    a3 = b.llm("w", after=[a2], step=3)
-    r2 = b.ret("w", "lead", after=[a3], step=4)
-    b.aggregate("lead", [r2], step=2)
-    # stage 1: spawn + episode 1 (2 steps); stage 2: delegate + episode 2 (3 steps); aggregate
-    assert critical_steps(b.build()) == (1 + 2) + (1 + 3) + 1
 
 
 def test_spawn_depth_and_agents(medium_trace, small_trace):

@@ -47,6 +47,7 @@ from typing import Any
 import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
+from orchestrace.io._columnar import from_batches
 from orchestrace.io._common import PathLike, _denied
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.trace.graph import TraceGraph
@@ -969,7 +970,7 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         return str(table.column(end)[ed_lo + k].as_py())
 
     try:
-        graph = TraceGraph.from_batches(
+        graph = from_batches(
             checked(
                 rows(
                     _FILES[0],

@@ -58,8 +58,9 @@ from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.rewards.base import RewardFn, _Fn, orchestrators, register, team_reward
-from orchestrace.trace.graph import ACTION_TYPES, DEPENDENCY_EDGES
+from orchestrace.trace.graph import DEPENDENCY_EDGES
 from orchestrace.trace.model import Event, Trace
+from orchestrace.trace.steps import ACTION_TYPES
 
 __all__ = [
     "Anneal",
@@ -470,7 +471,7 @@ def _check_budget(steps_budget: int | None) -> None:
 def latency_reward(norm: float = 1.0, steps_budget: int | None = None) -> RewardFn:
     """Minus the run's Critical Steps over ``norm``: a latency term for composite rewards.
 
-    PARL counts latency in Critical Steps (:func:`orchestrace.trace.graph.critical_steps`), the
+    PARL counts latency in Critical Steps (:func:`orchestrace.trace.steps.critical_steps`), the
     steps along the run's critical path, not its total steps. In a TOML spec,
     ``[reward.latency]`` with ``weight = 0.01`` costs 0.01 per Critical Step.
 

@@ -7,7 +7,6 @@ from orchestrace.trace.graph import (
     TraceGraph,
     critical_path,
     critical_path_length,
-    critical_steps,
     speedup,
     work,
 )
@@ -22,6 +21,7 @@ from orchestrace.trace.model import (
     Topology,
     Trace,
 )
+from orchestrace.trace.steps import critical_steps
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.trace.graph import EVENT_CODE, EVENT_TYPES, TraceGraph
+from orchestrace.trace.enums import EVENT_CODE, EVENT_TYPES
+from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import EventType, Trace
 
 __all__ = ["SUMMARY_KEYS", "summarize"]

@@ -32,7 +32,8 @@ import msgspec
 import numpy as np
 
 from orchestrace.errors import ConfigError, Problem, TraceValidationError, _short
-from orchestrace.trace.graph import EVENT_CODE, TraceGraph
+from orchestrace.trace.enums import EVENT_CODE
+from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import (
     MAX_INT,
     SCHEMA_VERSION,

@@ -1,11 +1,11 @@
-"""Graph analytics: order, cycles, critical path, work, speedup, spawn tree, Critical Steps.
+"""Graph analytics: order, cycles, critical path, work, speedup, spawn tree.
 
 A :class:`TraceGraph` is a trace compiled to columns (numpy arrays): times, durations, type
 and agent codes, and edges as ``(src, dst)`` index pairs. It is built from a
-:class:`~orchestrace.trace.model.Trace` (columns are extracted lazily, on first use) or straight
-from Arrow/Parquet columns without ever creating event objects, which keeps a
-1,000,000-event analysis within about twice the memory of its Arrow table. Every algorithm here
-is linear in events plus edges (sorts are skipped when edges already arrive in order).
+:class:`~orchestrace.trace.model.Trace` (columns are extracted lazily, on first use) or, by
+``orchestrace.io``, straight from Arrow/Parquet columns without ever creating event objects.
+Every algorithm here is linear in events plus edges (sorts are skipped when edges already
+arrive in order). PARL Critical Steps live in :mod:`orchestrace.trace.steps`.
 
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
@@ -19,36 +19,42 @@ Example:
     (5.0, 8.0, 1.6)
     >>> critical_path(tr).ids
     ('e1', 'e2', 'e3', 'e4', 'e7', 'e8')
-    >>> critical_steps(tr)
+    >>> tr.graph.critical_steps()
     4
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from orchestrace.errors import TraceError
-from orchestrace.trace.model import Decision, EdgeType, EventType
+from orchestrace.trace._ids import map_ids
+from orchestrace.trace.enums import (
+    DECISION_CODE,
+    EDGE_CODE,
+    EDGE_TYPES,
+    EVENT_CODE,
+    EdgeType,
+    EventType,
+)
+from orchestrace.trace.steps import StepStructure, step_structure
 
 if TYPE_CHECKING:
     from orchestrace.trace.model import Event, Trace
 
 __all__ = [
-    "ACTION_TYPES",
     "DEPENDENCY_EDGES",
     "CriticalPath",
     "CycleError",
     "TraceGraph",
     "critical_path",
     "critical_path_length",
-    "critical_steps",
     "speedup",
     "work",
 ]
@@ -65,38 +71,17 @@ DEPENDENCY_EDGES: frozenset[EdgeType] = frozenset(
     }
 )
 
-#: Event types that count as an agent's steps (actions) for Critical Steps.
-ACTION_TYPES: frozenset[EventType] = frozenset(
-    {
-        EventType.ORCHESTRATOR_DECISION,
-        EventType.SPAWN,
-        EventType.MESSAGE,
-        EventType.TOOL_CALL,
-        EventType.RETURN,
-        EventType.AGGREGATE,
-        EventType.LLM_CALL,
-    }
-)
-
-EVENT_TYPES: list[EventType] = list(EventType)
-EDGE_TYPES: list[EdgeType] = list(EdgeType)
-DECISIONS: list[Decision] = list(Decision)
-EVENT_CODE: dict[str, int] = {t.value: i for i, t in enumerate(EVENT_TYPES)}
-EDGE_CODE: dict[str, int] = {t.value: i for i, t in enumerate(EDGE_TYPES)}
-DECISION_CODE: dict[str, int] = {d.value: i for i, d in enumerate(DECISIONS)}
 _SPAWN = EVENT_CODE[EventType.SPAWN]
 _TOOL_RESULT = EVENT_CODE[EventType.TOOL_RESULT]
-_DELEGATE = DECISION_CODE[Decision.DELEGATE]
-_ACTION_MASK = np.zeros(len(EVENT_TYPES), dtype=bool)
-_ACTION_MASK[[EVENT_CODE[x] for x in ACTION_TYPES]] = True
 _get_id, _get_t, _get_dur, _get_type, _get_agent = map(
     attrgetter, ("id", "t", "dur", "type", "agent")
 )
 _get_src, _get_dst = attrgetter("src"), attrgetter("dst")
 _CHUNK = 1 << 16
 
-# columns a TraceGraph can hold, with their dtype and missing value
-_COLUMNS: dict[str, tuple[Any, Any]] = {
+#: Columns a :class:`TraceGraph` can hold: name -> (numpy dtype, value when not set); the
+#: compilers of other sources (``orchestrace.io``) fill these.
+COLUMNS: dict[str, tuple[Any, Any]] = {
     "t": (np.float64, None),
     "dur": (np.float64, None),
     "type_code": (np.int8, None),
@@ -145,9 +130,9 @@ class CriticalPath:
 
 
 class _NoneAware(dict[Any, int]):
-    """A view of a :class:`_Names` table that maps ``None`` to -1 (C-level lookups)."""
+    """A view of a :class:`NameTable` table that maps ``None`` to -1 (C-level lookups)."""
 
-    def __init__(self, table: _Names) -> None:
+    def __init__(self, table: NameTable) -> None:
         super().__init__(table)
         self[None] = -1
         self._table = table
@@ -157,8 +142,11 @@ class _NoneAware(dict[Any, int]):
         return code
 
 
-class _Names(dict[str, int]):
-    """An append-only string table: ``table[name]`` gives the code, adding new names."""
+class NameTable(dict[str, int]):
+    """An append-only string table: ``table[name]`` gives the code, adding new names.
+
+    The agent, role and tool names of a :class:`TraceGraph`; ``names`` lists them by code.
+    """
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         super().__init__()
@@ -172,6 +160,7 @@ class _Names(dict[str, int]):
         return code
 
     def code(self, name: str) -> int:
+        """The code of ``name`` (added when new)."""
         return self[name]
 
 
@@ -205,159 +194,11 @@ def _overflow(events: Sequence[Any], name: str) -> Exception:
     )
 
 
-def _is_arrow(x: Any) -> bool:
-    return type(x).__module__.startswith("pyarrow")
-
-
-def _index_in(values: Any, ids: Any) -> np.ndarray:
-    """Map each string of the Arrow array ``values`` to its position in ``ids`` (-1: absent)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    id_arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-    out = pc.index_in(values, value_set=id_arr)
-    return np.asarray(out.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-_POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
-_DIGITS = frozenset("0123456789")
-
-
-def _int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
-    """Parse ids of the exact form ``prefix + canonical decimal`` in bulk, else ``None``.
-
-    Every step is a C-level string operation, so this is several times faster than hashing a
-    million strings. It only accepts ids that the integer identifies uniquely.
-    """
-    n = len(strs)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    joined = " ".join(strs)
-    if prefix:
-        if not joined.startswith(prefix) or joined.count(prefix) != n:
-            return None
-        if joined.count(" " + prefix) != n - 1:
-            return None
-        joined = joined.replace(prefix, "")
-    digits = joined.replace(" ", "")
-    if not (digits.isascii() and digits.isdigit()):
-        return None
-    with np.errstate(all="ignore"):
-        ints = np.fromstring(joined, dtype=np.int64, sep=" ")
-    if len(ints) != n or (ints < 0).any():
-        return None
-    # canonical: no leading zeros, so the digit count is exactly the decimal width
-    width = np.maximum(np.searchsorted(_POW10, ints, side="right"), 1)
-    if int(width.sum()) != len(digits):
-        return None
-    return np.asarray(ints)
-
-
-def _arrow_int_ids(values: Any, prefix: str) -> np.ndarray | None:
-    """Arrow twin of :func:`_int_ids`: parse ``prefix + canonical decimal`` strings, else None."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(values)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    if values.null_count or not pc.all(pc.starts_with(values, prefix)).as_py():
-        return None
-    digits = pc.utf8_slice_codeunits(values, start=len(prefix)) if prefix else values
-    if not pc.all(pc.string_is_ascii(digits)).as_py():
-        return None
-    if not pc.all(pc.ascii_is_decimal(digits)).as_py():
-        return None
-    lengths = np.asarray(pc.utf8_length(digits).to_numpy(zero_copy_only=False))
-    if (lengths == 0).any() or (lengths > 18).any():
-        return None
-    try:
-        ints = np.asarray(pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    width = np.maximum(np.searchsorted(_POW10, ints, side="right"), 1)
-    if not np.array_equal(width, lengths):
-        return None
-    return ints
-
-
-def _dense_table(id_ints: np.ndarray, n: int) -> tuple[np.ndarray, bool] | None:
-    """Position of each integer id (first occurrence), and whether all ids are distinct."""
-    top = int(id_ints.max()) + 1 if len(id_ints) else 0
-    if top > 4 * n + 1024:
-        return None
-    table = np.full(top, -1, dtype=np.int64)
-    table[id_ints[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
-    return table, bool(np.count_nonzero(table >= 0) == n)
-
-
-def _lookup_ints(table: np.ndarray, ref_ints: np.ndarray) -> np.ndarray:
-    ok = ref_ints < len(table)
-    out = np.full(len(ref_ints), -1, dtype=np.int64)
-    out[ok] = table[ref_ints[ok]]
-    return out
-
-
-def _map_ids(ids: list[str], refs: list[str]) -> tuple[np.ndarray, bool, dict[str, int] | None]:
-    """``(index of each ref or -1, ids are unique, id -> index dict or None)``."""
-    n = len(ids)
-    prefix = ids[0].rstrip("0123456789") if n else ""
-    if n >= 1024 and " " not in prefix and not (_DIGITS & set(prefix)):
-        id_ints = _int_ids(ids, prefix)
-        dense = _dense_table(id_ints, n) if id_ints is not None else None
-        if dense is not None:
-            ref_ints = _int_ids(refs, prefix)
-            if ref_ints is not None:
-                return _lookup_ints(dense[0], ref_ints), dense[1], None
-    lookup = dict(zip(reversed(ids), range(n - 1, -1, -1), strict=True))
-    idx = np.fromiter(map(lookup.get, refs, repeat(-1)), dtype=np.int64, count=len(refs))
-    return idx, len(lookup) == n, lookup
-
-
-class _Columns:
-    """Numpy columns filled batch by batch (preallocated when the total is known)."""
-
-    def __init__(self, spec: dict[str, tuple[Any, Any]], total: int | None) -> None:
-        self.spec = spec
-        self.total = total
-        self.pos = 0
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in spec}
-        self.full = (
-            {k: np.full(total, 0 if m is None else m, dtype=d) for k, (d, m) in spec.items()}
-            if total is not None
-            else None
-        )
-
-    def append(self, got: dict[str, np.ndarray], count: int) -> None:
-        for key, (dtype, missing) in self.spec.items():
-            if self.full is not None:
-                if self.pos + count > len(self.full[key]):
-                    raise ValueError(f"more rows than the {self.total} announced")
-                if key in got:
-                    self.full[key][self.pos : self.pos + count] = got[key]
-            else:
-                value = got.get(key)
-                self.parts[key].append(
-                    value if value is not None else np.full(count, missing, dtype=dtype)
-                )
-        self.pos += count
-
-    def finish(self) -> dict[str, np.ndarray]:
-        if self.full is not None:
-            if self.pos != self.total:
-                raise ValueError(f"expected {self.total} rows, got {self.pos}")
-            return self.full
-        return {
-            k: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.zeros(0, self.spec[k][0])
-            for k, v in self.parts.items()
-        }
-
-
 class TraceGraph:
     """A trace compiled to columns and integer edge arrays, for fast analytics.
 
-    Build one with :meth:`from_trace` (or use the cached ``trace.graph``), or from columnar
-    data with :meth:`from_columns`. Column attributes (``t``, ``dur``, ``type_code``,
+    Build one with :meth:`from_trace` (or use the cached ``trace.graph``); a Parquet dataset
+    compiles to one with :func:`orchestrace.io.read_graph`. Column attributes (``t``, ``dur``, ``type_code``,
     ``agent_code``, ``to_code``, ``role_code``, ``tool_code``, ``decision_code``, ``step``,
     ``tokens_in``, ``tokens_out``, ``cost``) are numpy arrays indexed by event; codes index
     :attr:`names` (agents and ``to`` targets), :attr:`roles`, :attr:`tools`, ``list(EventType)``
@@ -374,9 +215,9 @@ class TraceGraph:
         self,
         ids: Any,
         columns: dict[str, np.ndarray],
-        names: _Names,
-        roles: _Names,
-        tools: _Names,
+        names: NameTable,
+        roles: NameTable,
+        tools: NameTable,
         src: np.ndarray,
         dst: np.ndarray,
         edge_code: np.ndarray,
@@ -408,7 +249,7 @@ class TraceGraph:
         """Compile ``trace``. Times, types, agents and edges now; other columns on first use."""
         events = trace.events
         n = len(events)
-        names = _Names()
+        names = NameTable()
         cols: dict[str, np.ndarray] = {
             "t": np.fromiter(map(_get_t, events), dtype=np.float64, count=n),
             "dur": np.fromiter(map(_get_dur, events), dtype=np.float64, count=n),
@@ -422,7 +263,7 @@ class TraceGraph:
         ids = list(map(_get_id, events))
         edges = trace.edges
         refs = [*map(_get_src, edges), *map(_get_dst, edges)]
-        both, unique, lookup = _map_ids(ids, refs)
+        both, unique, lookup = map_ids(ids, refs)
         del refs
         m = len(edges)
         edge_code = np.fromiter(
@@ -432,215 +273,14 @@ class TraceGraph:
             ids,
             cols,
             names,
-            _Names(),
-            _Names(),
+            NameTable(),
+            NameTable(),
             both[:m],
             both[m:],
             edge_code,
             events=events,
             edge_refs=edges,
             lookup=lookup,
-            unique=unique,
-        )
-
-    @classmethod
-    def from_columns(
-        cls,
-        ids: Any,
-        t: Any,
-        dur: Any,
-        types: Any,
-        agents: Any,
-        edge_src: Any,
-        edge_dst: Any,
-        edge_types: Any,
-        **optional: Any,
-    ) -> TraceGraph:
-        """Compile columnar data (pyarrow arrays or sequences) without building events.
-
-        Args:
-            ids: Event ids.
-            t: Start times.
-            dur: Durations.
-            types: Event type names.
-            agents: Producing agent of each event.
-            edge_src: Edge source ids.
-            edge_dst: Edge destination ids.
-            edge_types: Edge type names.
-            **optional: Any of ``to``, ``role``, ``tool``, ``decision`` (strings, null for
-                unset), ``step`` (ints, null for unset), ``tokens_in``, ``tokens_out``,
-                ``cost``.
-
-        Raises:
-            ValueError: A type or decision name is unknown (the message names it).
-        """
-        batch = {"id": ids, "t": t, "dur": dur, "type": types, "agent": agents, **optional}
-        edges = {"src": edge_src, "dst": edge_dst, "type": edge_types}
-        graph = cls.from_batches([batch], [edges])
-        graph._edge_refs = (edge_src, edge_dst)
-        return graph
-
-    @classmethod
-    def from_batches(
-        cls,
-        event_batches: Iterable[Any],
-        edge_batches: Iterable[Any],
-        *,
-        n_events: int | None = None,
-        n_edges: int | None = None,
-        edge_refs: Callable[[int, str], str] | None = None,
-    ) -> TraceGraph:
-        """Compile columns arriving in batches (e.g. Parquet row groups), in bounded memory.
-
-        Each event batch is a mapping (or ``pyarrow.RecordBatch``) with the event columns named
-        as in the Parquet ``events`` table (``id``, ``t``, ``dur``, ``type``, ``agent`` and
-        optionally ``to``, ``role``, ``tool``, ``decision``, ``step``, ``tokens_in``,
-        ``tokens_out``, ``cost``); each edge batch has ``src``, ``dst`` and ``type``. Only
-        compact numpy columns are kept; with ``n_events``/``n_edges`` they are allocated once.
-
-        Args:
-            event_batches: Event column batches, in event order.
-            edge_batches: Edge column batches, read after all events.
-            n_events: Number of events, when known.
-            n_edges: Number of edges, when known.
-            edge_refs: ``f(k, "src"|"dst")`` giving edge ``k``'s id string, for messages.
-
-        Raises:
-            ValueError: A type or decision name is unknown (the message names it).
-        """
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        pool = pa.default_memory_pool()
-
-        def arr(x: Any) -> Any:
-            try:
-                out = x if _is_arrow(x) else pa.array(x, pa.string() if not len(x) else None)
-            except OverflowError:
-                raise ValueError("a number does not fit a 64-bit column (2^63-1 at most)") from None
-            return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
-
-        def numeric(x: Any, dtype: Any, missing: Any) -> np.ndarray:
-            a = arr(x)
-            if a.null_count:
-                a = a.fill_null(missing)
-            if pa.types.is_unsigned_integer(a.type) and len(a) and pc.max(a).as_py() >= 2**63:
-                raise ValueError("a number does not fit a 64-bit column (2^63-1 at most)")
-            return np.asarray(a.to_numpy(zero_copy_only=False), dtype=dtype)
-
-        member_sets = {
-            "event type": pa.array([m.value for m in EVENT_TYPES], pa.string()),
-            "edge type": pa.array([m.value for m in EDGE_TYPES], pa.string()),
-            "decision": pa.array([m.value for m in DECISIONS], pa.string()),
-        }
-
-        def enum_codes(x: Any, what: str, dtype: Any) -> np.ndarray:
-            a = pc.cast(arr(x), pa.string())
-            out = pc.index_in(a, value_set=member_sets[what])
-            unknown = pc.and_(pc.is_null(out), pc.is_valid(a))
-            if pc.any(unknown).as_py():
-                bad = pc.filter(a, unknown).unique().to_pylist()[:5]
-                choices = member_sets[what].to_pylist()
-                raise ValueError(f"unknown {what} {bad}; use one of {choices}")
-            return numeric(out, dtype, -1)
-
-        def string_codes(x: Any, table: _Names) -> np.ndarray:
-            enc = pc.dictionary_encode(pc.cast(arr(x), pa.string()))
-            local = [table[s] for s in enc.dictionary.to_pylist()]
-            remap = np.asarray([*local, -1], dtype=np.int32)
-            return np.asarray(remap[numeric(enc.indices, np.int64, -1)])
-
-        def as_dict(raw: Any) -> dict[str, Any]:
-            if hasattr(raw, "schema"):
-                return {k: raw.column(k) for k in raw.schema.names}
-            return dict(raw)
-
-        # ---- events
-        names, roles, tools = _Names(), _Names(), _Names()
-        tables = {
-            "to": ("to_code", names),
-            "role": ("role_code", roles),
-            "tool": ("tool_code", tools),
-        }
-        grow = _Columns(_COLUMNS, n_events)
-        id_parts: list[Any] = []
-        for raw in event_batches:
-            batch = as_dict(raw)
-            id_parts.append(pc.cast(arr(batch["id"]), pa.string()))
-            got = {
-                "t": numeric(batch["t"], np.float64, np.nan),
-                "dur": numeric(batch["dur"], np.float64, 0.0),
-                "type_code": enum_codes(batch["type"], "event type", np.int8),
-                "agent_code": string_codes(batch["agent"], names),
-            }
-            for key, value in batch.items():
-                if value is None or key in ("id", "t", "dur", "type", "agent", "trace_id"):
-                    continue
-                if key in tables:
-                    col, table = tables[key]
-                    got[col] = string_codes(value, table)
-                elif key == "decision":
-                    got["decision_code"] = enum_codes(value, "decision", np.int8)
-                elif key in ("step", "tokens_in", "tokens_out", "cost"):
-                    dtype, missing = _COLUMNS[key]
-                    got[key] = numeric(value, dtype, missing)
-                elif key not in ("from", "content", "content_ref", "trusted", "error", "attrs"):
-                    raise TypeError(f"unknown column {key!r}")
-            grow.append(got, len(id_parts[-1]))
-            del got, batch, raw
-            pool.release_unused()
-        cols = grow.finish()
-        ids_arr = pa.concat_arrays(id_parts) if id_parts else pa.array([], pa.string())
-        del id_parts
-        n = len(ids_arr)
-
-        # ---- edges: ids of the form prefix+integer map through a dense table
-        first = ids_arr[0].as_py() if n else ""
-        prefix = first.rstrip("0123456789")
-        id_ints = _arrow_int_ids(ids_arr, prefix) if n >= 1024 else None
-        dense = _dense_table(id_ints, n) if id_ints is not None else None
-        del id_ints
-        edge_cols = _Columns(
-            {"src": (np.int64, -1), "dst": (np.int64, -1), "code": (np.int8, 0)}, n_edges
-        )
-        kept: list[tuple[Any, Any]] = []
-        for raw in edge_batches:
-            batch = as_dict(raw)
-            src_b = pc.cast(arr(batch["src"]), pa.string())
-            dst_b = pc.cast(arr(batch["dst"]), pa.string())
-            got = {"code": enum_codes(batch["type"], "edge type", np.int8)}
-            for key, refs in (("src", src_b), ("dst", dst_b)):
-                ints = _arrow_int_ids(refs, prefix) if dense is not None else None
-                got[key] = (
-                    _lookup_ints(dense[0], ints)
-                    if dense is not None and ints is not None
-                    else (_index_in(refs, ids_arr) if len(refs) else np.zeros(0, np.int64))
-                )
-            edge_cols.append(got, len(src_b))
-            if edge_refs is None:
-                kept.append((src_b, dst_b))
-            del got, batch, raw, src_b, dst_b
-            pool.release_unused()
-        ecols = edge_cols.finish()
-        unique = dense[1] if dense is not None else None
-        del dense
-        pool.release_unused()
-        refs_out: Any = edge_refs
-        if edge_refs is None:
-            refs_out = (
-                pa.concat_arrays([a for a, _ in kept]) if kept else pa.array([], pa.string()),
-                pa.concat_arrays([b for _, b in kept]) if kept else pa.array([], pa.string()),
-            )
-        return cls(
-            ids_arr,
-            cols,
-            names,
-            roles,
-            tools,
-            ecols["src"],
-            ecols["dst"],
-            ecols["code"],
-            edge_refs=refs_out,
             unique=unique,
         )
 
@@ -657,7 +297,7 @@ class TraceGraph:
         if events is None:
             raise KeyError(name)
         n = len(events)
-        dtype, _ = _COLUMNS[name]
+        dtype, _ = COLUMNS[name]
         gen: Iterable[Any]
         if name in ("to_code", "role_code", "tool_code"):
             attr = name[:-5]
@@ -958,154 +598,12 @@ class TraceGraph:
 
     # ------------------------------------------------------------------ critical steps
     def step_structure(self) -> StepStructure:
-        """Steps, stages and episodes of every agent (see :func:`critical_steps`)."""
-        return _step_structure(self)
+        """Steps, stages and episodes of every agent (see :mod:`orchestrace.trace.steps`)."""
+        return step_structure(self)
 
     def critical_steps(self) -> int:
-        """PARL Critical Steps of the trace (see :func:`critical_steps`)."""
-        return self.step_structure().critical_steps()
-
-
-@dataclass(frozen=True)
-class StepStructure:
-    """How a trace's action events group into steps, stages and episodes.
-
-    Attributes:
-        stage_main: Main steps per stage (int64).
-        stage_episode: Episode of each stage.
-        episode_parent_stage: For each episode, the parent stage it is attributed to (-1: root).
-        episode_agent: Name code of each episode's agent.
-    """
-
-    stage_main: np.ndarray
-    stage_episode: np.ndarray
-    episode_parent_stage: np.ndarray
-    episode_agent: np.ndarray
-
-    @property
-    def total_steps(self) -> int:
-        """Steps taken by all agents together."""
-        return int(self.stage_main.sum())
-
-    def critical_steps(self) -> int:
-        """Sum over stages of main steps plus the longest attributed episode, from the roots."""
-        n_ep = len(self.episode_agent)
-        if n_ep == 0:
-            return 0
-        parent_stage = self.episode_parent_stage.tolist()
-        stage_ep = self.stage_episode.tolist()
-        parent_ep = [stage_ep[s] if s >= 0 else -1 for s in parent_stage]
-        # depth of each episode in the attribution tree, guarding against cycles
-        depth = [-1] * n_ep
-        for e in range(n_ep):
-            chain = []
-            node = e
-            while node >= 0 and depth[node] < 0 and node not in chain:
-                chain.append(node)
-                node = parent_ep[node]
-            base = depth[node] + 1 if node >= 0 and depth[node] >= 0 else 0
-            for k, x in enumerate(reversed(chain)):
-                depth[x] = base + k
-        stage_total = self.stage_main.astype(np.int64).tolist()
-        stage_branch = [0] * len(stage_total)
-        ep_value = [0] * n_ep
-        stages_of: list[list[int]] = [[] for _ in range(n_ep)]
-        for s, e in enumerate(stage_ep):
-            stages_of[e].append(s)
-        for e in sorted(range(n_ep), key=lambda x: -depth[x]):
-            ep_value[e] = sum(stage_total[s] + stage_branch[s] for s in stages_of[e])
-            s = parent_stage[e]
-            if s >= 0 and parent_ep[e] != e and depth[parent_ep[e]] < depth[e]:
-                stage_branch[s] = max(stage_branch[s], ep_value[e])
-        roots = [e for e in range(n_ep) if parent_stage[e] < 0]
-        return max((ep_value[e] for e in roots), default=0)
-
-
-def _step_structure(g: TraceGraph) -> StepStructure:
-    n = g.n
-    empty = np.zeros(0, dtype=np.int64)
-    if n == 0:
-        return StepStructure(empty, empty, empty, empty)
-    type_code = g.type_code
-    agent = g.agent_code.astype(np.int64)
-    t = g.t
-    tool = g.tool_mask()
-    act = _ACTION_MASK[type_code] & ~tool[agent]
-
-    # an event "waits" when it consumes an event of another agent
-    src, dst = g.dependency_edges()
-    waits = np.zeros(n, dtype=bool)
-    if len(src):
-        waits[dst[agent[src] != agent[dst]]] = True
-
-    # entries: spawns and delegations open an episode of the target agent
-    to = g.to_code.astype(np.int64)
-    entry = (
-        act & (to >= 0) & (to != agent) & ((type_code == _SPAWN) | (g.decision_code == _DELEGATE))
-    )
-    ent_idx = np.flatnonzero(entry)
-    ent_idx = ent_idx[np.lexsort((ent_idx, t[ent_idx], to[ent_idx]))]
-    ent_child = to[ent_idx]
-
-    # action events sorted by agent, time, index; each gets an episode
-    a_idx = np.flatnonzero(act)
-    a_idx = a_idx[np.lexsort((a_idx, t[a_idx], agent[a_idx]))]
-    a_agent = agent[a_idx]
-    n_names = int(max(agent.max(initial=0), to.max(initial=0))) + 1
-    ent_first = np.searchsorted(ent_child, np.arange(n_names + 1))
-    ep_local = np.zeros(len(a_idx), dtype=np.int64)
-    agent_first = np.searchsorted(a_agent, np.arange(n_names + 1))
-    has_entries = np.flatnonzero(ent_first[1:] > ent_first[:-1])
-    for c in has_entries.tolist():
-        lo, hi = int(agent_first[c]), int(agent_first[c + 1])
-        if lo == hi:
-            continue
-        times = t[ent_idx[ent_first[c] : ent_first[c + 1]]]
-        k = np.searchsorted(times, t[a_idx[lo:hi]], side="right") - 1
-        ep_local[lo:hi] = np.maximum(k, 0)
-    # global episode id per action event
-    new_ep = np.ones(len(a_idx), dtype=bool)
-    if len(a_idx) > 1:
-        new_ep[1:] = (a_agent[1:] != a_agent[:-1]) | (ep_local[1:] != ep_local[:-1])
-    ep_id = np.cumsum(new_ep) - 1
-    n_ep = int(ep_id[-1]) + 1 if len(ep_id) else 0
-    ep_first = np.flatnonzero(new_ep)
-    episode_agent = a_agent[ep_first] if n_ep else empty
-    episode_local = ep_local[ep_first] if n_ep else empty
-
-    # steps: runs of equal recorded step within an episode (unset steps stand alone)
-    step = g.step[a_idx]
-    new_step = new_ep.copy()
-    if len(a_idx) > 1:
-        new_step[1:] |= (step[1:] != step[:-1]) | (step[1:] < 0)
-    new_stage = new_step & (new_ep | waits[a_idx])
-    stage_id = np.cumsum(new_stage) - 1
-    stage_main = np.bincount(
-        stage_id[new_step], minlength=int(stage_id[-1]) + 1 if len(stage_id) else 0
-    )
-    stage_episode = ep_id[np.flatnonzero(new_stage)]
-
-    # attach each episode to the parent stage holding its entry event
-    stage_of_event = np.full(n, -1, dtype=np.int64)
-    stage_of_event[a_idx] = stage_id
-    parent_stage = np.full(n_ep, -1, dtype=np.int64)
-    if n_ep and len(ent_idx):
-        # entry k of child c opens local episode k; find its global episode id
-        key_ep = episode_agent * (len(ent_idx) + 1) + episode_local
-        ent_local = np.arange(len(ent_idx)) - ent_first[ent_child]
-        key_ent = ent_child * (len(ent_idx) + 1) + ent_local
-        order = np.argsort(key_ep, kind="stable")
-        pos = np.searchsorted(key_ep[order], key_ent)
-        pos = np.minimum(pos, n_ep - 1)
-        found = key_ep[order][pos] == key_ent
-        target = order[pos[found]]
-        parent_stage[target] = stage_of_event[ent_idx[found]]
-    return StepStructure(
-        stage_main.astype(np.int64),
-        stage_episode.astype(np.int64),
-        parent_stage,
-        episode_agent.astype(np.int64),
-    )
+        """PARL Critical Steps (see :func:`orchestrace.trace.steps.critical_steps`)."""
+        return step_structure(self).critical_steps()
 
 
 # ---------------------------------------------------------------------- functional API
@@ -1145,25 +643,3 @@ def work(trace: GraphLike) -> float:
 def speedup(trace: GraphLike, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES) -> float:
     """Parallel speedup = work / critical path (1.0 when the trace has no work)."""
     return _graph(trace).speedup(edge_types)
-
-
-def critical_steps(trace: GraphLike) -> int:
-    """PARL Critical Steps: per stage, main steps plus the longest sub-agent branch.
-
-    Applied recursively down the spawn tree and summed over the root's stages.
-
-    Definitions (also in ``docs/trace-format.md``):
-
-    * A *step* of an agent is one of its action events (:data:`ACTION_TYPES`); consecutive
-      events that share a recorded ``step`` number count once (one LLM turn that emits several
-      tool calls or spawns).
-    * A *stage* of an agent starts at its first step and at every step that consumes (has an
-      incoming dependency edge from) an event of another agent: that is where it waits.
-    * Each spawn or delegation opens an *episode* of the target agent, attributed to the stage
-      of the parent that issued it. A stage costs its main steps plus the largest critical steps
-      among its episodes. With several roots the result is the maximum over roots.
-    """
-    return _graph(trace).critical_steps()
-
-
-Analyzer = Callable[[TraceGraph], Any]

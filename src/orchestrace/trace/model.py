@@ -21,12 +21,23 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import reprlib
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
+
+from orchestrace.trace.enums import (
+    CreditUnit,
+    Decision,
+    DecisionName,
+    EdgeType,
+    EdgeTypeName,
+    EventType,
+    EventTypeName,
+    Topology,
+    TopologyName,
+)
 
 if TYPE_CHECKING:
     from orchestrace.trace._tables import TraceTables
@@ -52,134 +63,6 @@ __all__ = [
 #: Version of the native trace format. Readers accept any ``1.x``.
 SCHEMA_VERSION = "1.0"
 
-
-class EventType(enum.StrEnum):
-    """What an event records. The first ten are the public survey schema's types."""
-
-    ORCHESTRATOR_DECISION = "orchestrator_decision"
-    SPAWN = "spawn"
-    DESPAWN = "despawn"
-    MESSAGE = "message"
-    TOOL_CALL = "tool_call"
-    TOOL_RESULT = "tool_result"
-    RETURN = "return"
-    AGGREGATE = "aggregate"
-    HUMAN_INTERVENTION = "human_intervention"
-    SAFETY_EVENT = "safety_event"
-    #: One LLM generation (prompt in, completion out); native only, exported as ``tool_call``.
-    LLM_CALL = "llm_call"
-
-
-class EdgeType(enum.StrEnum):
-    """Why one event depends on another (the survey schema's eight edge types)."""
-
-    TEMPORAL = "temporal"
-    CAUSAL = "causal"
-    SPAWN = "spawn"
-    MESSAGE = "message"
-    TOOL_DEPENDENCY = "tool_dependency"
-    RETURN = "return"
-    AGGREGATE = "aggregate"
-    SAFETY_FLOW = "safety_flow"
-
-
-class Decision(enum.StrEnum):
-    """The five orchestration sub-decisions O1-O5.
-
-    Example:
-        >>> Decision.STOP.code
-        'O5'
-        >>> Decision.from_code("O2") is Decision.DELEGATE
-        True
-    """
-
-    SPAWN = "spawn"
-    DELEGATE = "delegate"
-    COMMUNICATE = "communicate"
-    AGGREGATE = "aggregate"
-    STOP = "stop"
-
-    @property
-    def code(self) -> str:
-        """The survey's name for this decision, ``"O1"`` to ``"O5"``."""
-        return f"O{list(Decision).index(self) + 1}"
-
-    @classmethod
-    def from_code(cls, code: str) -> Decision:
-        """Return the decision named ``"O1"`` to ``"O5"``."""
-        try:
-            return list(cls)[int(code.upper().lstrip("O")) - 1]
-        except (ValueError, IndexError):
-            raise ValueError(f"unknown decision code {code!r}; use O1..O5") from None
-
-
-class CreditUnit(enum.StrEnum):
-    """The eight units credit can be assigned at, coarsest first."""
-
-    TEAM = "team"
-    ORCHESTRATOR = "orchestrator"
-    ROLE = "role"
-    AGENT = "agent"
-    TURN = "turn"
-    MESSAGE = "message"
-    ACTION = "action"
-    TOKEN = "token"
-
-
-class Topology(enum.StrEnum):
-    """How the agents of a run are organised. A superset of the survey schema's values."""
-
-    CENTRALIZED = "centralized"
-    PLANNER_EXECUTOR_CRITIC = "planner_executor_critic"
-    DEBATE = "debate"
-    SWARM = "swarm"
-    HIERARCHICAL = "hierarchical"
-    HARNESS = "harness"
-    MIXED = "mixed"
-    UNKNOWN = "unknown"
-    #: Native only: a worker and a critic iterate until the critic accepts.
-    CRITIC_LOOP = "critic_loop"
-
-
-#: Event type names as stored on :class:`Event` (plain strings equal to :class:`EventType`).
-EventTypeName = Literal[
-    "orchestrator_decision",
-    "spawn",
-    "despawn",
-    "message",
-    "tool_call",
-    "tool_result",
-    "return",
-    "aggregate",
-    "human_intervention",
-    "safety_event",
-    "llm_call",
-]
-#: Edge type names as stored on :class:`Edge`.
-EdgeTypeName = Literal[
-    "temporal",
-    "causal",
-    "spawn",
-    "message",
-    "tool_dependency",
-    "return",
-    "aggregate",
-    "safety_flow",
-]
-#: Decision names as stored on :class:`Event` (O1..O5).
-DecisionName = Literal["spawn", "delegate", "communicate", "aggregate", "stop"]
-#: Topology names as stored on :class:`Trace`.
-TopologyName = Literal[
-    "centralized",
-    "planner_executor_critic",
-    "debate",
-    "swarm",
-    "hierarchical",
-    "harness",
-    "mixed",
-    "unknown",
-    "critic_loop",
-]
 
 NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
 #: Largest integer a count or step may hold (the int64 columns of the graph and Parquet).

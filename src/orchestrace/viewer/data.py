@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import ConfigError, OrchestraceError, TraceError
-from orchestrace.trace.graph import EDGE_TYPES, EVENT_TYPES, TraceGraph
+from orchestrace.trace.enums import EDGE_TYPES, EVENT_TYPES
+from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [

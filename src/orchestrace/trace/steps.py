@@ -1,0 +1,295 @@
+"""PARL Critical Steps: how a trace's actions group into steps, stages and episodes.
+
+A trace's latency in agent turns is its *Critical Steps*: per stage of the root agent, its main
+steps plus the longest sub-agent branch it waits for, recursively down the spawn tree
+(:func:`critical_steps` gives the definitions). The computation reads a compiled trace's
+columns through the :class:`StepColumns` protocol, which
+:class:`~orchestrace.trace.graph.TraceGraph` satisfies; this module imports neither the graph
+nor the records, so the graph can offer ``step_structure()`` as a method.
+
+Example:
+    >>> from orchestrace.trace.build import TraceBuilder
+    >>> b = TraceBuilder(task_id="demo")
+    >>> plan = b.add("orchestrator_decision", "lead", dur=1.0, step=0)
+    >>> w = [b.spawn("lead", f"w{i}", after=[plan], step=1) for i in range(3)]
+    >>> r = [b.ret(f"w{i}", "lead", after=[w[i]], dur=float(i + 1)) for i in range(3)]
+    >>> agg = b.aggregate("lead", r, dur=1.0, step=2)
+    >>> tr = b.build()
+    >>> critical_steps(tr)
+    4
+    >>> s = step_structure(tr.graph)
+    >>> s.total_steps, s.critical_steps()
+    (6, 4)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from orchestrace.trace.enums import DECISION_CODE, EVENT_CODE, EVENT_TYPES, Decision, EventType
+
+__all__ = [
+    "ACTION_TYPES",
+    "HasGraph",
+    "StepColumns",
+    "StepStructure",
+    "critical_steps",
+    "step_structure",
+]
+
+#: Event types that count as an agent's steps (actions) for Critical Steps.
+ACTION_TYPES: frozenset[EventType] = frozenset(
+    {
+        EventType.ORCHESTRATOR_DECISION,
+        EventType.SPAWN,
+        EventType.MESSAGE,
+        EventType.TOOL_CALL,
+        EventType.RETURN,
+        EventType.AGGREGATE,
+        EventType.LLM_CALL,
+    }
+)
+
+_SPAWN = EVENT_CODE[EventType.SPAWN]
+_DELEGATE = DECISION_CODE[Decision.DELEGATE]
+_ACTION_MASK = np.zeros(len(EVENT_TYPES), dtype=bool)
+_ACTION_MASK[[EVENT_CODE[x] for x in ACTION_TYPES]] = True
+
+
+class StepColumns(Protocol):
+    """What Critical Steps read of a compiled trace (a :class:`~orchestrace.trace.graph.TraceGraph`).
+
+    Columns are numpy arrays indexed by event; codes follow :mod:`orchestrace.trace.enums`,
+    -1 meaning "not set".
+    """
+
+    @property
+    def n(self) -> int:
+        """Number of events."""
+
+    @property
+    def t(self) -> np.ndarray:
+        """Start times."""
+
+    @property
+    def type_code(self) -> np.ndarray:
+        """Event type codes."""
+
+    @property
+    def agent_code(self) -> np.ndarray:
+        """Producing agent's name code."""
+
+    @property
+    def to_code(self) -> np.ndarray:
+        """Name code of ``to`` (-1: unset)."""
+
+    @property
+    def decision_code(self) -> np.ndarray:
+        """Decision codes (-1: unset)."""
+
+    @property
+    def step(self) -> np.ndarray:
+        """Agent-local step (-1: unset)."""
+
+    def tool_mask(self) -> np.ndarray:
+        """Per name code: the name is a tool, not an agent."""
+
+    def dependency_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(src, dst)`` event indices of the dependency edges."""
+
+
+@runtime_checkable
+class HasGraph(Protocol):
+    """Anything with a compiled ``graph`` (a :class:`~orchestrace.trace.model.Trace`)."""
+
+    @property
+    def graph(self) -> StepColumns:
+        """The compiled graph."""
+
+
+@dataclass(frozen=True)
+class StepStructure:
+    """How a trace's action events group into steps, stages and episodes.
+
+    Attributes:
+        stage_main: Main steps per stage (int64).
+        stage_episode: Episode of each stage.
+        episode_parent_stage: For each episode, the parent stage it is attributed to (-1: root).
+        episode_agent: Name code of each episode's agent.
+    """
+
+    stage_main: np.ndarray
+    stage_episode: np.ndarray
+    episode_parent_stage: np.ndarray
+    episode_agent: np.ndarray
+
+    @property
+    def total_steps(self) -> int:
+        """Steps taken by all agents together."""
+        return int(self.stage_main.sum())
+
+    def critical_steps(self) -> int:
+        """Sum over stages of main steps plus the longest attributed episode, from the roots."""
+        n_ep = len(self.episode_agent)
+        if n_ep == 0:
+            return 0
+        parent_stage = self.episode_parent_stage.tolist()
+        stage_ep = self.stage_episode.tolist()
+        parent_ep = [stage_ep[s] if s >= 0 else -1 for s in parent_stage]
+        # depth of each episode in the attribution tree, guarding against cycles
+        depth = [-1] * n_ep
+        for e in range(n_ep):
+            chain = []
+            node = e
+            while node >= 0 and depth[node] < 0 and node not in chain:
+                chain.append(node)
+                node = parent_ep[node]
+            base = depth[node] + 1 if node >= 0 and depth[node] >= 0 else 0
+            for k, x in enumerate(reversed(chain)):
+                depth[x] = base + k
+        stage_total = self.stage_main.astype(np.int64).tolist()
+        stage_branch = [0] * len(stage_total)
+        ep_value = [0] * n_ep
+        stages_of: list[list[int]] = [[] for _ in range(n_ep)]
+        for s, e in enumerate(stage_ep):
+            stages_of[e].append(s)
+        for e in sorted(range(n_ep), key=lambda x: -depth[x]):
+            ep_value[e] = sum(stage_total[s] + stage_branch[s] for s in stages_of[e])
+            s = parent_stage[e]
+            if s >= 0 and parent_ep[e] != e and depth[parent_ep[e]] < depth[e]:
+                stage_branch[s] = max(stage_branch[s], ep_value[e])
+        roots = [e for e in range(n_ep) if parent_stage[e] < 0]
+        return max((ep_value[e] for e in roots), default=0)
+
+
+def step_structure(g: StepColumns) -> StepStructure:
+    """Group the action events of a compiled trace into steps, stages and episodes.
+
+    Args:
+        g: A compiled trace (a :class:`~orchestrace.trace.graph.TraceGraph`).
+
+    Returns:
+        The structure :func:`critical_steps` sums over.
+    """
+    n = g.n
+    empty = np.zeros(0, dtype=np.int64)
+    if n == 0:
+        return StepStructure(empty, empty, empty, empty)
+    type_code = g.type_code
+    agent = g.agent_code.astype(np.int64)
+    t = g.t
+    tool = g.tool_mask()
+    act = _ACTION_MASK[type_code] & ~tool[agent]
+
+    # an event "waits" when it consumes an event of another agent
+    src, dst = g.dependency_edges()
+    waits = np.zeros(n, dtype=bool)
+    if len(src):
+        waits[dst[agent[src] != agent[dst]]] = True
+
+    # entries: spawns and delegations open an episode of the target agent
+    to = g.to_code.astype(np.int64)
+    entry = (
+        act & (to >= 0) & (to != agent) & ((type_code == _SPAWN) | (g.decision_code == _DELEGATE))
+    )
+    ent_idx = np.flatnonzero(entry)
+    ent_idx = ent_idx[np.lexsort((ent_idx, t[ent_idx], to[ent_idx]))]
+    ent_child = to[ent_idx]
+
+    # action events sorted by agent, time, index; each gets an episode
+    a_idx = np.flatnonzero(act)
+    a_idx = a_idx[np.lexsort((a_idx, t[a_idx], agent[a_idx]))]
+    a_agent = agent[a_idx]
+    n_names = int(max(agent.max(initial=0), to.max(initial=0))) + 1
+    ent_first = np.searchsorted(ent_child, np.arange(n_names + 1))
+    ep_local = np.zeros(len(a_idx), dtype=np.int64)
+    agent_first = np.searchsorted(a_agent, np.arange(n_names + 1))
+    has_entries = np.flatnonzero(ent_first[1:] > ent_first[:-1])
+    for c in has_entries.tolist():
+        lo, hi = int(agent_first[c]), int(agent_first[c + 1])
+        if lo == hi:
+            continue
+        times = t[ent_idx[ent_first[c] : ent_first[c + 1]]]
+        k = np.searchsorted(times, t[a_idx[lo:hi]], side="right") - 1
+        ep_local[lo:hi] = np.maximum(k, 0)
+    # global episode id per action event
+    new_ep = np.ones(len(a_idx), dtype=bool)
+    if len(a_idx) > 1:
+        new_ep[1:] = (a_agent[1:] != a_agent[:-1]) | (ep_local[1:] != ep_local[:-1])
+    ep_id = np.cumsum(new_ep) - 1
+    n_ep = int(ep_id[-1]) + 1 if len(ep_id) else 0
+    ep_first = np.flatnonzero(new_ep)
+    episode_agent = a_agent[ep_first] if n_ep else empty
+    episode_local = ep_local[ep_first] if n_ep else empty
+
+    # steps: runs of equal recorded step within an episode (unset steps stand alone)
+    step = g.step[a_idx]
+    new_step = new_ep.copy()
+    if len(a_idx) > 1:
+        new_step[1:] |= (step[1:] != step[:-1]) | (step[1:] < 0)
+    new_stage = new_step & (new_ep | waits[a_idx])
+    stage_id = np.cumsum(new_stage) - 1
+    stage_main = np.bincount(
+        stage_id[new_step], minlength=int(stage_id[-1]) + 1 if len(stage_id) else 0
+    )
+    stage_episode = ep_id[np.flatnonzero(new_stage)]
+
+    # attach each episode to the parent stage holding its entry event
+    stage_of_event = np.full(n, -1, dtype=np.int64)
+    stage_of_event[a_idx] = stage_id
+    parent_stage = np.full(n_ep, -1, dtype=np.int64)
+    if n_ep and len(ent_idx):
+        # entry k of child c opens local episode k; find its global episode id
+        key_ep = episode_agent * (len(ent_idx) + 1) + episode_local
+        ent_local = np.arange(len(ent_idx)) - ent_first[ent_child]
+        key_ent = ent_child * (len(ent_idx) + 1) + ent_local
+        order = np.argsort(key_ep, kind="stable")
+        pos = np.searchsorted(key_ep[order], key_ent)
+        pos = np.minimum(pos, n_ep - 1)
+        found = key_ep[order][pos] == key_ent
+        target = order[pos[found]]
+        parent_stage[target] = stage_of_event[ent_idx[found]]
+    return StepStructure(
+        stage_main.astype(np.int64),
+        stage_episode.astype(np.int64),
+        parent_stage,
+        episode_agent.astype(np.int64),
+    )
+
+
+def critical_steps(trace: StepColumns | HasGraph) -> int:
+    """PARL Critical Steps: per stage, main steps plus the longest sub-agent branch.
+
+    Applied recursively down the spawn tree and summed over the root's stages.
+
+    Definitions (also in ``docs/trace-format.md``):
+
+    * A *step* of an agent is one of its action events (:data:`ACTION_TYPES`); consecutive
+      events that share a recorded ``step`` number count once (one LLM turn that emits several
+      tool calls or spawns).
+    * A *stage* of an agent starts at its first step and at every step that consumes (has an
+      incoming dependency edge from) an event of another agent: that is where it waits.
+    * Each spawn or delegation opens an *episode* of the target agent, attributed to the stage
+      of the parent that issued it. A stage costs its main steps plus the largest critical steps
+      among its episodes. With several roots the result is the maximum over roots.
+
+    Args:
+        trace: A :class:`~orchestrace.trace.model.Trace` or its compiled graph.
+
+    Returns:
+        The number of Critical Steps (0 for a trace without actions).
+
+    Example:
+        >>> from orchestrace.trace.build import TraceBuilder
+        >>> b = TraceBuilder(task_id="demo")
+        >>> s = b.spawn("lead", "w1", step=0)
+        >>> w = b.llm("w1", after=[s], step=0)
+        >>> r = b.ret("w1", "lead", after=[w], step=1)
+        >>> critical_steps(b.build())
+        3
+    """
+    graph = trace.graph if isinstance(trace, HasGraph) else trace
+    return step_structure(graph).critical_steps()
