@@ -7,6 +7,12 @@ and agent codes, and edges as ``(src, dst)`` index pairs. It is built from a
 Every algorithm here is linear in events plus edges (sorts are skipped when edges already
 arrive in order). PARL Critical Steps live in :mod:`orchestrace.trace.steps`.
 
+This module does not import the records of :mod:`orchestrace.trace.model`: it compiles
+anything shaped like them, described by the structural protocols :class:`TraceRecords`,
+:class:`EventRecord` and :class:`EdgeRecord`, and the functions accept a graph or anything with
+a ``graph`` (:class:`HasGraph`). The dependency runs one way: the model owns the cached
+``Trace.graph`` accessor and imports this module.
+
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
     >>> b = TraceBuilder(task_id="demo")
@@ -25,15 +31,16 @@ Example:
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from orchestrace.errors import TraceError
+from orchestrace.errors import Problem, TraceError, TraceValidationError
 from orchestrace.trace._ids import map_ids
 from orchestrace.trace.enums import (
     DECISION_CODE,
@@ -44,9 +51,6 @@ from orchestrace.trace.enums import (
     EventType,
 )
 from orchestrace.trace.steps import StepStructure, step_structure
-
-if TYPE_CHECKING:
-    from orchestrace.trace.model import Event, Trace
 
 __all__ = [
     "DEPENDENCY_EDGES",
@@ -95,6 +99,90 @@ COLUMNS: dict[str, tuple[Any, Any]] = {
     "tokens_out": (np.int64, 0),
     "cost": (np.float64, 0.0),
 }
+
+
+class EventRecord(Protocol):
+    """The fields of an event a :class:`TraceGraph` reads (an :class:`~orchestrace.Event`)."""
+
+    @property
+    def id(self) -> str:
+        """Event id."""
+
+    @property
+    def t(self) -> float:
+        """Start time."""
+
+    @property
+    def dur(self) -> float:
+        """Duration."""
+
+    @property
+    def type(self) -> str:
+        """Event type name."""
+
+    @property
+    def agent(self) -> str:
+        """Producing agent."""
+
+    @property
+    def to(self) -> str | None:
+        """Receiver or spawned child."""
+
+    @property
+    def role(self) -> str | None:
+        """Agent role."""
+
+    @property
+    def tool(self) -> str | None:
+        """Tool (or model) name."""
+
+    @property
+    def decision(self) -> str | None:
+        """Decision name."""
+
+    @property
+    def step(self) -> int | None:
+        """Agent-local step."""
+
+    @property
+    def tokens_in(self) -> int:
+        """Prompt tokens."""
+
+    @property
+    def tokens_out(self) -> int:
+        """Completion tokens."""
+
+    @property
+    def cost(self) -> float:
+        """Cost."""
+
+
+class EdgeRecord(Protocol):
+    """The fields of an edge a :class:`TraceGraph` reads (an :class:`~orchestrace.Edge`)."""
+
+    @property
+    def src(self) -> str:
+        """Source event id."""
+
+    @property
+    def dst(self) -> str:
+        """Destination event id."""
+
+    @property
+    def type(self) -> str:
+        """Edge type name."""
+
+
+class TraceRecords(Protocol):
+    """What :meth:`TraceGraph.from_trace` compiles (a :class:`~orchestrace.Trace`)."""
+
+    @property
+    def events(self) -> Sequence[EventRecord]:
+        """The events, in recording order."""
+
+    @property
+    def edges(self) -> Sequence[EdgeRecord]:
+        """The edges."""
 
 
 class CycleError(TraceError, ValueError):
@@ -166,8 +254,6 @@ class NameTable(dict[str, int]):
 
 def _overflow(events: Sequence[Any], name: str) -> Exception:
     """The error for an event field too large for its int64 column."""
-    from orchestrace.errors import Problem, TraceValidationError
-
     for i, e in enumerate(events):
         value = getattr(e, name, None)
         if isinstance(value, int) and not -(2**63) <= value < 2**63:
@@ -222,7 +308,7 @@ class TraceGraph:
         dst: np.ndarray,
         edge_code: np.ndarray,
         *,
-        events: Sequence[Event] | None = None,
+        events: Sequence[EventRecord] | None = None,
         edge_refs: tuple[Any, Any] | Sequence[Any] | None = None,
         lookup: dict[str, int] | None = None,
         unique: bool | None = None,
@@ -245,7 +331,7 @@ class TraceGraph:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_trace(cls, trace: Trace) -> TraceGraph:
+    def from_trace(cls, trace: TraceRecords) -> TraceGraph:
         """Compile ``trace``. Times, types, agents and edges now; other columns on first use."""
         events = trace.events
         n = len(events)
@@ -377,7 +463,7 @@ class TraceGraph:
             elif isinstance(self.ids, list):
                 self._unique = len(set(self.ids)) == self.n
             else:
-                import pyarrow.compute as pc
+                import pyarrow.compute as pc  # only columnar graphs hold Arrow ids
 
                 self._unique = bool(pc.count_distinct(self.ids).as_py() == self.n)
         return self._unique
@@ -438,8 +524,6 @@ class TraceGraph:
         return order
 
     def _kahn(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        import heapq
-
         n = self.n
         indeg_l = np.bincount(dst, minlength=n).tolist()
         perm = np.argsort(src, kind="stable")
@@ -607,7 +691,16 @@ class TraceGraph:
 
 
 # ---------------------------------------------------------------------- functional API
-GraphLike = Any  # Trace | TraceGraph
+class HasGraph(Protocol):
+    """Anything with a compiled ``graph``: a :class:`~orchestrace.trace.model.Trace`."""
+
+    @property
+    def graph(self) -> TraceGraph:
+        """The compiled graph."""
+
+
+#: What the functions below accept: a compiled graph, or a trace (its cached ``graph``).
+GraphLike = TraceGraph | HasGraph
 
 
 def _graph(trace: GraphLike) -> TraceGraph:

@@ -5,7 +5,13 @@ message, tool call, return, aggregate, orchestrator decisions, LLM calls); edges
 consumed which. Records are frozen ``msgspec`` structs: decoding a 1,000,000-event JSON file into
 them is several times faster than pydantic v2 (see ``benchmarks/bench_decode.py``). Enumerated
 fields hold plain strings (``Literal`` types, validated on decode); the ``StrEnum`` classes
-name the allowed values and compare equal to them.
+(defined in :mod:`orchestrace.trace.enums`, re-exported here) name the allowed values and
+compare equal to them.
+
+The records own their compiled view: :attr:`Trace.graph` builds a
+:class:`~orchestrace.trace.graph.TraceGraph` on first use and caches it. The dependency runs
+one way, model to graph: the graph module compiles anything shaped like these records (its
+structural protocols) and never imports this module.
 
 Example:
     >>> from orchestrace.trace.model import Event, Edge, Trace, EventType
@@ -38,10 +44,10 @@ from orchestrace.trace.enums import (
     Topology,
     TopologyName,
 )
+from orchestrace.trace.graph import TraceGraph
 
 if TYPE_CHECKING:
     from orchestrace.trace._tables import TraceTables
-    from orchestrace.trace.graph import TraceGraph
 
 __all__ = [
     "MAX_INT",
@@ -197,8 +203,6 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
     @cached_property
     def graph(self) -> TraceGraph:
         """The compiled, array-backed graph of this trace (built once, then cached)."""
-        from orchestrace.trace.graph import TraceGraph
-
         return TraceGraph.from_trace(self)
 
     def event(self, event_id: str) -> Event:
