@@ -205,12 +205,23 @@ def test_run_stops_and_fails_when_the_recording_cannot_be_written(
         capsys, "run", "centralized", "--agents", "2", "--no-progress", "-o", out
     )
     assert code == 1
+    kept = (
+        ""
+        if after == 0  # not even the header: nothing is kept
+        else f"; the {after - 1} whole records written before are kept in {out} "
+        "(a partial recording: read it with --partial)"
+    )
     assert err == (
-        f"error: cannot write {out}: No space left on device; free space or choose another path\n"
+        f"error: cannot write {out}: No space left on device; free space or choose another "
+        f"path{kept}\n"
     )
     assert stdout == ""  # no "trace in" line, no analysis
-    assert not out.exists()
-    assert list(tmp_path.iterdir()) == []
+    if after == 0:
+        assert list(tmp_path.iterdir()) == []
+    else:  # what was recorded before the failure stays, whole lines only
+        tr = load(out, partial=True)
+        assert tr.meta.get("partial") and 0 < tr.n_events + len(tr.edges) == after - 1
+        assert sorted(x.name for x in tmp_path.iterdir()) == ["r.jsonl"]
 
 
 def test_run_replacing_a_recording_keeps_it_when_writing_fails(tmp_path, capsys, monkeypatch):
@@ -237,8 +248,16 @@ def test_a_failing_extra_processor_is_reported_without_traceback(tmp_path, caplo
     res = run("centralized", agents=2, output=out, processors=[Broken()])
     assert load(out).n_events == res.trace.n_events  # the recording is complete
     (rec,) = [r for r in caplog.records if "Broken" in r.getMessage()]
-    assert rec.getMessage() == "Broken.on_event failed and was removed: ValueError: boom"
+    assert rec.getMessage() == (
+        "processor Broken failed: on_event raised ValueError: boom (at event e1)"
+    )
     assert not rec.exc_info
+    n = res.trace.n_events  # kept, not dropped: every event failed, and the run says so
+    assert res.processor_failures == (
+        f"processor Broken failed: on_event raised ValueError: boom ({n} calls failed, "
+        "first at event e1)",
+    )
+    assert load(out).meta["processor_failures"][0]["count"] == n  # in the footer's meta
 
 
 def test_run_checks_the_output_before_building_the_task(tmp_path, monkeypatch):

@@ -279,5 +279,17 @@ def test_processor_failures_never_break_a_run():
     rt = Runtime(task=make_task("arith", size=4), backend=SimBackend(), recorder=rec)
     tr = run_virtual(rt.run(root))
     assert rt.answer == 1 and tr.n_events == 2
-    assert rec.failures and "Broken.on_event failed" in rec.failures[0]
+    assert rec.failures == [
+        "processor Broken failed: on_event raised OSError: disk full "
+        "(2 calls failed, first at event e1)"
+    ]
+    assert tr.meta["processor_failures"] == [
+        {
+            "processor": "Broken",
+            "method": "on_event",
+            "error": "OSError: disk full",
+            "count": 2,
+            "event": "e1",
+        }
+    ]
     assert asyncio.iscoroutinefunction(root)

@@ -284,6 +284,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.output and stream is None:
         dump(res.trace, args.output, format=fmt, overwrite=args.force)
     _print_team_note(args, res.trace.meta)
+    for line in res.processor_failures:  # kept running, never dropped silently
+        print(f"warning: {line}", file=sys.stderr)
     summary = summarize(res.trace)
     if args.json:
         out = {

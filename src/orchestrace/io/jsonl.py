@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -41,7 +42,7 @@ import msgspec
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
 from orchestrace.io import _common
 from orchestrace.io._common import PathLike, atomic_write, format_error
-from orchestrace.io._output import StreamTarget, write_error
+from orchestrace.io._output import OutputError, StreamTarget, write_error
 from orchestrace.io.json import _check_duplicate_keys, duplicate_key
 from orchestrace.trace.check import _knock_on, check_trace
 from orchestrace.trace.model import (
@@ -175,6 +176,7 @@ class StreamWriter:
         self._fsync = fsync
         self.closed = False
         self.records = 0
+        self._end = os.lseek(self._fd, 0, os.SEEK_END)  # where the last whole record ends
         header = _Header(
             trace_id=trace_id,
             task_id=task_id,
@@ -201,9 +203,43 @@ class StreamWriter:
             if self._fsync:
                 os.fsync(self._fd)
         except OSError as err:
-            self.discard()
-            raise write_error(self.path, err) from None
+            raise self._failed(err) from None
+        self._end += len(data)
         self.records += 1
+
+    def _failed(self, err: OSError) -> OutputError:
+        """Close after a failed write, keeping the whole records written before it.
+
+        The part of the record that was being written is cut off, so the file ends on a whole
+        line and reads back as a partial trace. A recording holding no event is removed (as is
+        a recording that was to replace a file, which stays).
+        """
+        error = write_error(self.path, err)
+        kept = self.records - 1  # records after the header
+        if kept < 1 or self._target._tmp is not None:  # nothing to keep, or a replacement
+            self.discard()
+            return error
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self._end)
+        self.abandon()
+        return OutputError(
+            self.path,
+            f"{error}; the {kept} whole records written before are kept in {self.path} "
+            "(a partial recording: read it with --partial)",
+        )
+
+    def flush(self) -> None:
+        """Make every record written so far durable (``fsync``).
+
+        Raises:
+            OutputError: The file could not be synced (its records may not be on disk).
+        """
+        if self.closed:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as err:
+            raise write_error(self.path, err) from None
 
     def event(self, event: Event) -> None:
         """Append one event record."""

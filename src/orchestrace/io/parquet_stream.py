@@ -8,7 +8,7 @@ the run ends. The dataset is built in a temporary sibling directory and renamed 
 when complete, exactly like :func:`~orchestrace.io.parquet.write_parquet` (same layout, same
 marker; :func:`~orchestrace.io.parquet.read_parquet` and ``read_graph`` read it).
 
-:class:`ParquetExporter` is the recording processor (``run(..., processors=[...])``).
+:class:`ParquetExporter` is the recording exporter (``run(..., processors=[...])``).
 
 Example:
     >>> import tempfile, os
@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -31,8 +31,18 @@ import msgspec
 from orchestrace.errors import RuntimeError_
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
-from orchestrace.io.parquet import _ATTR, _FILES, _ROW_GROUP, EVENT_COLUMNS, _pa, _schemas
+from orchestrace.io.parquet import (
+    _ATTR,
+    _FILES,
+    _ROW_GROUP,
+    _TOKENS_FILE,
+    EVENT_COLUMNS,
+    _pa,
+    _schemas,
+    _token_schema,
+)
 from orchestrace.trace.model import Edge, Event, Trace
+from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table
 
 __all__ = ["ParquetExporter", "ParquetStreamWriter"]
 
@@ -150,6 +160,16 @@ class ParquetStreamWriter:
                 w.close()
             pa, pq = _pa()
             _ev, _ed, tr_schema = _schemas()
+            meta = trace.meta
+            tokens: Any = meta.get(TOKENS_KEY)
+            if is_token_table(tokens):  # the side table goes to tokens.parquet, as write_parquet
+                meta = {k: v for k, v in meta.items() if k != TOKENS_KEY}
+                tok_rows: dict[str, list[Any]] = {
+                    "trace_id": [trace.trace_id] * len(tokens),
+                    "event_id": list(tokens),
+                    **{c: [rec[c] for rec in tokens.values()] for c in TOKEN_FIELDS},
+                }
+                pq.write_table(pa.table(tok_rows, schema=_token_schema()), self._tmp / _TOKENS_FILE)
             row = {
                 "trace_id": [trace.trace_id],
                 "task_id": [trace.task_id],
@@ -159,7 +179,7 @@ class ParquetStreamWriter:
                 "rewards": [list(trace.rewards.items())],
                 "costs": [list(trace.costs.items())],
                 "metrics": [list(trace.metrics.items())],
-                "meta": [self._enc.encode(trace.meta).decode()],
+                "meta": [self._enc.encode(meta).decode()],
                 "n_events": [self.n_events],
                 "n_edges": [self.n_edges],
             }
@@ -194,10 +214,14 @@ def pa_errors() -> tuple[type[BaseException], ...]:
 
 
 class ParquetExporter:
-    """A recording processor that streams the run to a Parquet dataset (row groups).
+    """An exporter that streams the run to a Parquet dataset (row groups).
 
-    Like the JSONL exporter it is critical: if writing fails the run stops and fails, and the
-    incomplete dataset is removed. Pass it in ``run(..., processors=[ParquetExporter(path)])``.
+    It has the methods of :class:`orchestrace.runtime.export.Exporter` (the Parquet layer
+    sits below the runtime, so it does not derive from it); passed in ``run(...,
+    processors=[ParquetExporter(path)])`` it is driven by a ``SimpleProcessor``. If writing
+    fails the run stops and fails, and the incomplete dataset is removed (a dataset is only
+    readable once complete; an earlier dataset it was to replace stays). A run whose backend
+    returns token records writes them to ``tokens.parquet``, as ``write_parquet`` does.
 
     Args:
         path: The dataset directory.
@@ -209,27 +233,31 @@ class ParquetExporter:
             created.
     """
 
-    critical = True
-
     def __init__(
         self, path: PathLike, *, overwrite: bool = False, row_group: int = _ROW_GROUP
     ) -> None:
         self.writer = ParquetStreamWriter(path, overwrite=overwrite, row_group=row_group)
 
-    def on_start(self, header: Mapping[str, Any]) -> None:
+    def start(self, header: Mapping[str, Any]) -> None:
         """Take the trace id."""
         self.writer.trace_id = str(header["trace_id"])
 
-    def on_event(self, event: Event, edges: list[Edge]) -> None:
-        """Append the event and the edges into it."""
-        self.writer.event(event, edges)
+    def export(self, records: Sequence[tuple[Event, Sequence[Edge]]]) -> None:
+        """Append each event and the edges into it."""
+        for event, edges in records:
+            self.writer.event(event, tuple(edges))
 
-    def on_end(self, trace: Trace) -> None:
+    def finish(self, trace: Trace) -> None:
         """Write the rest and put the dataset in place."""
         self.writer.finish(trace)
 
-    def force_flush(self) -> None:
-        """Row groups are written when full; nothing else is buffered outside them."""
+    def force_flush(self) -> bool:
+        """Nothing to flush early; ``True``.
+
+        Rows are written a row group at a time and the dataset appears complete or not at all
+        (when the run ends), so a partial flush would not make anything readable.
+        """
+        return True
 
     def shutdown(self) -> None:
         """Drop an unfinished dataset (a run that failed or never ended)."""

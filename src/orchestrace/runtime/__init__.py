@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import check_output
@@ -36,10 +36,14 @@ from orchestrace.runtime.core import (
     Runtime,
     ToolResult,
 )
-from orchestrace.runtime.recorder import JsonlExporter, Processor, ProgressBar, Recorder
+from orchestrace.runtime.export import Exporter, JsonlExporter
+from orchestrace.runtime.recorder import Processor, ProgressBar, Recorder
 from orchestrace.runtime.tasks import TASKS, Task, make_task
 from orchestrace.runtime.topologies import TOPOLOGIES, check_options, get_topology, team_use
 from orchestrace.trace.model import Trace
+
+if TYPE_CHECKING:
+    from orchestrace.io.parquet_stream import ParquetExporter
 
 __all__ = [
     "TASKS",
@@ -74,6 +78,9 @@ class RunResult:
         wall_s: Real seconds the run took.
         interrupted_by: ``"SIGINT"`` or ``"SIGTERM"`` when a signal stopped the run early
             (``run(..., stop_on_signals=True)``); the trace then ends with that stop.
+        processor_failures: One line per recording processor that failed (it was kept and
+            the run went on; the trace lists those that failed before it ended in
+            ``meta.processor_failures``).
     """
 
     trace: Trace
@@ -84,6 +91,7 @@ class RunResult:
     cpu_s: float
     wall_s: float
     interrupted_by: str | None = None
+    processor_failures: tuple[str, ...] = ()
 
 
 def run(
@@ -99,7 +107,7 @@ def run(
     config: RunConfig | None = None,
     output: str | Path | None = None,
     progress: bool = False,
-    processors: Sequence[Processor] = (),
+    processors: Sequence[Processor | Exporter | ParquetExporter] = (),
     interventions: Sequence[Any] = (),
     cache: ReplayCache | None = None,
     overwrite: bool = False,
@@ -124,7 +132,8 @@ def run(
             is checked and created before the run starts; if it cannot be written completely the run
             stops and raises :class:`~orchestrace.io.OutputError`.
         progress: Show a progress bar.
-        processors: Extra recording processors.
+        processors: Extra recording processors, or exporters (each driven by a
+            :class:`~orchestrace.runtime.recorder.SimpleProcessor`).
         interventions: Counterfactual interventions (see :mod:`orchestrace.runtime.replay`).
         cache: Replay cache to answer calls from (:meth:`ReplayCache.from_trace`).
         overwrite: Replace an existing ``output`` (otherwise an existing file is an error).
@@ -220,6 +229,7 @@ def run(
         time.process_time() - cpu0,
         time.perf_counter() - wall0,
         caught[0] if caught else None,
+        tuple(recorder.failures),
     )
 
 

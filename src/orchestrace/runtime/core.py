@@ -69,7 +69,7 @@ from orchestrace.runtime.context import (
 )
 from orchestrace.runtime.guard import Guard, TaintBlocked
 from orchestrace.runtime.prompts import render
-from orchestrace.runtime.recorder import Recorder, assemble_trace
+from orchestrace.runtime.recorder import FAILURES_KEY, Recorder, assemble_trace
 from orchestrace.runtime.tasks.base import (
     Subtask,
     Task,
@@ -745,9 +745,11 @@ class Runtime:
                 if pending:
                     with contextlib.suppress(BaseException):
                         await asyncio.gather(*pending, return_exceptions=True)
+            self.recorder.force_flush()  # what was recorded is written and durable
             self.recorder.shutdown()
             raise
         self.recorder.end(trace)
+        self.recorder.force_flush()
         self.recorder.shutdown()
         return trace
 
@@ -789,6 +791,12 @@ class Runtime:
     def _finish(self, header: Mapping[str, Any]) -> Trace:
         if self.token_table:  # the side table of token ids (orchestrace.trace.tokens)
             header = {**header, "meta": {**header.get("meta", {}), "tokens": self.token_table}}
+        failures = self.recorder.failure_records
+        if failures:  # processors that failed while the run was recorded
+            header = {
+                **header,
+                "meta": {**header.get("meta", {}), FAILURES_KEY: [f.as_meta() for f in failures]},
+            }
         return assemble_trace(
             header,
             self.events,

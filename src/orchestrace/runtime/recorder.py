@@ -1,15 +1,27 @@
-"""Recording pipeline, like OpenTelemetry's: processors see every event as it happens.
+"""Recording pipeline, like OpenTelemetry's SDK: processors see events, exporters write them.
 
-A :class:`Recorder` fans each event (with the edges into it) out to its processors: the JSONL
-exporter that makes recordings crash-safe, a progress bar, reward annotators or safety monitors.
+A :class:`Recorder` hands each event (with the edges into it) to its processors, in order, as
+it is recorded. A processor decides *when* records go out: :class:`SimpleProcessor` passes
+each event to its exporter at once (the crash-safe JSONL stream), :class:`BatchProcessor`
+collects them and exports in batches; others act on events themselves (a progress bar, reward
+annotators, safety monitors). Exporters (:mod:`orchestrace.runtime.export`) decide *where*:
+a JSONL stream, a Parquet dataset, memory. An exporter given where a processor is expected is
+wrapped in a ``SimpleProcessor``.
 
-A failure that loses data fails the run: when a *critical* processor (the JSONL exporter) fails,
-the recorder keeps the error in :attr:`Recorder.error`, asks the run to stop
-(:attr:`Recorder.on_fatal`) and the run raises it when it ends. Any other processor that fails
-is dropped with a one-line warning and listed in :attr:`Recorder.failures`; the run goes on.
+When the run ends the runtime calls :meth:`Recorder.end`, :meth:`Recorder.force_flush` and
+:meth:`Recorder.shutdown` (a stopped or failed run gets the last two), so what was recorded is
+written and durable.
+
+No failure is dropped silently. A processor that raises is kept (as OpenTelemetry keeps a
+failing exporter) and its failures are counted: :attr:`Recorder.failures` lists one line per
+failing processor, the trace records them in ``meta.processor_failures`` and ``orchestrace
+run`` prints them on stderr. A failure that loses data (a *critical* processor: one driving an
+exporter) also stops the run: the recorder keeps the error in :attr:`Recorder.error`, asks the
+run to stop (:attr:`Recorder.on_fatal`), calls no more of that processor (its exporter keeps
+what it wrote, see :meth:`Exporter.fail <orchestrace.runtime.export.Exporter.fail>`) and the
+run raises the error when it ends.
 
 Example:
-    >>> import io
     >>> class Count(Processor):
     ...     n = 0
     ...     def on_event(self, event, edges): self.n += 1
@@ -17,38 +29,53 @@ Example:
     >>> rec = Recorder([c])
     >>> from orchestrace.trace.model import Event
     >>> rec.event(Event(id="e1", t=0.0, type="message", agent="a"), [])
-    >>> c.n
-    1
+    >>> c.n, rec.force_flush()
+    (1, True)
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrace._safe import scrub_known
 from orchestrace.errors import OrchestraceError, RuntimeError_
-from orchestrace.io._output import StreamTarget, check_output
-from orchestrace.io.jsonl import StreamWriter
+from orchestrace.runtime.export import Exporter, JsonlExporter, Record
 from orchestrace.runtime.tasks.base import Verdict, answer_digest
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, Trace
 
-__all__ = ["JsonlExporter", "Processor", "ProgressBar", "Recorder", "assemble_trace"]
+__all__ = [
+    "BatchProcessor",
+    "JsonlExporter",
+    "Processor",
+    "ProcessorFailure",
+    "ProgressBar",
+    "Recorder",
+    "SimpleProcessor",
+    "assemble_trace",
+]
 
 log = logging.getLogger("orchestrace.runtime")
+
+#: Where a trace lists the processors that failed while it was recorded.
+FAILURES_KEY = "processor_failures"
 
 
 class Processor:
     """Base processor: override what you need. Methods must be fast; they run inline.
 
     Attributes:
-        critical: A failure of this processor loses data, so it fails the run (the JSONL
-            exporter); other processors are dropped with a warning when they fail.
+        critical: A failure of this processor loses data, so it stops and fails the run (a
+            processor driving an exporter); other processors' failures are reported.
+
+    Example:
+        >>> Processor().force_flush()
+        True
     """
 
     critical: bool = False
@@ -62,40 +89,239 @@ class Processor:
     def on_end(self, trace: Trace) -> None:
         """The run ended; ``trace`` is complete."""
 
-    def force_flush(self) -> None:
-        """Push buffered output out."""
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Push buffered output out and make it durable; ``True`` once it is."""
+        return True
 
     def shutdown(self) -> None:
         """Release resources (called once, even after a failed run)."""
 
     def fail(self) -> None:
-        """Called instead of the rest when this processor failed (drop what it half wrote)."""
+        """A critical processor's call raised; it gets no more calls after this one."""
+
+
+class SimpleProcessor(Processor):
+    """Export each event as soon as it is recorded (like OpenTelemetry's ``SimpleSpanProcessor``).
+
+    Args:
+        exporter: Where the records go.
+
+    Example:
+        >>> from orchestrace.runtime.export import MemoryExporter
+        >>> from orchestrace.trace.model import Event
+        >>> mem = MemoryExporter()
+        >>> SimpleProcessor(mem).on_event(Event(id="e1", t=0.0, type="message", agent="a"), [])
+        >>> len(mem.records)
+        1
+    """
+
+    critical = True
+
+    def __init__(self, exporter: Exporter) -> None:
+        self.exporter = exporter
+
+    @property
+    def name(self) -> str:
+        """The exporter's class name (what failure reports show)."""
+        return type(self.exporter).__name__
+
+    def on_start(self, header: Mapping[str, Any]) -> None:
+        """Start the exporter."""
+        self.exporter.start(header)
+
+    def on_event(self, event: Event, edges: list[Edge]) -> None:
+        """Export the event and the edges into it."""
+        self.exporter.export([(event, edges)])
+
+    def on_end(self, trace: Trace) -> None:
+        """Finish the exporter's output."""
+        self.exporter.finish(trace)
+
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Make what was exported durable."""
+        return bool(self.exporter.force_flush())
+
+    def shutdown(self) -> None:
+        """Shut the exporter down."""
+        self.exporter.shutdown()
+
+    def fail(self) -> None:
+        """Let the exporter keep what it can."""
+        self.exporter.fail()
+
+
+class BatchProcessor(SimpleProcessor):
+    """Export events in batches of ``max_batch`` (like OpenTelemetry's ``BatchSpanProcessor``).
+
+    Batches are exported inline on the recording thread (runs are deterministic and
+    single-threaded); :meth:`force_flush` and the end of the run export what is pending.
+    Events not yet exported are lost if the process dies, so crash-safe recordings use
+    :class:`SimpleProcessor`.
+
+    Args:
+        exporter: Where the records go.
+        max_batch: Records per export call.
+
+    Raises:
+        ValueError: ``max_batch`` is below 1.
+
+    Example:
+        >>> from orchestrace.runtime.export import MemoryExporter
+        >>> from orchestrace.trace.model import Event
+        >>> mem = MemoryExporter()
+        >>> p = BatchProcessor(mem, max_batch=10)
+        >>> p.on_event(Event(id="e1", t=0.0, type="message", agent="a"), [])
+        >>> len(mem.records), p.force_flush(), len(mem.records)
+        (0, True, 1)
+    """
+
+    def __init__(self, exporter: Exporter, max_batch: int = 512) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        super().__init__(exporter)
+        self.max_batch = max_batch
+        self._pending: list[Record] = []
+
+    def _export(self) -> None:
+        batch, self._pending = self._pending, []
+        if batch:
+            self.exporter.export(batch)
+
+    def on_event(self, event: Event, edges: list[Edge]) -> None:
+        """Queue the event; export the batch once full."""
+        self._pending.append((event, edges))
+        if len(self._pending) >= self.max_batch:
+            self._export()
+
+    def on_end(self, trace: Trace) -> None:
+        """Export what is pending, then finish the exporter's output."""
+        self._export()
+        self.exporter.finish(trace)
+
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Export what is pending and make it durable."""
+        self._export()
+        return bool(self.exporter.force_flush())
+
+
+def _as_processor(p: Any) -> Processor:
+    """``p`` itself, or an exporter wrapped in a SimpleProcessor.
+
+    An exporter is an :class:`Exporter`, or (duck-typed, as the Parquet exporter that lives
+    below the runtime) an object with ``export`` and without ``on_event``.
+    """
+    if isinstance(p, Exporter) or (
+        not isinstance(p, Processor)
+        and callable(getattr(p, "export", None))
+        and not callable(getattr(p, "on_event", None))
+    ):
+        return SimpleProcessor(p)
+    return p  # type: ignore[no-any-return]  # a processor by duck typing
+
+
+def _name(p: Any) -> str:
+    return str(getattr(p, "name", None) or type(p).__name__)
+
+
+@dataclass
+class ProcessorFailure:
+    """What went wrong with one processor during a run.
+
+    Attributes:
+        processor: The processor's name (the exporter's for a processor driving one).
+        method: The first call that raised (``on_event``, ``on_end``...).
+        error: That call's error, one line.
+        count: How many calls raised.
+        event: The id of the event being recorded when it first raised (``None`` outside
+            ``on_event``).
+        critical: Whether the failure lost data and stopped the run.
+
+    Example:
+        >>> f = ProcessorFailure("Bar", "on_event", "ValueError: boom", 3, "e3")
+        >>> f.line()
+        'processor Bar failed: on_event raised ValueError: boom (3 calls failed, first at event e3)'
+    """
+
+    processor: str
+    method: str
+    error: str
+    count: int = 1
+    event: str | None = None
+    critical: bool = False
+
+    def line(self) -> str:
+        """One line naming the processor and the error."""
+        if self.count > 1:
+            first = f", first at event {self.event}" if self.event else ""
+            times = f" ({self.count} calls failed{first})"
+        else:
+            times = f" (at event {self.event})" if self.event else ""
+        stop = "; the recording is incomplete and the run was stopped" if self.critical else ""
+        return f"processor {self.processor} failed: {self.method} raised {self.error}{times}{stop}"
+
+    def as_meta(self) -> dict[str, Any]:
+        """The record kept in ``trace.meta["processor_failures"]``."""
+        out: dict[str, Any] = {
+            "processor": self.processor,
+            "method": self.method,
+            "error": self.error,
+            "count": self.count,
+        }
+        if self.event is not None:
+            out["event"] = self.event
+        if self.critical:
+            out["critical"] = True
+        return out
 
 
 class Recorder:
-    """Fan events out to processors; failures never escape a processor call.
+    """Hand events to processors; a processor's failure never escapes, and is never lost.
+
+    Args:
+        processors: Processors, or exporters (each wrapped in a :class:`SimpleProcessor`).
 
     Attributes:
-        processors: The live processors.
-        failures: One line per processor that failed and was dropped.
+        processors: The processors, in the order they are called.
         error: The failure of a critical processor, raised by the run when it ends.
         on_fatal: Called with a reason when a critical processor fails (the runtime stops the
             run there).
+
+    Example:
+        >>> class Broken(Processor):
+        ...     def on_event(self, event, edges): raise ValueError("boom")
+        >>> from orchestrace.trace.model import Event
+        >>> rec = Recorder([Broken()])
+        >>> for i in range(3): rec.event(Event(id=f"e{i}", t=0.0, type="message", agent="a"), [])
+        >>> rec.failures
+        ['processor Broken failed: on_event raised ValueError: boom (3 calls failed, first at event e0)']
     """
 
-    def __init__(self, processors: Iterable[Processor] = ()) -> None:
-        self.processors = list(processors)
-        self.failures: list[str] = []
+    def __init__(self, processors: Iterable[Any] = ()) -> None:
+        self.processors: list[Processor] = [_as_processor(p) for p in processors]
         self.error: OrchestraceError | None = None
         self.on_fatal: Callable[[str], None] | None = None
+        self._failed: dict[int, ProcessorFailure] = {}
+        self._dead: set[int] = set()
         self._shut = False
 
+    @property
+    def failures(self) -> list[str]:
+        """One line per processor that failed (see :meth:`ProcessorFailure.line`)."""
+        return [f.line() for f in self._failed.values()]
+
+    @property
+    def failure_records(self) -> list[ProcessorFailure]:
+        """The processors that failed, in the order they first failed."""
+        return list(self._failed.values())
+
     def _call(self, name: str, *args: Any) -> None:
-        for p in list(self.processors):
+        for p in self.processors:
+            if id(p) in self._dead:
+                continue
             try:
                 getattr(p, name)(*args)
             except Exception as err:
-                self._drop(p, name, err)
+                self._failure(p, name, err, None)
 
     def start(self, header: Mapping[str, Any]) -> None:
         """Announce the run."""
@@ -103,29 +329,37 @@ class Recorder:
 
     def event(self, event: Event, edges: list[Edge]) -> None:
         """Record one event."""
-        for p in list(self.processors):
+        for p in self.processors:
+            if id(p) in self._dead:
+                continue
             try:
                 p.on_event(event, edges)
             except Exception as err:
-                self._drop(p, "on_event", err)
+                self._failure(p, "on_event", err, event.id)
 
-    def _drop(self, p: Processor, name: str, err: Exception) -> None:
-        if p in self.processors:
-            self.processors.remove(p)
-        with contextlib.suppress(Exception):  # the first failure is the one reported
-            p.fail()
-        detail = str(err) if isinstance(err, OrchestraceError) else f"{type(err).__name__}: {err}"
-        msg = f"{type(p).__name__}.{name} failed and was removed: {detail[:300]}"
-        self.failures.append(msg)
-        if not p.critical:
-            log.warning(msg, exc_info=log.isEnabledFor(logging.DEBUG))
+    def _failure(self, p: Processor, method: str, err: Exception, event: str | None) -> None:
+        known = self._failed.get(id(p))
+        if known is not None:
+            known.count += 1
             return
+        detail = str(err) if isinstance(err, OrchestraceError) else f"{type(err).__name__}: {err}"
+        detail = " ".join(detail.split())[:600]
+        failure = ProcessorFailure(_name(p), method, detail, 1, event, p.critical)
+        self._failed[id(p)] = failure
+        if not p.critical:
+            log.warning(failure.line(), exc_info=log.isEnabledFor(logging.DEBUG))
+            return
+        self._dead.add(id(p))  # it cannot write: no more calls, keep what it wrote
+        try:
+            p.fail()
+        except Exception as again:  # the first failure is the one reported
+            log.debug("%s.fail raised %r", _name(p), again)
         if self.error is None:
             self.error = (
                 err
                 if isinstance(err, OrchestraceError)
                 else RuntimeError_(
-                    f"{type(p).__name__} failed ({detail[:300]}); the recording is incomplete, "
+                    f"{_name(p)} failed ({detail}); the recording is incomplete, "
                     "so the run was stopped"
                 )
             )
@@ -145,104 +379,46 @@ class Recorder:
         """Close the run."""
         self._call("on_end", trace)
 
-    def force_flush(self) -> None:
-        """Flush every processor."""
-        self._call("force_flush")
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Flush every processor; ``True`` when each made its output durable in time.
+
+        Args:
+            timeout_s: Give up on the processors left once this many seconds have passed.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        ok = True
+        for p in self.processors:
+            if id(p) in self._dead:
+                ok = False
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:
+                ok = bool(p.force_flush(left)) and ok
+            except Exception as err:
+                self._failure(p, "force_flush", err, None)
+                ok = False
+        return ok
 
     def shutdown(self) -> None:
         """Shut every processor down (once; later calls do nothing)."""
         if not self._shut:
             self._shut = True
-            self._call("shutdown")
-
-
-class JsonlExporter(Processor):
-    """Append every record to a JSONL stream as it happens (crash-safe; see StreamWriter).
-
-    The file is checked, created and locked when the exporter is made, before the run starts,
-    so an output that cannot be written never costs a run. It is critical: if writing fails
-    the run stops and fails, and the incomplete recording is removed.
-
-    Args:
-        path: The ``.jsonl`` file.
-        fsync: Also fsync after each record.
-        overwrite: Replace an existing file (the new recording is renamed over it when
-            complete; until then the old one stays).
-
-    Raises:
-        OutputError: The file exists (without ``overwrite``), another process writes it, or
-            it cannot be created.
-    """
-
-    critical = True
-
-    def __init__(self, path: str | Path, *, fsync: bool = False, overwrite: bool = False) -> None:
-        self.path = Path(path)
-        self.fsync = fsync
-        self.writer: StreamWriter | None = None
-        check_output(path, force=overwrite, kind="file")
-        self._target: StreamTarget | None = StreamTarget(path, force=overwrite)
-
-    def on_start(self, header: Mapping[str, Any]) -> None:
-        """Write the header."""
-        target, self._target = self._target, None
-        if target is None:
-            raise RuntimeError_(
-                f"{self.path}: this exporter already recorded a run; make a new JsonlExporter "
-                "for each run"
-            )
-        try:
-            self.writer = StreamWriter(
-                self.path,
-                trace_id=header["trace_id"],
-                task_id=header["task_id"],
-                system=header.get("system"),
-                topology=header.get("topology"),
-                meta=header.get("meta"),
-                fsync=self.fsync,
-                target=target,
-            )
-        except Exception:
-            target.discard(remove_new=True)
-            raise
-
-    def on_event(self, event: Event, edges: list[Edge]) -> None:
-        """Append the event and the edges into it."""
-        w = self.writer
-        if w is not None:
-            w.event(event)
-            for e in edges:
-                w.edge(e)
-
-    def on_end(self, trace: Trace) -> None:
-        """Write the footer (rewards, costs, metrics) and close."""
-        if self.writer is not None:
-            self.writer.close(
-                rewards=trace.rewards,
-                costs=trace.costs,
-                metrics=trace.metrics,
-                meta={k: v for k, v in trace.meta.items() if k == "result"},
-            )
-
-    def shutdown(self) -> None:
-        """Close without a footer if the run did not end (the trace stays partial)."""
-        if self.writer is not None:
-            self.writer.abandon()
-        elif self._target is not None:  # the run never started: nothing recorded
-            self._target.discard(remove_new=True)
-            self._target = None
-
-    def fail(self) -> None:
-        """Remove the incomplete recording (a file it was to replace is kept)."""
-        if self.writer is not None:
-            self.writer.discard()
-        elif self._target is not None:
-            self._target.discard(remove_new=True)
-            self._target = None
+            for p in self.processors:  # a failed processor still releases what it holds
+                try:
+                    p.shutdown()
+                except Exception as err:
+                    self._failure(p, "shutdown", err, None)
 
 
 class ProgressBar(Processor):
-    """A tqdm progress bar of recorded events (to stderr; silent when not a terminal)."""
+    """A tqdm progress bar of recorded events (to stderr; silent when not a terminal).
+
+    Example:
+        >>> ProgressBar(desc="run").bar is None
+        True
+    """
 
     def __init__(self, desc: str = "run", every: int = 50, force: bool = False) -> None:
         self.desc = desc
