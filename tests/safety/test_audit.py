@@ -94,7 +94,14 @@ def test_every_topology_defended_audits_clean(topology: str) -> None:
     for task in ("arith", "multihop"):
         for d in (Defenses.none(), Defenses.all()):
             tr = run(topology, task, agents=3, seed=5, defenses=d).trace
-            assert audit_trace(tr) == [], (topology, task, d.is_none())
+            found = audit_trace(tr)
+            if d.is_none() and any(e.type == "tool_result" for e in tr.events):
+                # no taint tracking: tool results drove decisions with no endorsement, which
+                # the audit derives from the trace graph
+                assert found and {p.code for p in found} == {"tainted-decision"}
+                assert all("derived from the trace" in p.message for p in found)
+            else:
+                assert found == [], (topology, task, d.is_none())
             kinds = {(e.attrs or {}).get("kind") for e in tr.events if e.type == "safety_event"}
             assert kinds <= {"endorsement"}, kinds
 
@@ -359,3 +366,129 @@ def test_odd_values_never_crash_the_audit(tool_run: Trace, msg_run: Trace) -> No
             audit_trace(base.replace(meta=meta))
             cfg = {**base.meta["config"], "seed": value}
             audit_trace(base.replace(meta={**base.meta, "config": cfg}))
+
+
+# ---------------------------------------------------------------------- taint derived from the graph
+FIXTURES = __import__("pathlib").Path(__file__).parents[1] / "fixtures"
+
+
+def test_derived_taint_flags_a_run_recorded_without_taint_tracking() -> None:
+    from orchestrace.safety.audit import derive_taint
+
+    tr = run("centralized", "multihop", agents=2, seed=2).trace  # defenses off
+    taint = derive_taint(tr)
+    by_id = {e.id: e for e in tr.events}
+    results = [e.id for e in tr.events if e.type == "tool_result"]
+    assert results and all(r in taint[r] for r in results)
+    found = [p for p in check_taint(tr) if p.code == "tainted-decision"]
+    assert found
+    stop = [e for e in tr.events if e.type == "orchestrator_decision" and e.decision == "stop"][-1]
+    assert stop.id in {p.event_id for p in found}  # the answer rests on tool output
+    for p in found:  # each finding names a decision and tool results that reach it
+        assert by_id[p.event_id].type in ("spawn", "aggregate", "orchestrator_decision")
+        assert any(f"'{r}'" in p.message for r in taint[p.event_id] if r in results)
+    # the same run recorded with taint tracking on: the runtime endorsed, nothing to flag
+    on = run("centralized", "multihop", agents=2, seed=2, defenses=Defenses(taint=True)).trace
+    assert [p for p in check_taint(on) if p.code == "tainted-decision"] == []
+
+
+def test_an_endorsement_clears_derived_taint() -> None:
+    from orchestrace.trace.build import TraceBuilder
+
+    b = TraceBuilder(task_id="demo")
+    call = b.add("tool_call", "orchestrator", tool="search")
+    res = b.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
+    stop_args = {"decision": "stop", "after": [(res, "causal")]}
+    bad = b.build()
+    b2 = TraceBuilder(task_id="demo")
+    call = b2.add("tool_call", "orchestrator", tool="search")
+    res = b2.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
+    b2.add(
+        "safety_event",
+        "orchestrator",
+        attrs={"kind": "endorsement", "endorses": [res]},
+        after=[(res, "safety_flow")],
+    )
+    b2.add("orchestrator_decision", "orchestrator", **stop_args)
+    tb = TraceBuilder(task_id="demo")
+    call = tb.add("tool_call", "orchestrator", tool="search")
+    res = tb.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
+    stop = tb.add("orchestrator_decision", "orchestrator", **stop_args)
+    assert [(p.code, p.event_id) for p in check_taint(tb.build())] == [("tainted-decision", stop)]
+    assert list(check_taint(b2.build())) == []
+    assert list(check_taint(bad)) == []  # tool output that drives nothing is no finding
+
+
+def test_an_untrusted_roles_messages_are_sources() -> None:
+    from orchestrace.trace.build import TraceBuilder
+
+    policy = {"roles": {"worker": {"trusted": False}}}
+    b = TraceBuilder(task_id="demo", meta={"config": {"defenses": {"capabilities": policy}}})
+    sp = b.add("spawn", "orchestrator", to="w1", role="worker")
+    msg = b.add("message", "w1", to="orchestrator", from_="w1", after=[(sp, "spawn")])
+    stop = b.add("orchestrator_decision", "orchestrator", decision="stop", after=[(msg, "message")])
+    found = [(p.code, p.event_id) for p in check_taint(b.build())]
+    assert found == [("tainted-decision", stop)]
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "frameworks/agents_run.json",
+        "frameworks/langgraph_runs.json",
+        "otel/genai_otlp.json",
+        "otel/openinference_agents.json",
+        "otel/openinference_langgraph.json",
+    ],
+)
+def test_imported_traces_get_derived_taint(fixture: str) -> None:
+    from orchestrace.io import load_all
+    from orchestrace.safety.audit import derive_taint
+
+    for tr in load_all(FIXTURES / fixture):
+        taint = derive_taint(tr)
+        results = {e.id for e in tr.events if e.type == "tool_result"}
+        assert results <= set(taint)
+        # taint only flows forward along edges from the tool results
+        reach = set(results)
+        for e in tr.events:
+            if any(
+                ed.src in reach and ed.type != "safety_flow" for ed in tr.edges if ed.dst == e.id
+            ):
+                reach.add(e.id)
+        assert set(taint) <= reach | {e.id for e in tr.events if e.trusted is False}
+        found = [p for p in check_taint(tr) if p.code == "tainted-decision"]
+        assert found  # each fixture's answer rests on a tool result nobody endorsed
+        by_id = {e.id: e for e in tr.events}
+        for p in found:
+            assert p.event_id in taint
+            assert by_id[p.event_id].type in (
+                "spawn",
+                "aggregate",
+                "orchestrator_decision",
+                "message",
+            )
+
+
+def test_imported_trace_with_tool_driven_decision_is_flagged_by_the_cli(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    path = FIXTURES / "otel" / "genai_otlp.json"
+    from orchestrace.io import load_all
+
+    expected = sum(
+        1 for tr in load_all(path) for p in audit_trace(tr) if p.code == "tainted-decision"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrace", "audit", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [
+        ln for ln in out.stdout.splitlines() if "tainted-decision" in ln or "untrusted data" in ln
+    ]
+    assert expected > 0 and out.returncode == 1
+    assert len(lines) == expected and "no endorsement" in lines[0]
