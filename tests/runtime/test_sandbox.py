@@ -596,14 +596,16 @@ def test_user_namespace_mode_as_an_unprivileged_user(isolation):
     here = Path(sandbox.__file__).resolve()
     driver = textwrap.dedent(
         f"""
-        import importlib.util, sys, types
+        import importlib, sys, types
+        for name, path in (("orchestrace", {str(here.parents[1])!r}),
+                           ("orchestrace.runtime", {str(here.parent)!r})):
+            pkg = types.ModuleType(name)  # the packages without their __init__ (no extras)
+            pkg.__path__ = [path]
+            sys.modules[name] = pkg
         errors = types.ModuleType("orchestrace.errors")
         errors.RuntimeError_ = type("RuntimeError_", (Exception,), {{}})
         sys.modules["orchestrace.errors"] = errors
-        spec = importlib.util.spec_from_file_location("sb", {str(here)!r})
-        sb = importlib.util.module_from_spec(spec)
-        sys.modules["sb"] = sb
-        spec.loader.exec_module(sb)
+        sb = importlib.import_module("orchestrace.runtime.sandbox")
         iso = sb.detect()
         print("mode", iso.mode, iso.reason)
         r = sb.Sandbox().run(
