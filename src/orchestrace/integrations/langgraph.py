@@ -33,17 +33,12 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import OrchestraceError
+from orchestrace.io._foreign import parse_time as _time
 from orchestrace.io._output import check_output
 from orchestrace.io.jsonl import StreamWriter
-from orchestrace.io.langgraph import (
-    SYSTEM,
-    RunMapper,
-    _checkpoint,
-    _Stream,
-    run_record,
-    to_json,
-)
-from orchestrace.io.openai_agents import _time
+from orchestrace.io.langgraph import SYSTEM, RunMapper, run_record, to_json
+from orchestrace.io.langgraph._checkpoints import _checkpoint
+from orchestrace.io.langgraph._stream import _Stream
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Edge, Event
 

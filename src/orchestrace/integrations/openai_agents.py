@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError, OrchestraceError
+from orchestrace.io._foreign import parse_time as _time
 from orchestrace.io.jsonl import StreamWriter
-from orchestrace.io.openai_agents import SYSTEM, SpanMapper, _time, trace_meta
+from orchestrace.io.openai_agents import SYSTEM, SpanMapper, trace_meta
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Edge, Event
 

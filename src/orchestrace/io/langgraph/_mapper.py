@@ -1,0 +1,765 @@
+"""The LangGraph run mapper: run records in, orchestrace events and edges out, as runs start and end.
+
+This module is one class, :class:`RunMapper`, over 600 lines on purpose: it is a single state
+machine (open runs, pending inputs, supersteps, ``Send`` fan-out, interrupts and resumes) whose
+callbacks all read and write the same state, and the batch importer and the live callback handler
+must drive exactly the same code. Splitting its methods across modules would scatter that state
+without making any part usable alone.
+
+Example:
+    >>> from orchestrace.io.langgraph import run_record
+    >>> out = []
+    >>> m = RunMapper(t0=0.0, graph="g", emit_event=out.append, emit_edge=out.append)
+    >>> m.start(run_record({"id": "g", "name": "G", "run_type": "chain", "start_time": 0}))
+    >>> m.finish(); out
+    []
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from orchestrace.io._foreign import EPS as _EPS
+from orchestrace.io._foreign import Pending as _Pending
+from orchestrace.io._foreign import count as _int
+from orchestrace.io._foreign import latest as _latest
+from orchestrace.io._foreign import parse_time as _time
+from orchestrace.io._foreign import text as _text
+from orchestrace.io.langgraph._values import (
+    _COMMAND_KEYS,
+    _INTERRUPT,
+    _LLM,
+    _TOOLS,
+    _gotos,
+    _instance,
+    _is_node,
+    _kwargs,
+    _lg_type,
+    _llm_text,
+    _model,
+    _result_tool_call_id,
+    _sends,
+    _step,
+    _tokens,
+    _tool_call_ids,
+    _walk,
+)
+from orchestrace.trace.model import Edge, Event
+
+
+# ---------------------------------------------------------------------- the mapper
+@dataclass
+class _Run:
+    rec: dict[str, Any]
+    start: float
+    kind: str  # graph | node | llm | tool | inner
+    agent: str | None = None  # node instance (node runs)
+    sender: str | None = None  # node runs started by a Send: who sent it
+    send_t: float = 0.0
+    llm_children: int = 0
+    first_event: tuple[float, str] | None = None
+    last_child_end: float = 0.0
+    tool_results: list[str] = field(default_factory=list)
+    send_step: int | None = None
+    first_call: float | None = None  # start of its first LLM or tool run (node runs)
+    opened: bool = False  # its opening event (own time before the first call) was emitted
+    covered: float = 0.0  # node runs: where its events so far end (epoch seconds)
+    gaps: int = 0  # node runs: own-time events between its calls
+
+
+@dataclass
+class RunMapper:
+    """Turns LangGraph runs (see :func:`run_record`) into events and edges as they start and end.
+
+    ``start(rec)`` and ``end(rec)`` take run records; events and edges go to ``emit_event`` and
+    ``emit_edge`` as soon as they are final. :func:`import_values` replays runs through it;
+    the live callback handler calls it from LangChain's callbacks.
+
+    Args:
+        t0: Epoch seconds that become ``t = 0``.
+        graph: Agent name for runs outside any graph node.
+        emit_event: Called with each finished event.
+        emit_edge: Called with each edge, after both its events.
+        timed: Times are wall clock; with ordinal times (a stream without timestamps) no
+            node's own time is measured, so nodes get no opening event.
+
+    Example:
+        >>> from orchestrace.io.langgraph import run_record
+        >>> out = []
+        >>> m = RunMapper(t0=0.0, graph="g", emit_event=out.append, emit_edge=out.append)
+        >>> g = run_record({"id": "g", "name": "G", "run_type": "chain", "start_time": 0})
+        >>> node = run_record({"id": "n", "name": "a", "run_type": "chain", "start_time": 0,
+        ...                    "end_time": 1, "parent_run_id": "g",
+        ...                    "extra": {"metadata": {"langgraph_node": "a"}}})
+        >>> m.start(g); m.start(node); m.end(node); m.end(g); m.finish()
+        >>> [(e.type, e.agent, e.role, e.decision) for e in out if isinstance(e, Event)]
+        [('message', 'a', 'orchestrator', None), ('orchestrator_decision', 'a', 'orchestrator', 'stop')]
+    """
+
+    t0: float
+    graph: str
+    emit_event: Callable[[Event], None]
+    emit_edge: Callable[[Edge], None]
+    timed: bool = True  # times are wall clock (else ordinal: no own time is measured)
+    unmapped: dict[str, int] = field(default_factory=dict)
+    unmapped_items: list[Any] = field(default_factory=list)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: int = 0
+    _runs: dict[str, _Run] = field(default_factory=dict)
+    _open: dict[str, set[str]] = field(default_factory=dict)
+    _acted: dict[str, float] = field(default_factory=dict)
+    _spawned: set[str] = field(default_factory=set)
+    _done: dict[str, list[tuple[float, str, float]]] = field(default_factory=dict)
+    _pending: dict[str, list[_Pending]] = field(default_factory=dict)
+    _events_of: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    _sends: dict[str, list[tuple[str, float, Any, int | None, int]]] = field(default_factory=dict)
+    _asked: dict[str, str] = field(default_factory=dict)  # tool_call id -> asking agent
+    _closing: dict[tuple[str, int], list[tuple[str, str, str | None]]] = field(
+        default_factory=dict
+    )  # (graph run, step) -> [(event id, kind, to)]
+    _last_node: tuple[float, str, int | None] | None = None
+    _resume: str | None = None
+    _edges: set[tuple[str, str]] = field(default_factory=set)
+    root: str | None = None  # the first node to act as an agent (rule 15)
+    _spawners: set[str] = field(default_factory=set)
+    _interrupted: bool = False  # the last node run ended with an interrupt
+    _updates: dict[str, str | None] = field(default_factory=dict)  # closing id -> content
+    _stop_at: tuple[_Run, float, str | None] | None = None  # the root graph run's end
+    _last_end: float = 0.0
+
+    def role(self, agent: str) -> str:
+        """``agent``'s role when its next event is written (rule 15).
+
+        ``orchestrator``: the first node to act as an agent, or the graph itself; ``manager``:
+        it has spawned another agent; ``worker`` otherwise; ``human`` for a person's answer or
+        edit.
+        """
+        if agent == "human":
+            return "human"
+        if agent in (self.root, self.graph):
+            return "orchestrator"
+        return "manager" if agent in self._spawners else "worker"
+
+    def _rel(self, ts: float) -> float:
+        return max(0.0, round(ts - self.t0, 9))
+
+    def _ancestors(self, rid: str | None) -> Iterator[_Run]:
+        seen: set[str] = set()
+        while rid is not None and rid in self._runs and rid not in seen:
+            seen.add(rid)
+            r = self._runs[rid]
+            yield r
+            rid = r.rec["parent_id"]
+
+    def _node_of(self, rid: str | None) -> _Run | None:
+        for r in self._ancestors(rid):
+            if r.kind == "node":
+                return r
+        return None
+
+    def _scope(self, rid: str | None) -> str:
+        """Whose supersteps a run's step counts: its subgraph's node run, else its graph run."""
+        for r in self._ancestors(rid):
+            if r.kind in ("node", "graph"):
+                return str(r.rec["id"])
+        return ""
+
+    def _graph_of(self, rid: str | None) -> str:
+        for r in self._ancestors(rid):
+            if r.kind == "graph":
+                return str(r.rec["id"])
+        return ""
+
+    # ------------------------------------------------------------------ emitting
+    def _edge(self, src: str, dst: str, kind: str) -> None:
+        if src == dst or (src, dst) in self._edges:
+            return
+        self._edges.add((src, dst))
+        self.emit_edge(Edge(src, dst, kind))  # type: ignore[arg-type]
+
+    def _emit(self, ev: Event, run: _Run | None = None) -> None:
+        agent = ev.agent
+        self._last_end = max(self._last_end, ev.end)
+        if ev.type == "spawn":
+            self._spawners.add(agent)
+        if self.root is None and ev.type != "tool_result" and agent in self.nodes:
+            self.root = agent  # the first node to act as an agent (a tool executor never does)
+        if ev.type != "tool_result":
+            # a spawn names the role of the agent it starts, as the runtime records it
+            role = self.role(ev.to if ev.type == "spawn" and ev.to else agent)
+            ev = msgspec.structs.replace(ev, role=role)
+        self._acted.setdefault(agent, ev.t)
+        prev = None
+        take: list[_Pending] = []
+        if ev.type != "tool_result":
+            prev = _latest(self._done.get(agent, []), ev.t)
+            take = [p for p in self._pending.get(agent, []) if p.t <= ev.t + _EPS]
+            if take:
+                self._pending[agent] = [p for p in self._pending[agent] if p not in take]
+        self.emit_event(ev)
+        self.events += 1
+        self._events_of.setdefault(agent, []).append((ev.t, ev.id))
+        if run is not None and (run.first_event is None or ev.t < run.first_event[0]):
+            run.first_event = (ev.t, ev.id)
+        linked = {p.event_id for p in take}
+        if prev is not None and prev[1] not in linked:
+            self._edge(prev[1], ev.id, "causal")
+        for p in take:
+            self._edge(p.event_id, ev.id, p.kind)
+        if ev.type != "tool_result":
+            bisect.insort(self._done.setdefault(agent, []), (ev.end, ev.id, ev.t))
+
+    def _feed(self, agent: str, event_id: str, t: float, kind: str) -> None:
+        self._pending.setdefault(agent, []).append(_Pending(event_id, t, kind))
+
+    # ------------------------------------------------------------------ callbacks
+    def start(self, rec: dict[str, Any], *, at: float | None = None) -> None:
+        """A run started (``rec``: :func:`run_record`); ``at`` overrides its start time."""
+        rid = rec["id"]
+        ts = at if at is not None else _time(rec.get("started_at"))
+        parent = rec.get("parent_id")
+        if rec["run_type"] == "human":
+            kind = "human"
+        elif rec["run_type"] in _LLM:
+            kind = "llm"
+        elif rec["run_type"] in _TOOLS:
+            kind = "tool"
+        elif _is_node(rec):
+            kind = "node"  # also a node of a subgraph, or one whose graph run is missing
+        elif parent is None or parent not in self._runs:
+            kind = "graph"
+        else:
+            kind = "inner"
+        run = _Run(rec, ts if ts is not None else self.t0, kind)
+        self._runs[rid] = run
+        if kind in ("llm", "tool"):
+            node = self._node_of(parent)
+            if node is not None:
+                if kind == "llm":
+                    node.llm_children += 1
+                if node.first_call is None or run.start < node.first_call:
+                    node.first_call = run.start
+        if kind == "graph" and parent is None:
+            self._resumed(run)
+        if kind != "node":
+            return
+        base = rec["name"]
+        busy = self._open.setdefault(base, set())
+        ordinal = 0
+        triggers = rec["metadata"].get("langgraph_triggers")
+        if isinstance(triggers, list | tuple) and "__pregel_push" in triggers:
+            queue = self._sends.get(base, [])
+            inputs = rec.get("inputs")
+            pick = next((i for i, s in enumerate(queue) if s[2] == inputs), 0 if queue else None)
+            if pick is not None:
+                sender, t, _, sstep, ordinal = queue.pop(pick)
+                run.sender, run.send_t, run.send_step = sender, t, sstep
+            elif self._last_node is not None:
+                run.sender, run.send_t = self._last_node[1], self._last_node[0]
+                run.send_step = self._last_node[2]
+        # the k-th Send of a fan-out runs as instance k (whatever order the runs start in)
+        k = ordinal if ordinal and _instance(base, ordinal) not in busy else 1
+        while _instance(base, k) in busy:
+            k += 1
+        run.agent = _instance(base, k)
+        busy.add(run.agent)
+        info = self.nodes.setdefault(run.agent, {"node": base, "runs": 0})
+        info["runs"] += 1
+
+    def end(self, rec: dict[str, Any], *, at: float | None = None) -> None:
+        """A run ended (``rec``: :func:`run_record` with outputs); ``at`` overrides its end."""
+        rid = rec["id"]
+        run = self._runs.get(rid)
+        if run is None:
+            self.start(rec)
+            run = self._runs[rid]
+        run.rec = rec
+        ts = at if at is not None else _time(rec.get("ended_at"))
+        t = self._rel(run.start)
+        end = max(t, self._rel(ts)) if ts is not None else t
+        dur = round(end - t, 9)
+        node = self._node_of(rec.get("parent_id"))
+        if node is not None and run.kind in ("llm", "tool", "node"):
+            # the node's closing message starts after its last call or subgraph node (inner
+            # runnables such as routing functions are the node's own time)
+            node.last_child_end = max(node.last_child_end, end)
+        agent = node.agent if node is not None and node.agent else self.graph
+        step = _step(rec["metadata"])
+        error = _text(rec.get("error")) if rec.get("error") else None
+        attrs: dict[str, Any] = {"run_id": rid, "run_type": rec["run_type"], "name": rec["name"]}
+        if node is not None and run.kind in ("llm", "tool"):
+            self._own_time(node, run, ts, is_llm=run.kind == "llm")
+        if run.kind == "llm":
+            tin, tout = _tokens(rec.get("outputs"))
+            self._emit(
+                Event(
+                    id=rid,
+                    t=t,
+                    type="llm_call",
+                    agent=agent,
+                    dur=dur,
+                    tool=_model(rec),
+                    step=step,
+                    content=_llm_text(rec.get("outputs")),
+                    tokens_in=tin,
+                    tokens_out=tout,
+                    error=error,
+                    attrs=attrs,
+                ),
+                node,
+            )
+            return
+        if run.kind == "tool":
+            asker = agent
+            if node is not None and node.llm_children == 0 and node.sender is None:
+                # a node that calls no LLM runs tools for whoever asked (rule 6); when no
+                # agent asked, the graph itself did: a tool executor is never the caller
+                tcid = _result_tool_call_id(rec.get("outputs"), rec.get("inputs"))
+                if tcid is not None and tcid in self._asked:
+                    asker = self._asked[tcid]
+                elif self._last_node is not None and self._last_node[1] != agent:
+                    asker = self._last_node[1]
+                else:
+                    asker = self.graph
+                attrs["executor"] = agent
+            tool = rec["name"]
+            inputs = rec.get("inputs")
+            if isinstance(inputs, dict) and "input" in inputs and len(inputs) == 1:
+                inputs = inputs["input"]
+            outputs = rec.get("outputs")
+            if isinstance(outputs, dict) and "output" in outputs and len(outputs) == 1:
+                outputs = outputs["output"]
+            if _lg_type(outputs) is not None:
+                outputs = _kwargs(outputs).get("content", outputs)
+            self._emit(
+                Event(
+                    id=rid,
+                    t=t,
+                    type="tool_call",
+                    agent=asker,
+                    dur=dur,
+                    tool=tool,
+                    step=step,
+                    content=_text(inputs),
+                    attrs=attrs,
+                ),
+                node,
+            )
+            result = f"{rid}.result"
+            self._emit(
+                Event(
+                    id=result,
+                    t=end,
+                    type="tool_result",
+                    agent=tool,
+                    tool=tool,
+                    content=_text(outputs),
+                    error=error,
+                ),
+            )
+            self._edge(rid, result, "tool_dependency")
+            self._feed(asker, result, end, "causal")
+            if node is not None:
+                node.tool_results.append(result)
+            return
+        if run.kind == "inner":
+            if node is not None and node.agent:
+                self._queue_sends(node.agent, end, rec.get("outputs"), step)
+            return
+        if run.kind == "graph":
+            if (rec.get("parent_id") is None or rec["parent_id"] not in self._runs) and (
+                self._stop_at is None
+            ):
+                self._stop_at = (run, end, error)  # written by finish()
+            return
+        if run.kind == "human":
+            ev = Event(
+                id=rid,
+                t=t,
+                type="human_intervention",
+                agent=rec["name"],
+                dur=dur,
+                step=step,
+                content=_text(rec.get("inputs")),
+                attrs={**attrs, **(rec.get("outputs") or {})},
+            )
+            self._emit(ev, run)
+            if step is not None:
+                graph = self._scope(rec.get("parent_id"))
+                self._closing.setdefault((graph, step), []).append((ev.id, ev.type, None))
+            return
+        self._end_node(run, t, end, step, error, attrs)
+
+    def _end_node(
+        self,
+        run: _Run,
+        t: float,
+        end: float,
+        step: int | None,
+        error: str | None,
+        attrs: dict[str, Any],
+    ) -> None:
+        rec = run.rec
+        me = run.agent or rec["name"]
+        self._open.get(rec["name"], set()).discard(me)
+        outputs = rec.get("outputs")
+        for tcid in _tool_call_ids(outputs):
+            self._asked[tcid] = me
+        self._queue_sends(me, end, outputs, step)
+        gotos, update = _gotos(outputs)
+        attrs = {**attrs, "node": rec["name"]}
+        triggers = rec["metadata"].get("langgraph_triggers")
+        if triggers is not None:
+            attrs["triggers"] = list(triggers) if isinstance(triggers, list | tuple) else triggers
+        if run.sender is not None:  # started by a Send: the sender spawned it
+            self._spawn(run, run.sender, me, run.send_t, rec.get("inputs"), run.send_step)
+        rid = rec["id"]
+        graph = self._scope(rec.get("parent_id"))
+        interrupted = error is not None and any(x in error for x in _INTERRUPT)
+        if (
+            run.tool_results
+            and run.llm_children == 0
+            and run.sender is None
+            and not gotos
+            and not interrupted
+        ):
+            # a tool executor (ToolNode): not an agent; its tool results feed the next step
+            self._open.get(rec["name"], set()).discard(me)
+            self.nodes.get(me, {})["tool_executor"] = True
+            self._barrier(run, graph, me, step)
+            if step is not None:
+                self._closing.setdefault((graph, step), []).extend(
+                    (r, "tool_result", None) for r in run.tool_results
+                )
+            return
+        if not run.tool_results and run.llm_children == 0:
+            self._from_messages(run, me, t, end, step)
+            if run.tool_results and run.sender is None and not gotos and not interrupted:
+                self.nodes.get(me, {})["tool_executor"] = True
+                self._barrier(run, graph, me, step)
+                if step is not None:
+                    self._closing.setdefault((graph, step), []).extend(
+                        (r, "tool_result", None) for r in run.tool_results
+                    )
+                return
+        close_t = max(t, min(end, run.last_child_end)) if run.last_child_end else t
+        close_dur = round(end - close_t, 9)
+        closing: Event
+        if interrupted:
+            assert error is not None
+            closing = Event(
+                id=f"{rid}.interrupt",
+                t=close_t,
+                type="human_intervention",
+                agent=me,
+                dur=close_dur,
+                step=step,
+                content=error.split("Traceback (most recent call last)")[0].strip(),
+                attrs={**attrs, "interrupt": True, "error": error},
+            )
+            error = None
+        elif run.sender is not None and run.sender in self._acted:
+            kind = "return" if me in self._spawned else "message"
+            closing = Event(
+                id=f"{rid}.{kind}",
+                t=close_t,
+                type=kind,  # type: ignore[arg-type]
+                agent=me,
+                dur=close_dur,
+                from_=me,
+                to=run.sender,
+                step=step,
+                content=_text(outputs),
+                error=error,
+                attrs=attrs,
+            )
+        elif gotos:
+            target = gotos[0]
+            first = self._acted.get(target)
+            fresh = target != me and first is None
+            closing = Event(
+                id=f"{rid}.handoff",
+                t=close_t,
+                type="spawn" if fresh else "message",
+                agent=me,
+                dur=close_dur,
+                from_=None if fresh else me,
+                to=target,
+                decision="delegate",
+                step=step,
+                content=_text(update),
+                error=error,
+                attrs={**attrs, "goto": gotos},
+            )
+            if fresh:
+                self._spawned.add(target)
+        else:
+            closing = Event(
+                id=f"{rid}.update",
+                t=close_t,
+                type="message",
+                agent=me,
+                dur=close_dur,
+                from_=me,
+                step=step,
+                content=_text(outputs),
+                error=error,
+                attrs=attrs,
+            )
+        self._interrupted = interrupted
+        self._updates[closing.id] = closing.content
+        self._emit(closing, run)
+        inner = [(k[1], v) for k, v in self._closing.items() if k[0] == rid]
+        if inner:  # a subgraph: its last step's results are this node's update
+            last = max(inner, key=lambda x: x[0])[1]
+            for eid, _, _ in last:
+                self._edge(eid, closing.id, "aggregate" if len(last) > 1 else "causal")
+        if self._resume is not None and run.first_event is not None:
+            self._edge(self._resume, run.first_event[1], "causal")
+            self._resume = None
+        if closing.type in ("spawn", "message") and closing.decision == "delegate" and closing.to:
+            self._feed(
+                closing.to, closing.id, close_t, "spawn" if closing.type == "spawn" else "message"
+            )
+        self._barrier(run, graph, me, step)
+        if step is not None:
+            self._closing.setdefault((graph, step), []).append(
+                (closing.id, closing.type, closing.to)
+            )
+        self._last_node = (end, me, step)
+
+    def finish(self) -> None:
+        """The graph run ended: the root agent's ``stop`` decision, when it ended with an answer.
+
+        Called once after the last run ended (rule 15). Not when the run failed or its last
+        node was interrupted. ``content`` is the last
+        node's state update (the graph's final write); the last step's closing events lead
+        to it.
+        """
+        if self._stop_at is None:
+            return
+        run, end, error = self._stop_at
+        self._stop_at = None
+        end = max(end, self._last_end)
+        if error is not None or self._interrupted or self.events == 0:
+            return
+        if run.rec["metadata"].get("langgraph_next"):  # a checkpoint with tasks still to run
+            return
+        rid = str(run.rec["id"])
+        steps = [k[1] for k in self._closing if k[0] == rid]
+        before = self._closing.get((rid, max(steps)), []) if steps else []
+        answer = self._updates.get(before[-1][0]) if before else None
+        agent = self.root or self.graph
+        for eid, _, _ in before:
+            self._feed(agent, eid, end, "aggregate" if len(before) > 1 else "causal")
+        self._emit(
+            Event(
+                id=f"{rid}.stop",
+                t=end,
+                type="orchestrator_decision",
+                agent=agent,
+                decision="stop",
+                content=answer,
+                attrs={"run_id": rid, **({"answer": answer} if answer else {})},
+            )
+        )
+
+    def _own_time(self, node: _Run, call: _Run, call_end: float | None, *, is_llm: bool) -> None:
+        """Emit the node's own time before ``call`` (an LLM or tool run that ended; rule 9).
+
+        Before its first call: an opening event from the node's start (id ``RUN.start``);
+        before a later call that starts after the node's earlier calls ended: one for the
+        time in between (id ``RUN.workK``). Emitted when the call ends, before the call's
+        event, so the edges into the node reach them first. A node that only runs tools for
+        others (a tool executor, rule 4) has none, nor has a stream without times.
+        """
+        if node.first_call is None or not node.agent or not self.timed:
+            return
+        if not node.opened and not is_llm and node.llm_children == 0 and node.sender is None:
+            return
+        rec = node.rec
+        if not node.opened:
+            node.opened = True
+            node.covered = node.first_call
+            start, until, eid = node.start, node.first_call, f"{rec['id']}.start"
+        else:
+            start, until = node.covered, call.start
+            eid = f"{rec['id']}.work{node.gaps + 1}"
+        if call_end is not None:
+            node.covered = max(node.covered, call_end)
+        t, t_end = self._rel(start), self._rel(until)
+        if t_end - t <= _EPS:
+            return
+        if eid.endswith(f"work{node.gaps + 1}"):
+            node.gaps += 1
+        self._emit(
+            Event(
+                id=eid,
+                t=t,
+                type="orchestrator_decision",
+                agent=node.agent,
+                dur=round(t_end - t, 9),
+                step=_step(rec["metadata"]),
+                attrs={"run_id": rec["id"], "node": rec["name"], "own_time": True},
+            ),
+            node,
+        )
+
+    def _resumed(self, run: _Run) -> None:
+        """A graph run resumed with ``Command(resume=...)``: a human answered an interrupt."""
+        for v in _walk(run.rec.get("inputs")):
+            kw = _kwargs(v) if _lg_type(v) == "Command" else v
+            if isinstance(kw, dict) and set(kw) == _COMMAND_KEYS and kw.get("resume") is not None:
+                eid = f"{run.rec['id']}.resume"
+                self._emit(
+                    Event(
+                        id=eid,
+                        t=self._rel(run.start),
+                        type="human_intervention",
+                        agent="human",
+                        content=_text(kw.get("resume")),
+                        attrs={"run_id": run.rec["id"], "resume": True},
+                    )
+                )
+                self._resume = eid
+                return
+
+    def _queue_sends(self, sender: str, t: float, outputs: object, step: int | None) -> None:
+        """Remember the ``Send``s in ``outputs``, numbered per target node in their order."""
+        seen: dict[str, int] = {}
+        for target, arg in _sends(outputs):
+            seen[target] = seen.get(target, 0) + 1
+            self._sends.setdefault(target, []).append((sender, t, arg, step, seen[target]))
+
+    def _barrier(self, run: _Run, graph: str, me: str, step: int | None) -> None:
+        """Data flow over the superstep barrier: the tasks of the step before feed this one."""
+        if step is None or run.first_event is None:
+            return
+        before = self._closing.get((graph, step - 1), [])
+        outer = self._runs.get(graph)
+        if not before and outer is not None and outer.kind == "node":
+            # the first step of a subgraph reads what its node read
+            ostep = _step(outer.rec["metadata"])
+            if ostep is not None:
+                before = self._closing.get((self._scope(outer.rec["parent_id"]), ostep - 1), [])
+        for eid, kind, to in before:
+            etype = (
+                "return"
+                if kind == "return" and to == me
+                else "aggregate"
+                if len(before) > 1
+                else "causal"
+            )
+            self._edge(eid, run.first_event[1], etype)
+
+    def _from_messages(self, run: _Run, me: str, t: float, end: float, step: int | None) -> None:
+        """Tool and LLM calls seen only in a node's update (a stream without callbacks).
+
+        A ``ToolMessage`` in the update is a tool run of this node (a tool executor); an AI
+        message with ``usage_metadata`` is an LLM call this node made.
+        """
+        rid = run.rec["id"]
+        dur = round(end - t, 9)
+        for k, msg in enumerate(_walk(run.rec.get("outputs"))):
+            kind = _lg_type(msg)
+            kw = _kwargs(msg)
+            if kind == "ToolMessage":
+                tool = str(kw.get("name") or "tool")
+                tcid = kw.get("tool_call_id")
+                asker = self._asked.get(str(tcid), me) if tcid is not None else me
+                cid = f"{rid}.tool{k}"
+                self._emit(
+                    Event(
+                        id=cid,
+                        t=t,
+                        type="tool_call",
+                        agent=asker,
+                        dur=dur,
+                        tool=tool,
+                        step=step,
+                        attrs={"run_id": rid, "executor": me, "tool_call_id": tcid},
+                    ),
+                    run,
+                )
+                res = f"{cid}.result"
+                self._emit(
+                    Event(
+                        id=res,
+                        t=end,
+                        type="tool_result",
+                        agent=tool,
+                        tool=tool,
+                        content=_text(kw.get("content")),
+                        error=None if kw.get("status") != "error" else _text(kw.get("content")),
+                    )
+                )
+                self._edge(cid, res, "tool_dependency")
+                run.tool_results.append(res)
+            elif kind in ("AIMessage", "AIMessageChunk") and isinstance(
+                kw.get("usage_metadata"), dict
+            ):
+                u = kw["usage_metadata"]
+                meta = (
+                    kw.get("response_metadata")
+                    if isinstance(kw.get("response_metadata"), dict)
+                    else {}
+                )
+                assert isinstance(meta, dict)
+                model = meta.get("model_name") or meta.get("model") or "llm"
+                self._emit(
+                    Event(
+                        id=f"{rid}.llm{k}",
+                        t=t,
+                        type="llm_call",
+                        agent=me,
+                        dur=dur,
+                        tool=str(model),
+                        step=step,
+                        content=_text(kw.get("content")),
+                        tokens_in=_int(u.get("input_tokens")),
+                        tokens_out=_int(u.get("output_tokens")),
+                        attrs={"run_id": rid, "from_update": True},
+                    ),
+                    run,
+                )
+                run.last_child_end = end
+
+    def _spawn(
+        self, run: _Run, sender: str, child: str, t: float, arg: Any, step: int | None
+    ) -> None:
+        rid = run.rec["id"]
+        eid = f"{rid}.spawn"
+        first = self._acted.get(child)
+        fresh = child != sender and (first is None or first >= t - _EPS)
+        ev = Event(
+            id=eid,
+            t=t,
+            type="spawn" if fresh else "message",
+            agent=sender,
+            from_=None if fresh else sender,
+            to=child,
+            decision="spawn" if fresh else "delegate",
+            step=step,
+            content=_text(arg),
+            attrs={"run_id": rid, "send": run.rec["name"]},
+        )
+        if fresh:
+            self._spawned.add(child)
+        self._emit(ev)
+        mine = [(et, e) for et, e in self._events_of.get(child, []) if et >= t - _EPS]
+        if mine:
+            self._edge(eid, min(mine)[1], "spawn" if fresh else "message")
+        else:
+            self._feed(child, eid, t, "spawn" if fresh else "message")
+
+    def meta(self) -> dict[str, Any]:
+        """What the run's footer records: the graph's nodes and unmapped items."""
+        out: dict[str, Any] = {"nodes": self.nodes}
+        if self.unmapped_items:
+            out["unmapped"] = self.unmapped_items
+        return out
