@@ -63,6 +63,25 @@ def dies_once(spec: tuple[int, str]) -> int:
     return n * 2
 
 
+def worker_pid(shared: Any, spec: int) -> tuple[int, int]:
+    """The worker's process id, and how many times this worker unpickled a shared object."""
+    return os.getpid(), _Counted.loads
+
+
+class _Counted:
+    """A shared object that counts how often a process unpickled one."""
+
+    loads = 0
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_counted, ())
+
+
+def _counted() -> _Counted:
+    _Counted.loads += 1
+    return _Counted()
+
+
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def ray_local() -> Any:
@@ -88,6 +107,22 @@ def test_local_and_process_give_identical_results_in_job_order() -> None:
         one = ex.map(digest, specs)
         chunked = ex.map(digest, specs, chunksize=5)
     assert local == one == chunked == [digest(s) for s in specs]
+
+
+@pytest.mark.slow
+def test_process_workers_live_as_long_as_the_executor() -> None:
+    with make_executor("process", 2) as ex:
+        first = ex.map(worker_pid, range(8), shared=_Counted())
+        second = ex.map(worker_pid, range(8), shared=_Counted())
+        pids = {p for p, _ in first}
+        assert {p for p, _ in second} <= pids and len(pids) <= 2 and os.getpid() not in pids
+        # the shared object is unpickled once per worker and map, not once per job
+        assert max(n for _, n in first) == 1 and max(n for _, n in second) == 2
+        procs = [p for s in ex._slots if s is not None for p in s._processes.values()]  # type: ignore[attr-defined]
+        assert procs and all(p.is_alive() for p in procs)
+    assert not any(p.is_alive() for p in procs)  # closed: no worker left
+    assert ex.map(abs, [-1]) == [1]  # a closed executor starts new workers when used again
+    ex.close()
 
 
 def test_shared_object_reaches_every_job() -> None:
@@ -284,7 +319,7 @@ def test_an_address_that_is_not_a_ray_cluster_is_refused_in_bounded_time(
     import http.server
     import threading
 
-    from orchestrace import executors
+    from orchestrace import _ray_executor as executors
 
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -7,24 +7,29 @@ the results **in job order**, so a caller's output does not depend on the execut
 seeds give the same results on every executor, byte for byte where the job is deterministic.
 
 * ``local``: one after another in this process (no pickling at all).
-* ``process``: a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
-  started with ``forkserver`` (``spawn`` where that is missing), never ``fork``: a worker
-  never inherits this process's threads or event loop.
+* ``process``: ``workers`` worker processes started with ``forkserver`` (``spawn`` where that
+  is missing), never ``fork``: a worker never inherits this process's threads or event loop.
+  The workers start with the first :meth:`~Executor.map` and serve every later one until
+  :meth:`~Executor.close` (or the end of a ``with`` block); each is a single-process
+  :class:`concurrent.futures.ProcessPoolExecutor`, so a worker that dies takes only its own
+  jobs with it.
 * ``ray``: Ray tasks (``pip install 'orchestrace[ray]'``). With ``ray_address`` they run on an
   existing cluster (``ray start --head`` prints its address; an address that does not answer,
-  or where no cluster lets a driver join within :data:`RAY_JOIN_TIMEOUT_S`, is refused);
-  without, on a local Ray instance with ``workers`` CPUs. Ray schedules the tasks, moves the shared object through its object
-  store (``ray.put`` once) and re-runs a task whose worker died (``max_retries``).
+  or where no cluster lets a driver join within ``RAY_JOIN_TIMEOUT_S``, is refused);
+  without, on a local Ray instance with ``workers`` CPUs. Ray schedules the tasks, moves the
+  shared object through its object store (``ray.put`` once) and re-runs a task whose worker
+  died (``max_retries``).
 
-Failures. A job that **raises** is not re-run (a pure function raises again on the same
-spec); with ``on_error="raise"`` (the default) the map stops and raises
-:class:`~orchestrace.errors.RuntimeError_` naming the job and the error; with
+Failures are handled the same way on every executor. A job that **raises** is not re-run (a
+pure function raises again on the same spec); with ``on_error="raise"`` (the default) the map
+stops and raises :class:`~orchestrace.errors.RuntimeError_` naming the job and the error; with
 ``on_error="record"`` the job's place in the result list holds a :class:`JobFailure` and the
 other jobs complete. A **worker that dies** (killed, out of memory, a crash in native code)
-is retried ``retries`` times (default 1): Ray re-runs the task itself; the process executor
-re-runs the unfinished jobs in a fresh pool and, if that pool breaks too, runs them one at a
-time so the job that kills its worker is identified; a job whose worker died on every attempt
-is a :class:`JobFailure` (or the error, with ``on_error="raise"``).
+takes the jobs it was running with it: a chunk of several jobs is re-run job by job, so the
+one that kills its worker is named and the others complete; a single job is re-run until it
+was started ``retries + 1`` times (Ray re-runs a task itself, ``max_retries=retries``, before
+the chunk comes back as dead); a job whose worker died on every attempt is a
+:class:`JobFailure` of kind ``worker-died`` (or the error, with ``on_error="raise"``).
 
 Example:
     >>> ex = make_executor("local")
@@ -39,18 +44,21 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
-import socket
-import subprocess
-import sys
-from collections.abc import Callable, Generator, Iterator, Sequence
+import pickle
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrace.errors import ConfigError, RuntimeError_
+
+if TYPE_CHECKING:
+    from orchestrace._ray_executor import RayExecutor
 
 __all__ = [
     "EXECUTORS",
@@ -68,14 +76,6 @@ __all__ = [
 
 #: Executor names, as ``--executor`` takes them.
 EXECUTORS = ("local", "process", "ray")
-
-#: Seconds to wait for a Ray cluster's address to accept a connection.
-RAY_CONNECT_TIMEOUT_S = 10.0
-#: Seconds for a Ray driver to join the cluster at an address that accepts connections
-#: (checked in a child process, which is killed at the deadline: Ray itself keeps retrying).
-RAY_JOIN_TIMEOUT_S = 60.0
-
-_RAY_HINT = "pip install 'orchestrace[ray]'"
 
 
 class _NoShared:
@@ -98,6 +98,10 @@ class JobFailure:
         error: One line: the exception type and message, or how the worker died.
         attempts: How many times the job was started.
         kind: ``"raised"`` (the job raised) or ``"worker-died"`` (its worker process died).
+
+    Example:
+        >>> str(JobFailure(3, "worker died (BrokenProcessPool)", 2, "worker-died"))
+        'job 3: worker died (BrokenProcessPool) (2 attempts)'
     """
 
     index: int
@@ -134,15 +138,12 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+def _short(spec: Any) -> str:
+    text = repr(spec)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 # ---------------------------------------------------------------------------- job running
-#: The shared object of the process pool's worker (set by its initializer).
-_WORKER: dict[str, Any] = {"shared": _NO_SHARED}
-
-
-def _init_worker(shared: Any) -> None:
-    _WORKER["shared"] = shared
-
-
 def _run_chunk(fn: Callable[..., Any], shared: Any, chunk: Sequence[Any]) -> list[tuple[bool, Any]]:
     """Run a chunk of jobs; each entry is ``(True, result)`` or ``(False, one-line error)``."""
     out: list[tuple[bool, Any]] = []
@@ -154,12 +155,16 @@ def _run_chunk(fn: Callable[..., Any], shared: Any, chunk: Sequence[Any]) -> lis
     return out
 
 
-def _run_chunk_in_pool(fn: Callable[..., Any], chunk: Sequence[Any]) -> list[tuple[bool, Any]]:
-    return _run_chunk(fn, _WORKER["shared"], chunk)
+@dataclass(frozen=True)
+class _Died:
+    """A chunk whose worker died (how, in a word: the exception that said so)."""
+
+    how: str
 
 
-def _chunks(n: int, size: int) -> list[range]:
-    return [range(i, min(i + size, n)) for i in range(0, n, size)]
+#: What a submitted chunk comes back as: its jobs' ``(ok, value)``, a dead worker, or one
+#: line saying why the chunk could not be sent or its result not received.
+_Outcome = list[tuple[bool, Any]] | _Died | str
 
 
 class _Progress:
@@ -184,6 +189,9 @@ class _Progress:
 class Executor:
     """Runs independent jobs and returns their results in job order (see the module docstring).
 
+    Every executor shares one scheduling and failure path (:meth:`map`); an executor supplies
+    how a chunk of jobs is submitted, awaited and cancelled.
+
     Attributes:
         name: ``local``, ``process`` or ``ray``.
         workers: Jobs run at the same time (``None`` on a Ray cluster: as many as it has CPUs).
@@ -196,6 +204,8 @@ class Executor:
     """
 
     name = "executor"
+    #: Extra starts of a chunk that comes back dead (Ray re-runs such a task itself).
+    _restarts_when_dead = 0
 
     def __init__(self, workers: int | None = 1, retries: int = 1) -> None:
         if workers is not None and (isinstance(workers, bool) or workers < 1):
@@ -204,6 +214,8 @@ class Executor:
             raise ConfigError(f"retries must be >= 0, got {retries}")
         self.workers = workers
         self.retries = retries
+        self._fn: Any = None
+        self._shared: Any = None
 
     def describe(self) -> dict[str, Any]:
         """What a report records about the executor."""
@@ -239,35 +251,77 @@ class Executor:
             raise ConfigError(f"chunksize must be >= 1, got {chunksize}")
         specs = list(specs)
         results: list[Any] = [None] * len(specs)
+        starts = [0] * len(specs)
+        queue = deque(
+            list(range(i, min(i + chunksize, len(specs)))) for i in range(0, len(specs), chunksize)
+        )
+        running: dict[Any, list[int]] = {}
         bar = _Progress(len(specs), progress)
+        self._open(fn, shared)
         try:
-            for i, ok, value, attempts in self._run(fn, specs, shared, chunksize, bar):
-                if ok:
-                    results[i] = value
-                    continue
-                kind: Literal["raised", "worker-died"] = (
-                    "worker-died" if value.startswith("worker died") else "raised"
-                )
-                failure = JobFailure(i, value, attempts, kind)
-                if on_error == "raise":
-                    raise RuntimeError_(
-                        f"{self.name} executor: {failure}; the job's spec is {_short(specs[i])}"
-                    )
-                results[i] = failure
+            while queue or running:
+                while queue and len(running) < self._capacity():
+                    chunk = queue.popleft()
+                    for i in chunk:
+                        starts[i] += 1
+                    running[self._submit([specs[i] for i in chunk])] = chunk
+                for handle, outcome in self._wait(list(running)):
+                    chunk = running.pop(handle)
+                    kind: Literal["raised", "worker-died"] = "raised"
+                    if isinstance(outcome, _Died):
+                        for i in chunk:
+                            starts[i] += self._restarts_when_dead
+                        if len(chunk) > 1:  # job by job: the one that kills its worker is named
+                            queue.extend([i] for i in chunk)
+                            continue
+                        if starts[chunk[0]] < self.retries + 1:
+                            queue.append(chunk)
+                            continue
+                        outcome, kind = [(False, f"worker died ({outcome.how})")], "worker-died"
+                    elif isinstance(outcome, str):
+                        outcome = [(False, outcome)] * len(chunk)
+                    bar.update(len(chunk))
+                    for i, (ok, value) in zip(chunk, outcome, strict=True):
+                        if ok:
+                            results[i] = value
+                            continue
+                        failure = JobFailure(i, value, starts[i], kind)
+                        if on_error == "raise":
+                            raise RuntimeError_(
+                                f"{self.name} executor: {failure}; the job's spec is "
+                                f"{_short(specs[i])}"
+                            )
+                        results[i] = failure
         finally:
+            if running:  # stopped early (a failure raised, Ctrl-C): the rest is not needed
+                self._cancel(list(running))
+            self._release()
             bar.close()
         return results
 
-    def _run(
-        self,
-        fn: Callable[..., Any],
-        specs: list[Any],
-        shared: Any,
-        chunksize: int,
-        bar: _Progress,
-    ) -> Iterator[tuple[int, bool, Any, int]]:
-        """Yield ``(index, ok, result or error line, attempts)`` as jobs finish."""
+    # what an executor supplies ---------------------------------------------------------
+    def _open(self, fn: Callable[..., Any], shared: Any) -> None:
+        """Get ready to run chunks of ``fn`` (with ``shared``)."""
+        self._fn, self._shared = fn, shared
+
+    def _capacity(self) -> int:
+        """Chunks submitted at a time."""
+        return 1
+
+    def _submit(self, chunk: list[Any]) -> Any:
+        """Start a chunk; returns a handle :meth:`_wait` gives back with its outcome."""
         raise NotImplementedError
+
+    def _wait(self, handles: list[Any]) -> list[tuple[Any, _Outcome]]:
+        """Wait for at least one chunk; its handle and outcome."""
+        raise NotImplementedError
+
+    def _cancel(self, handles: list[Any]) -> None:
+        """Stop the chunks still running (their results are not needed)."""
+
+    def _release(self) -> None:
+        """Drop what :meth:`_open` kept."""
+        self._fn, self._shared = None, None
 
     def close(self) -> None:
         """Release workers (the local executor has none)."""
@@ -277,11 +331,6 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _short(spec: Any) -> str:
-    text = repr(spec)
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 class LocalExecutor(Executor):
@@ -296,19 +345,39 @@ class LocalExecutor(Executor):
 
     def __init__(self, workers: int | None = 1, retries: int = 0) -> None:
         super().__init__(1, retries)
+        self._done: dict[int, _Outcome] = {}
+        self._ids = itertools.count()
 
-    def _run(
-        self,
-        fn: Callable[..., Any],
-        specs: list[Any],
-        shared: Any,
-        chunksize: int,
-        bar: _Progress,
-    ) -> Iterator[tuple[int, bool, Any, int]]:
-        for i, spec in enumerate(specs):
-            ((ok, value),) = _run_chunk(fn, shared, [spec])
-            bar.update(1)
-            yield i, ok, value, 1
+    def _submit(self, chunk: list[Any]) -> Any:
+        handle = next(self._ids)
+        self._done[handle] = _run_chunk(self._fn, self._shared, chunk)
+        return handle
+
+    def _wait(self, handles: list[Any]) -> list[tuple[Any, _Outcome]]:
+        return [(h, self._done.pop(h)) for h in handles]
+
+    def _cancel(self, handles: list[Any]) -> None:
+        for h in handles:
+            self._done.pop(h, None)
+
+
+# ---------------------------------------------------------------------------- processes
+#: The shared object a process worker holds: ``(token, object)`` (set by the first chunk of
+#: a map that reaches the worker).
+_HELD: dict[str, Any] = {"token": None, "shared": _NO_SHARED}
+
+
+def _run_in_worker(
+    fn: Callable[..., Any], token: int | None, blob: bytes | None, chunk: Sequence[Any]
+) -> list[tuple[bool, Any]]:
+    """A chunk in a process worker; ``blob`` (the pickled shared object) comes once per map."""
+    if token is None:
+        return _run_chunk(fn, _NO_SHARED, chunk)
+    if blob is not None:
+        _HELD["token"], _HELD["shared"] = token, pickle.loads(blob)
+    if _HELD["token"] != token:  # cannot happen: the parent sends the object first
+        raise RuntimeError(f"worker holds shared object {_HELD['token']}, not {token}")
+    return _run_chunk(fn, _HELD["shared"], chunk)
 
 
 def _mp_context() -> Any:
@@ -317,134 +386,94 @@ def _mp_context() -> Any:
 
 
 class ProcessExecutor(Executor):
-    """Jobs in a pool of worker processes (``forkserver``, else ``spawn``).
+    """Jobs in ``workers`` worker processes (``forkserver``, else ``spawn``), kept until closed.
+
+    The workers start with the first :meth:`map` and serve every later one; :meth:`close`
+    (or the end of a ``with`` block) stops them. ``shared`` is pickled once per map and sent
+    to each worker with the first chunk it runs.
 
     Example:
         >>> with ProcessExecutor(workers=2) as ex:  # doctest: +SKIP
-        ...     ex.map(abs, [-1, -2])
-        [1, 2]
+        ...     ex.map(abs, [-1, -2]), ex.map(abs, [-3])  # the same two workers
+        ([1, 2], [3])
     """
 
     name = "process"
 
     def __init__(self, workers: int | None = None, retries: int = 1) -> None:
         super().__init__((os.cpu_count() or 1) if workers is None else workers, retries)
+        n = self.workers or 1
+        self._slots: list[ProcessPoolExecutor | None] = [None] * n
+        self._holds: list[int | None] = [None] * n  # the shared-object token each one has
+        self._busy: dict[Future[list[tuple[bool, Any]]], int] = {}
+        self._tokens = itertools.count(1)
+        self._token: int | None = None
+        self._blob: bytes | None = None
 
-    def _pool(self, shared: Any, workers: int | None = None) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=workers or self.workers,
-            mp_context=_mp_context(),
-            initializer=_init_worker,
-            initargs=(shared,),
+    def _open(self, fn: Callable[..., Any], shared: Any) -> None:
+        super()._open(fn, None)
+        self._token, self._blob = None, None
+        if shared is not _NO_SHARED:
+            try:
+                self._blob = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as err:
+                raise ConfigError(
+                    f"process executor: the object every job reads cannot be sent to worker "
+                    f"processes ({_one_line(err)}); use --executor local"
+                ) from None
+            self._token = next(self._tokens)
+
+    def _capacity(self) -> int:
+        return len(self._slots)
+
+    def _submit(self, chunk: list[Any]) -> Any:
+        slot = next(s for s in range(len(self._slots)) if s not in self._busy.values())
+        pool = self._slots[slot]
+        if pool is None:
+            pool = self._slots[slot] = ProcessPoolExecutor(1, mp_context=_mp_context())
+        first = self._token is not None and self._holds[slot] != self._token
+        fut = pool.submit(
+            _run_in_worker, self._fn, self._token, self._blob if first else None, chunk
         )
+        self._holds[slot] = self._token if self._token is not None else self._holds[slot]
+        self._busy[fut] = slot
+        return fut
 
-    def _run(
-        self,
-        fn: Callable[..., Any],
-        specs: list[Any],
-        shared: Any,
-        chunksize: int,
-        bar: _Progress,
-    ) -> Iterator[tuple[int, bool, Any, int]]:
-        pending = _chunks(len(specs), chunksize)
-        attempts = dict.fromkeys(range(len(specs)), 0)
-        for round_ in range(self.retries + 1):
-            last = round_ == self.retries
-            if round_ == 0 or not last:
-                broken = yield from self._round(fn, specs, shared, pending, attempts, bar)
-            else:  # the last try: one job at a time, so a crash names its job
-                broken = yield from self._isolated(fn, specs, shared, pending, attempts, bar)
-            if not broken:
-                return
-            pending = broken
-        for chunk in pending:  # retries == 0: a broken pool's jobs fail
-            for i in chunk:
-                yield i, False, "worker died (BrokenProcessPool)", attempts[i]
+    def _wait(self, handles: list[Any]) -> list[tuple[Any, _Outcome]]:
+        done, _ = wait(handles, return_when=FIRST_COMPLETED)
+        out: list[tuple[Any, _Outcome]] = []
+        for fut in done:
+            slot = self._busy.pop(fut)
+            try:
+                outcome: _Outcome = fut.result()
+            except BrokenProcessPool:
+                self._drop(slot)
+                outcome = _Died("BrokenProcessPool")
+            except Exception as err:  # the spec or result could not be pickled
+                outcome = _one_line(err)
+            out.append((fut, outcome))
+        return out
 
-    def _round(
-        self,
-        fn: Callable[..., Any],
-        specs: list[Any],
-        shared: Any,
-        chunks: list[range],
-        attempts: dict[int, int],
-        bar: _Progress,
-    ) -> Generator[tuple[int, bool, Any, int], None, list[range]]:
-        """One pool over ``chunks``; returns the chunks left unfinished when the pool broke."""
-        pool = self._pool(shared, min(self.workers or 1, len(chunks)))
-        futs: dict[Future[list[tuple[bool, Any]]], range] = {}
-        broken: list[range] = []
-        try:
-            for chunk in chunks:
-                for i in chunk:
-                    attempts[i] += 1
-                futs[pool.submit(_run_chunk_in_pool, fn, [specs[i] for i in chunk])] = chunk
-            todo = set(futs)
-            while todo:
-                done, todo = wait(todo, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    chunk = futs[fut]
-                    try:
-                        out = fut.result()
-                    except BrokenProcessPool:
-                        broken.append(chunk)
-                        continue
-                    except Exception as err:  # the spec or result could not be pickled
-                        out = [(False, _one_line(err))] * len(chunk)
-                    bar.update(len(chunk))
-                    for i, (ok, value) in zip(chunk, out, strict=True):
-                        yield i, ok, value, attempts[i]
-        finally:
+    def _cancel(self, handles: list[Any]) -> None:
+        for fut in handles:
+            self._drop(self._busy.pop(fut))
+
+    def _release(self) -> None:
+        super()._release()
+        self._blob = None
+
+    def _drop(self, slot: int) -> None:
+        pool, self._slots[slot], self._holds[slot] = self._slots[slot], None, None
+        if pool is not None:
             _stop(pool)
-        return sorted(broken, key=lambda r: r.start)
 
-    def _isolated(
-        self,
-        fn: Callable[..., Any],
-        specs: list[Any],
-        shared: Any,
-        chunks: list[range],
-        attempts: dict[int, int],
-        bar: _Progress,
-    ) -> Generator[tuple[int, bool, Any, int], None, list[range]]:
-        """Single-worker pools, one job each at a time: a crash names its job."""
-        queue = [i for chunk in chunks for i in chunk]
-        queue.reverse()
-        pools: list[ProcessPoolExecutor] = []
-        busy: dict[Future[list[tuple[bool, Any]]], tuple[int, ProcessPoolExecutor]] = {}
-        free: list[ProcessPoolExecutor] = []
-        try:
-            while queue or busy:
-                while queue and (
-                    free or len(pools) < min(self.workers or 1, len(queue) + len(busy))
-                ):
-                    if free:
-                        pool = free.pop()
-                    else:
-                        pool = self._pool(shared, 1)
-                        pools.append(pool)
-                    i = queue.pop()
-                    attempts[i] += 1
-                    busy[pool.submit(_run_chunk_in_pool, fn, [specs[i]])] = (i, pool)
-                done, _ = wait(list(busy), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i, pool = busy.pop(fut)
-                    try:
-                        ((ok, value),) = fut.result()
-                        free.append(pool)
-                    except BrokenProcessPool:
-                        _stop(pool)
-                        pools.remove(pool)
-                        ok, value = False, "worker died (BrokenProcessPool)"
-                    except Exception as err:  # the spec or result could not be pickled
-                        free.append(pool)
-                        ok, value = False, _one_line(err)
-                    bar.update(1)
-                    yield i, ok, value, attempts[i]
-        finally:
-            for pool in pools:
-                _stop(pool)
-        return []
+    def close(self) -> None:
+        """Stop the worker processes (a later :meth:`map` starts new ones)."""
+        for slot in range(len(self._slots)):
+            pool, self._slots[slot], self._holds[slot] = self._slots[slot], None, None
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._busy.clear()
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -458,200 +487,13 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         proc.join(timeout=5)
 
 
-# ---------------------------------------------------------------------------- Ray
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(
-            f"--executor ray needs Ray, which is not installed; {_RAY_HINT} "
-            "(or use --executor process)"
-        ) from None
-    return ray
+# ---------------------------------------------------------------------------- factory and CLI
+def __getattr__(name: str) -> Any:
+    if name == "RayExecutor":  # defined with the Ray plumbing, which imports this module
+        from orchestrace._ray_executor import RayExecutor
 
-
-def _check_address(address: str) -> None:
-    """Refuse an address nothing answers at, within :data:`RAY_CONNECT_TIMEOUT_S` seconds."""
-    if address in ("auto", "local"):
-        return
-    target = address.split("://", 1)[-1].rsplit("/", 1)[0]
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(
-            f"--ray-address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379, or "
-            "ray://10.0.0.5:10001 for Ray Client); `ray start --head` prints the address"
-        )
-    try:
-        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            f"--ray-address {address}: no Ray cluster answers there ({_one_line(err)}); start "
-            "one with `ray start --head` on that machine and pass the address it prints, or "
-            "leave --ray-address out to start a local Ray instance"
-        ) from None
-    code = (
-        "import sys, ray\n"
-        "ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False)\n"
-        "ray.shutdown()\n"
-    )
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", code, address],
-            capture_output=True,
-            text=True,
-            timeout=RAY_JOIN_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ConfigError(
-            f"--ray-address {address}: something accepts connections there, but no Ray cluster "
-            f"let a driver join within {RAY_JOIN_TIMEOUT_S:.0f} s; check the address (`ray "
-            "start --head` prints it; `ray status` on the head node shows the cluster), or "
-            "leave --ray-address out to start a local Ray instance"
-        ) from None
-    if probe.returncode != 0:
-        if "InvalidAuthToken" in probe.stderr:
-            raise ConfigError(
-                f"--ray-address {address}: the Ray cluster there requires its authentication "
-                "token; set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token "
-                "(`ray get-auth-token` on the head node prints it)"
-            )
-        lines = [ln for ln in probe.stderr.splitlines() if ln.strip()]
-        why = " ".join(lines[-1].split())[:300] if lines else f"exit {probe.returncode}"
-        raise ConfigError(
-            f"--ray-address {address}: could not join the Ray cluster there ({why}); check the "
-            "address (`ray start --head` prints it) and that this machine runs the cluster's "
-            "Ray and Python versions, or leave --ray-address out to start a local Ray instance"
-        )
-
-
-class RayExecutor(Executor):
-    """Jobs as Ray tasks, on a cluster (``ray_address``) or a local instance of ``workers`` CPUs.
-
-    Ray schedules the tasks (one CPU each), sends ``shared`` through its object store once
-    and re-runs a task whose worker died up to ``retries`` times (``max_retries``).
-
-    Example:
-        >>> with RayExecutor(workers=2) as ex:  # doctest: +SKIP
-        ...     ex.map(abs, [-1, -2])
-        [1, 2]
-    """
-
-    name = "ray"
-
-    def __init__(
-        self, workers: int | None = None, retries: int = 1, address: str | None = None
-    ) -> None:
-        super().__init__(workers, retries)
-        self.address = address
-        self._ray = _import_ray()
-        self._started = False
-        ray = self._ray
-        if address is not None:
-            _check_address(address)
-        if ray.is_initialized():
-            session = RayExecutor._session
-            if session is None:
-                return  # Ray started by the caller: its session is the one to use
-            same = session[0] == address and (
-                address is not None or workers is None or session[1] == workers
-            )
-            if same:
-                return
-            ray.shutdown()  # another cluster, or a local instance of another size
-        kw: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": True,
-            "configure_logging": False,
-        }
-        if address is not None:
-            kw["address"] = address
-        else:
-            kw["num_cpus"] = workers or os.cpu_count() or 1
-        # the local instance's workers inherit the environment: this process's modules
-        # (those on sys.path) are importable there as here
-        saved = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = os.pathsep.join(_paths())
-        try:
-            ray.init(**kw)
-        except (ConnectionError, TimeoutError, ValueError) as err:
-            where = f"--ray-address {address}" if address else "a local Ray instance"
-            raise ConfigError(
-                f"{where}: Ray did not start ({_one_line(err)}); start a cluster with "
-                "`ray start --head` and pass its address, or use --executor process"
-            ) from None
-        finally:
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
-        self._started = True
-        RayExecutor._session = (address, None if address else kw["num_cpus"])
-
-    #: The Ray session this process started: ``(address, local CPUs)``.
-    _session: tuple[str | None, int | None] | None = None
-
-    def describe(self) -> dict[str, Any]:
-        """What a report records: the executor, workers and cluster CPUs."""
-        out = super().describe()
-        out["ray_address"] = self.address
-        out["cluster_cpus"] = int(self._ray.cluster_resources().get("CPU", 0))
-        return out
-
-    def _run(
-        self,
-        fn: Callable[..., Any],
-        specs: list[Any],
-        shared: Any,
-        chunksize: int,
-        bar: _Progress,
-    ) -> Iterator[tuple[int, bool, Any, int]]:
-        ray = self._ray
-        task = ray.remote(num_cpus=1, max_retries=self.retries)(_run_chunk)
-        ref = ray.put(shared) if shared is not _NO_SHARED else _NO_SHARED
-        fn_ref = ray.put(fn)
-        chunks = _chunks(len(specs), chunksize)
-        refs = {task.remote(fn_ref, ref, [specs[i] for i in chunk]): chunk for chunk in chunks}
-        todo = list(refs)
-        try:
-            while todo:
-                done, todo = ray.wait(todo, num_returns=1)
-                for r in done:
-                    chunk = refs[r]
-                    try:
-                        out = ray.get(r)
-                    except ray.exceptions.RayError as err:
-                        dead = isinstance(
-                            err,
-                            (
-                                ray.exceptions.WorkerCrashedError,
-                                ray.exceptions.NodeDiedError,
-                                ray.exceptions.OutOfMemoryError,
-                            ),
-                        )
-                        line = (
-                            f"worker died ({type(err).__name__})"
-                            if dead
-                            else _one_line(getattr(err, "cause", None) or err)
-                        )
-                        out = [(False, line)] * len(chunk)
-                        tries = self.retries + 1 if dead else 1
-                    else:
-                        tries = 1
-                    bar.update(len(chunk))
-                    for i, (ok, value) in zip(chunk, out, strict=True):
-                        yield i, ok, value, tries
-        finally:
-            for r in todo:
-                ray.cancel(r, force=True)
-
-    def close(self) -> None:
-        """Leave the Ray instance running (a later map reuses it); see :func:`shutdown_ray`."""
-
-
-def _paths() -> list[str]:
-    return [p for p in sys.path if p and os.path.isdir(p)]
+        return RayExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def shutdown_ray() -> None:
@@ -660,14 +502,11 @@ def shutdown_ray() -> None:
     Example:
         >>> shutdown_ray()  # nothing to stop here
     """
-    if "ray" in sys.modules:
-        ray = sys.modules["ray"]
-        if ray.is_initialized():
-            ray.shutdown()
-    RayExecutor._session = None
+    from orchestrace._ray_executor import shutdown_ray as stop
+
+    stop()
 
 
-# ---------------------------------------------------------------------------- factory and CLI
 def make_executor(
     name: str = "local",
     workers: int | None = None,
@@ -707,6 +546,8 @@ def make_executor(
         return LocalExecutor(retries=retries)
     if name == "process":
         return ProcessExecutor(workers, retries)
+    from orchestrace._ray_executor import RayExecutor
+
     return RayExecutor(workers, retries, ray_address)
 
 

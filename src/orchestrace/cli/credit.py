@@ -132,9 +132,16 @@ def run_cmd(args: argparse.Namespace) -> int:
         print(f"warning: {display(warning, 300)}", file=sys.stderr)
     for p in check_credit(table, trace):
         print(f"{display(args.trace, 300)}: {p}", file=sys.stderr)
+    lost = table.stats.get("missing")
+    failed = (
+        f"error: {display(table.stats.get('error', ''), 600)}; the table keeps the other rows "
+        "(fix the failing fork and run again)"
+    )
     if args.json:
         sys.stdout.write(table.to_json() + ("\n" if table.rows else ""))
-        return 0
+        if lost:
+            print(failed, file=sys.stderr)
+        return 1 if lost else 0
     rows = sorted(table.rows, key=lambda r: -abs(r.value))
     print(
         f"{args.method} credit at unit {args.unit} of {display(trace.trace_id)}: reward "
@@ -142,7 +149,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         + (" (efficient)" if table.efficient else "")
     )
     for k, v in table.stats.items():
-        if k == "warning":  # printed on its own line above
+        if k in ("warning", "missing", "error"):  # printed on their own lines
             continue
         key = display(k, 40)
         print(f"  {key}: {v:.4g}" if isinstance(v, float) else f"  {key}: {display(v)}")
@@ -151,6 +158,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         print(f"  {display(r.id, 60):<32} {r.value:+.4f}{_error_bar(errors.get(r.id))}")
     if len(rows) > args.top:
         print(f"  ... {len(rows) - args.top} more (--top N or --json)")
+    if lost:
+        print(failed, file=sys.stderr)
+        return 1
     return 0
 
 

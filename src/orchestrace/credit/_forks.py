@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrace.errors import ConfigError
-from orchestrace.executors import Executor
+from orchestrace.errors import ConfigError, OrchestraceError
+from orchestrace.executors import Executor, JobFailure, _one_line
 from orchestrace.trace.model import Trace
 
 #: A fork job: the interventions and the sample whose backend answers the changed calls.
@@ -80,18 +80,29 @@ def run_forks(
     jobs: Sequence[ForkJob],
     executor: Executor | None,
     factory: Callable[[Trace, int], Any],
-) -> list[tuple[int, float]]:
-    """Every job's ``(backend calls, reward)``, in job order.
+) -> list[tuple[int, float] | JobFailure]:
+    """Every job's ``(backend calls, reward)``, in job order; a failed fork is a JobFailure.
 
     On no executor or the local one the forks run here with ``factory`` (the assigner's own
     backends); elsewhere the context goes to the workers, which must be able to unpickle it.
+    A fork that raises (or whose worker died on every attempt) does not stop the others: its
+    place holds a :class:`~orchestrace.executors.JobFailure` and the assigner leaves out the
+    rows it was needed for (:func:`missing_rows`). An :class:`~orchestrace.errors.OrchestraceError`
+    raised by a fork run here (bad input, the same for every fork) is raised as such.
 
     Raises:
         ConfigError: The reward function or backend cannot be sent to worker processes.
-        RuntimeError_: A fork failed (the executor's message names it).
     """
     if executor is None or executor.name == "local":
-        return [_fork(ctx, factory, job) for job in jobs]
+        out: list[tuple[int, float] | JobFailure] = []
+        for i, job in enumerate(jobs):
+            try:
+                out.append(_fork(ctx, factory, job))
+            except OrchestraceError:
+                raise
+            except Exception as err:  # recorded: the other forks still run
+                out.append(JobFailure(i, _one_line(err)))
+        return out
     if executor.name == "process":
         try:
             pickle.dumps(ctx)
@@ -103,5 +114,65 @@ def run_forks(
             ) from None
     workers = executor.workers or 2
     chunk = max(1, len(jobs) // (workers * 4))
-    out = executor.map(fork_job, list(jobs), shared=ctx, chunksize=chunk)
-    return [(int(c), float(r)) for c, r in out]
+    done = executor.map(fork_job, list(jobs), shared=ctx, chunksize=chunk, on_error="record")
+    return [r if isinstance(r, JobFailure) else (int(r[0]), float(r[1])) for r in done]
+
+
+def _ok(result: tuple[int, float] | JobFailure) -> tuple[int, float]:
+    """A fork's ``(backend calls, reward)`` (the caller has left out failed forks)."""
+    assert not isinstance(result, JobFailure), result
+    return result
+
+
+def missing_rows(
+    plan: Mapping[str, Sequence[Sequence[int | None] | None]],
+    done: Sequence[tuple[int, float] | JobFailure],
+) -> dict[str, dict[str, Any]]:
+    """The rows a failed fork leaves without a value: ``{row id: {forks, error, attempts}}``.
+
+    ``plan`` maps each row to the fork jobs of its samples (``None`` where a sample needs
+    none); a row is missing when any of its forks failed.
+
+    Example:
+        >>> missing_rows({"m1": [(None, 0)], "m2": [(None, 1)]},
+        ...              [(3, 1.0), JobFailure(1, "ValueError: boom")])
+        {'m2': {'forks': [1], 'error': 'ValueError: boom', 'attempts': 1, 'kind': 'raised'}}
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for row, draws in plan.items():
+        failed = [
+            done[j]
+            for entry in draws
+            if entry is not None
+            for j in entry
+            if j is not None and isinstance(done[j], JobFailure)
+        ]
+        if failed:
+            first = failed[0]
+            assert isinstance(first, JobFailure)
+            out[row] = {
+                "forks": sorted({f.index for f in failed if isinstance(f, JobFailure)}),
+                "error": first.error,
+                "attempts": first.attempts,
+                "kind": first.kind,
+            }
+    return out
+
+
+def missing_note(missing: Mapping[str, Mapping[str, Any]], unit: str) -> str:
+    """One line naming the rows left out and the first error (``""`` when none is missing).
+
+    Example:
+        >>> missing_note({"m2": {"forks": [1], "error": "ValueError: boom", "attempts": 1}}, "message")
+        '1 message left out (a fork failed): m2 (fork 1: ValueError: boom)'
+    """
+    if not missing:
+        return ""
+    ids = list(missing)
+    first = missing[ids[0]]
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    tries = f" after {first['attempts']} attempts" if first.get("attempts", 1) > 1 else ""
+    return (
+        f"{len(ids)} {unit}{'s' if len(ids) != 1 else ''} left out (a fork failed): {shown} "
+        f"(fork {first['forks'][0]}: {first['error']}{tries})"
+    )

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace._safe import display
-from orchestrace.credit._forks import ForkContext, run_forks
+from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
 from orchestrace.credit.base import CreditTable, check_unit, table
 from orchestrace.credit.loo import LeaveOneOutCredit
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
@@ -459,11 +459,14 @@ class CounterfactualMessageCredit:
                 "backend object) to fork on another executor, or use the local executor"
             )
         done = run_forks(ctx, jobs, self.executor, factory)
+        missing = missing_rows(plan, done)
         charged: set[int] = set()
         calls = 0
         # a difference of two team rewards (0 or 1) lies in [-1, 1]: intervals are clipped to it
         limit = 1.0 if self.reward_fn is None and reward is None else None
         for mid, draws in plan.items():
+            if mid in missing:  # a fork it needs failed: no value, listed under missing
+                continue
             diffs: list[float] = []
             kept_rs: list[float] = []
             used = 0
@@ -477,10 +480,10 @@ class CounterfactualMessageCredit:
                 for j in (kept_job, changed_job):
                     if j is not None and j not in charged:
                         charged.add(j)
-                        used += done[j][0]
+                        used += _ok(done[j])[0]
                 if kept_job is not None:
-                    kept_r = done[kept_job][1]
-                diffs.append(kept_r - done[changed_job][1])
+                    kept_r = _ok(done[kept_job])[1]
+                diffs.append(kept_r - _ok(done[changed_job])[1])
                 kept_rs.append(kept_r)
             calls += used
             values[mid], estimates[mid] = _estimate(diffs, deterministic, used, limit)
@@ -512,6 +515,9 @@ class CounterfactualMessageCredit:
             )
         elif k_used == 1:
             stats["note"] = "one sample per message: no error bar (pass --samples K >= 2)"
+        if missing:
+            stats["missing"] = missing
+            stats["error"] = missing_note(missing, "turn" if turns else "message")
         greedy = _greedy(factory(trace, 0)) if self.intervention == "resample" else None
         if greedy is not None:
             stats["warning"] = greedy

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrace.credit._forks import ForkContext, run_forks
+from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.credit.shapley import (
@@ -131,9 +131,12 @@ class LeaveOneOutCredit:
             trace, self.backend, self.backend_options, self.reward_fn, self.rerun_checks
         )
         done = run_forks(ctx, jobs, self.executor, backends)
+        missing = missing_rows(plan, done)
         charged: set[int] = set()
         spent = 0
         for key, draws in plan.items():
+            if key in missing:  # a fork it needs failed: no value, listed under missing
+                continue
             diffs: list[float] = []
             kept_rs: list[float] = []
             used = 0
@@ -141,9 +144,9 @@ class LeaveOneOutCredit:
                 for j in (kept_job, removed_job):
                     if j is not None and j not in charged:
                         charged.add(j)
-                        used += done[j][0]
-                kept = base if kept_job is None else done[kept_job][1]
-                diffs.append(kept - done[removed_job][1])
+                        used += _ok(done[j])[0]
+                kept = base if kept_job is None else _ok(done[kept_job])[1]
+                diffs.append(kept - _ok(done[removed_job])[1])
                 kept_rs.append(kept)
             spent += used
             # a difference of two team rewards (0 or 1) lies in [-1, 1]
@@ -157,6 +160,9 @@ class LeaveOneOutCredit:
             estimates[key] = e
         stats = sample_stats(self.samples, k_used, backends, trace) if units else {}
         stats["backend_calls"] = spent
+        if missing:
+            stats["missing"] = missing
+            stats["error"] = missing_note(missing, unit)
         plain = table(unit, values, reward=base, method=self.name, efficient=False, stats=stats)
         return CounterfactualTable(
             plain.rows, base, self.name, False, plain.stats, estimates=estimates

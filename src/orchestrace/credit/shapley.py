@@ -449,7 +449,9 @@ class TraceGame:
 
     def prefetch(self, coalitions: Iterable[frozenset[Any]], executor: Executor | None) -> None:
         """Draw many coalitions at once: their forks are independent jobs on ``executor``."""
-        from orchestrace.credit._forks import ForkContext, run_forks
+        from orchestrace.credit._forks import ForkContext, _ok, run_forks
+        from orchestrace.errors import RuntimeError_
+        from orchestrace.executors import JobFailure
 
         todo = [c for c in dict.fromkeys(map(frozenset, coalitions)) if c not in self._cache]
         where: list[tuple[frozenset[Any], int]] = []
@@ -464,9 +466,21 @@ class TraceGame:
             self.trace, self.backend, self.backend_options, self.reward_fn, self.rerun_checks
         )
         got: dict[tuple[frozenset[Any], int], float] = {}
-        for at, (calls, r) in zip(
-            where, run_forks(ctx, jobs, executor, self.backends), strict=True
-        ):
+        done = run_forks(ctx, jobs, executor, self.backends)
+        lost = [f for f in done if isinstance(f, JobFailure)]
+        if lost:
+            first = lost[0]
+            out = sorted(set(self.players) - where[first.index][0], key=str)
+            raise RuntimeError_(
+                f"shapley: {len(lost)} of {len(jobs)} forks failed (first: the coalition "
+                f"without {', '.join(map(str, out[:5])) or 'nobody'}, sample "
+                f"{where[first.index][1]}: {first.error}); every coalition's value enters "
+                "every player's credit, so no table is given: fix the failing fork and run "
+                "again, or use --method counterfactual or loo, which leave out only the rows "
+                "whose forks failed"
+            )
+        for at, res in zip(where, done, strict=True):
+            calls, r = _ok(res)
             self.backend_calls += calls
             self.forks += 1
             got[at] = r
