@@ -43,6 +43,28 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--kl", type=float, default=0.0, help="LLM: weight of the KL to the start")
     p.add_argument("--lora", action="store_true", help="LLM: train LoRA adapters (needs peft)")
     p.add_argument("--device", default="cpu", help="LLM: where the model runs (cpu, cuda...)")
+    p.add_argument(
+        "--credit",
+        default="uniform",
+        choices=["uniform", "discounted", "turn", "message", "c3"],
+        help="LLM: per-call credit combined with the advantage (see docs/learning-llm.md)",
+    )
+    p.add_argument(
+        "--credit-samples",
+        type=int,
+        default=2,
+        metavar="K",
+        help="LLM: c3 sibling completions per call; message: paired forks per message",
+    )
+    p.add_argument(
+        "--workers",
+        default="sim",
+        metavar="sim|self|frozen:PATH",
+        help="LLM: who answers the workers' calls: the simulator, the policy itself with the "
+        "workers' role prompts, or a frozen model directory that is never updated",
+    )
+    p.add_argument("--vf-coef", type=float, default=0.5, help="LLM PPO: value-loss weight")
+    p.add_argument("--save-every", type=int, default=5, help="LLM: checkpoint every N iterations")
     p.set_defaults(func=run_cmd)
 
 
@@ -112,6 +134,11 @@ def _train_llm(args: argparse.Namespace) -> int:
         group=args.group,
         lr=args.lr if args.lr != 1e-3 else 1e-2,
         kl_coef=args.kl,
+        credit=args.credit,
+        credit_samples=args.credit_samples,
+        workers=args.workers,
+        vf_coef=args.vf_coef,
+        save_every=args.save_every,
         lora=args.lora,
         device=args.device,
         seed=args.seed,

@@ -13,17 +13,27 @@ The loop, per iteration:
    subtracts a Critical-Steps term; ``reward_fn`` replaces it with any composition), minus
    the penalties. ``shuffle_rewards`` permutes rewards across the batch: the control run that
    shows what is learned by chance.
-3. **Advantages.** GRPO: ``(r - mean_group) / (std_group + eps)``; PPO: ``r - mean_batch``
-   over a running baseline (no value head). Per-call credit spreads each episode's advantage
-   over its calls (``credit="uniform"``: every call gets it; ``"discounted"``: call t of T gets
-   ``gamma ** (T - 1 - t)`` of it) and is broadcast onto the call's generated tokens (loss mask).
+3. **Advantages.** GRPO: ``(r - mean_group) / (std_group + eps)``, the same for every call of
+   the episode. PPO: a value head on the policy's last hidden state (at the last prompt token
+   of each call) estimates the state value; the episode's reward arrives at its last call and
+   GAE (``gae_gamma``, ``gae_lambda``) over the episode's calls gives each call's advantage,
+   normalised over the batch. Per-call credit (``credit``: ``uniform``, ``discounted``,
+   ``turn``, ``message`` or ``c3``, see :mod:`orchestrace.learn.algorithms.llm_credit`)
+   combines with it and is broadcast onto each call's generated tokens (loss mask).
 4. **Loss.** Clipped policy gradient on the token log-ratio against the behaviour log-probs
    recorded at generation, averaged over masked tokens, plus ``kl_coef`` times the k3 estimate
-   of KL to the frozen reference (the initial weights). ``epochs`` passes (GRPO: 1, PPO: 2).
+   of KL to the frozen reference (the initial weights), plus (PPO) ``vf_coef`` times the value
+   head's squared error to the GAE returns. ``epochs`` passes (GRPO: 1, PPO: 2).
 5. **Logging.** ``train.csv`` (reward, success, tokens, Critical Steps, KL, clip fraction,
    invalid-action rate per iteration), ``train.png``, and the checkpoint: the output
-   directory is itself a loadable model directory (``from_pretrained(out)``). Ctrl-C writes
-   the checkpoint and the CSV so far, then re-raises.
+   directory is itself a loadable model directory (``from_pretrained(out)``; PPO adds
+   ``value_head.pt``). Ctrl-C writes the checkpoint and the CSV so far, then re-raises; a
+   second Ctrl-C while they are written waits until they are complete.
+
+Workers (``workers``): ``sim`` (the simulator, default), ``frozen:PATH`` (a second model
+that answers the workers' calls and is never updated; the run fails if its weights change) or
+``self`` (the policy itself answers the workers' calls with their role prompts; only the
+orchestrator's calls are trained).
 
 Every episode's trace records the policy's token ids on its decision events (the token table,
 :mod:`orchestrace.trace.tokens`); ``keep_traces`` keeps them on the result.
@@ -38,41 +48,38 @@ Example (tiny model built from a config; a few seconds on CPU)::
 
 from __future__ import annotations
 
-import csv
-import json
+import copy
 import math
 import random
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError
-from orchestrace.learn.env import ENV_IDS, make_env
-from orchestrace.learn.llm_policy import action_of, instructions, state_prompt
-from orchestrace.runtime.backends.base import LLMRequest
+from orchestrace.learn.algorithms.llm_checkpoint import write_checkpoint
+from orchestrace.learn.algorithms.llm_credit import (
+    CREDITS,
+    discounted_weights,
+    gae,
+    message_credits,
+    spread,
+    turn_weights,
+)
+from orchestrace.learn.algorithms.llm_rollout import (
+    _Call,
+    c3_siblings,
+    make_rollout_env,
+    make_workers,
+    run_episodes,
+    weights_sum,
+)
+from orchestrace.learn.env import ENV_IDS
+from orchestrace.learn.llm_policy import instructions
 from orchestrace.trace.model import Trace
-from orchestrace.trace.tokens import attach_tokens
 
 __all__ = ["LLMTrainConfig", "LLMTrainResult", "train_llm"]
-
-_LOG_FIELDS = (
-    "iteration",
-    "episodes",
-    "reward",
-    "success",
-    "tokens",
-    "critical_steps",
-    "invalid_rate",
-    "stop_rate",
-    "loss",
-    "kl",
-    "approx_kl",
-    "clip_frac",
-    "seconds",
-)
 
 
 @dataclass
@@ -91,8 +98,17 @@ class LLMTrainConfig:
         epochs: Passes over each batch (default: 1 for GRPO, 2 for PPO).
         clip: PPO/GRPO ratio clip.
         kl_coef: Weight of the KL to the reference (0: no reference model is kept).
-        credit: ``uniform`` or ``discounted`` spread of an episode's advantage over its calls.
-        gamma: Discount of ``discounted`` credit.
+        credit: Per-call credit: ``uniform``, ``discounted``, ``turn``, ``message`` or ``c3``
+            (:mod:`~orchestrace.learn.algorithms.llm_credit`).
+        gamma: Discount of ``discounted`` credit and per hop of ``turn`` credit.
+        credit_samples: ``c3``: sibling completions per call (``K``); ``message``: paired
+            forks per message.
+        workers: ``sim``, ``frozen:PATH`` (a model that is never updated) or ``self``.
+        worker_max_tokens: Tokens per worker answer when a model answers the workers.
+        env_options: More :class:`~orchestrace.learn.env.EnvConfig` settings (``fixed``...).
+        vf_coef: PPO: weight of the value head's loss.
+        gae_gamma: PPO: discount over an episode's calls.
+        gae_lambda: PPO: GAE lambda.
         temperature: Sampling temperature of rollouts.
         max_new_tokens: Tokens per action.
         invalid_penalty: Reward lost per unparseable action.
@@ -121,6 +137,13 @@ class LLMTrainConfig:
     kl_coef: float = 0.0
     credit: str = "uniform"
     gamma: float = 0.9
+    credit_samples: int = 2
+    workers: str = "sim"
+    worker_max_tokens: int = 16
+    env_options: dict[str, Any] = field(default_factory=dict)
+    vf_coef: float = 0.5
+    gae_gamma: float = 1.0
+    gae_lambda: float = 0.95
     temperature: float = 1.0
     max_new_tokens: int = 1
     invalid_penalty: float = 0.5
@@ -140,33 +163,62 @@ class LLMTrainConfig:
             raise ConfigError(f"algo must be grpo or ppo for an LLM policy, got {self.algo!r}")
         if self.env not in ENV_IDS:
             raise ConfigError(f"unknown env {self.env!r}; use one of: {', '.join(ENV_IDS)}")
-        for name in ("iterations", "tasks", "group", "max_new_tokens", "max_rounds", "save_every"):
+        for name in (
+            "iterations",
+            "tasks",
+            "group",
+            "max_new_tokens",
+            "max_rounds",
+            "save_every",
+            "credit_samples",
+            "worker_max_tokens",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.algo == "grpo" and self.group < 2:
             raise ConfigError("GRPO needs group >= 2 episodes per task instance (--group)")
-        if self.credit not in ("uniform", "discounted"):
-            raise ConfigError(f"credit must be uniform or discounted, got {self.credit!r}")
+        if self.credit not in CREDITS:
+            raise ConfigError(
+                f"credit must be one of {', '.join(CREDITS)} (--credit), got {self.credit!r}"
+            )
+        w = self.workers
+        if not (w in ("sim", "self") or (w.startswith("frozen:") and len(w) > len("frozen:"))):
+            raise ConfigError(
+                f"workers must be sim, self or frozen:PATH (--workers), got {self.workers!r}"
+            )
+        if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.vf_coef >= 0):
+            raise ConfigError("gae_gamma must be in (0, 1], gae_lambda in [0, 1], vf_coef >= 0")
+        if not isinstance(self.env_options, dict):
+            raise ConfigError("env_options must be a dict of EnvConfig settings")
+        clash = {"task", "max_rounds", "latency_weight", "reward_fn", "backend"}
+        clash &= set(self.env_options)
+        if clash:
+            raise ConfigError(
+                f"env_options may not set {sorted(clash)[0]}: it is a field of LLMTrainConfig "
+                "(backend: use workers)"
+            )
         if not (self.lr > 0 and self.clip > 0 and self.temperature > 0 and self.kl_coef >= 0):
             raise ConfigError("lr, clip and temperature must be > 0 and kl_coef >= 0")
 
 
 @dataclass
 class LLMTrainResult:
-    """What a run returns: the per-iteration log, the output directory and kept traces."""
+    """What a run returns.
+
+    Attributes:
+        log: One row per iteration (the CSV's columns).
+        out: The output directory, or ``None``.
+        traces: The last iteration's traces (with ``keep_traces``).
+        calls: The last iteration's calls, per episode: ``text``, ``advantage``, ``credit`` (the
+            per-call credit term) and, under ``c3``, the ``siblings`` (text and return each).
+        worker_model: The frozen worker model (``workers=frozen:PATH``), else ``None``.
+    """
 
     log: list[dict[str, float]]
     out: Path | None
     traces: list[Trace]
-
-
-@dataclass
-class _Call:
-    prompt: list[int]
-    completion: list[int]
-    logprobs: list[float]
-    mask: list[int]
-    adv: float = 0.0
+    calls: list[list[dict[str, Any]]] = field(default_factory=list)
+    worker_model: Any = None
 
 
 def train_llm(
@@ -175,7 +227,9 @@ def train_llm(
     """Train ``config.policy`` online; write CSV, plot and checkpoint to ``config.out``.
 
     Raises:
-        ConfigError: The model cannot be loaded or its tokenizer has no chat template.
+        ConfigError: The model (or a frozen worker model) cannot be loaded, or the policy's
+            tokenizer has no chat template.
+        RuntimeError_: The frozen worker model's weights changed during training.
         KeyboardInterrupt: After writing the checkpoint and the CSV so far.
     """
     from orchestrace.runtime.backends.hf import HFBackend, require_transformers
@@ -201,43 +255,40 @@ def train_llm(
     if cfg.lora:
         model = backend.model = _lora(model)
     ref = _frozen_copy(model) if cfg.kl_coef > 0 else None
+    head = _value_head(model, torch) if cfg.algo == "ppo" else None
     params = [p for p in model.parameters() if p.requires_grad]
+    params += list(head.parameters()) if head is not None else []
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     epochs = cfg.epochs or (1 if cfg.algo == "grpo" else 2)
-    envs = [
-        make_env(
-            cfg.env,
-            task=cfg.task,
-            max_rounds=cfg.max_rounds,
-            latency_weight=cfg.latency_weight,
-            reward_fn=cfg.reward_fn,
-        )
-        for _ in range(cfg.tasks * cfg.group)
-    ]
+    workers, frozen_sum = make_workers(cfg, backend, HFBackend, torch)
+    n_envs = cfg.tasks * cfg.group
+    envs = [make_rollout_env(cfg, workers) for _ in range(n_envs)]
+    forks: list[Any] = []  # c3: environments of the sibling rollouts, made on first use
     system = instructions(envs[0])
     log: list[dict[str, float]] = []
     traces: list[Trace] = []
-    baseline = 0.0
+    kept: list[list[dict[str, Any]]] = []
     try:
         for it in range(cfg.iterations):
             t0 = time.perf_counter()
             seeds = [cfg.seed * 1_000_003 + it * cfg.tasks + k for k in range(cfg.tasks)]
+            starts: list[tuple[int, list[Any], int]] = [
+                (seeds[i // cfg.group], [], 0) for i in range(n_envs)
+            ]
             model.eval()
-            eps = _rollouts(envs, seeds, cfg, backend, system, it)
+            eps = run_episodes(envs, starts, cfg, backend, system, it)
             rewards = [e["reward"] for e in eps]
             if cfg.shuffle_rewards:
                 rng.shuffle(rewards)
-            advs = _advantages(rewards, cfg, baseline)
-            baseline = 0.9 * baseline + 0.1 * (sum(rewards) / len(rewards))
-            calls: list[_Call] = []
-            for e, a in zip(eps, advs, strict=True):
-                n = len(e["calls"])
-                for t, c in enumerate(e["calls"]):
-                    w = cfg.gamma ** (n - 1 - t) if cfg.credit == "discounted" else 1.0
-                    c.adv = a * w
-                    calls.append(c)
+            for e, r in zip(eps, rewards, strict=True):
+                e["trained_reward"] = r
+            if cfg.credit == "c3":
+                if not forks:
+                    forks = [make_rollout_env(cfg, workers) for _ in range(n_envs)]
+                c3_siblings(eps, forks, cfg, backend, system, it)
+            calls = _assign(eps, cfg, model, head, workers, torch)
             model.train()
-            stats = _update(model, ref, opt, calls, cfg, epochs, torch)
+            stats = _update(model, head, ref, opt, calls, cfg, epochs, torch)
             n_calls = max(len(calls), 1)
             row = {
                 "iteration": it,
@@ -252,102 +303,89 @@ def train_llm(
                 "seconds": round(time.perf_counter() - t0, 3),
             }
             log.append(row)
+            kept = [e["report"] for e in eps]
             if cfg.keep_traces:
                 traces = [e["trace"] for e in eps]
             if progress is not None:
                 progress(1)
             if cfg.out and (it + 1) % cfg.save_every == 0 and it + 1 < cfg.iterations:
-                _write(cfg, log, backend, model)
+                write_checkpoint(cfg, log, backend, model, head)
     except KeyboardInterrupt:
         if cfg.out and log:
-            _write(cfg, log, backend, model)
+            write_checkpoint(cfg, log, backend, model, head)
         raise
     finally:
-        for env in envs:
+        for env in envs + forks:
             env.close()
-    out = _write(cfg, log, backend, model) if cfg.out and log else None
-    return LLMTrainResult(log, out, traces)
+    if frozen_sum is not None and weights_sum(workers.model, torch) != frozen_sum:
+        from orchestrace.errors import RuntimeError_
+
+        raise RuntimeError_(f"the frozen worker model {cfg.workers[7:]} changed during training")
+    out = write_checkpoint(cfg, log, backend, model, head) if cfg.out and log else None
+    frozen = workers.model if frozen_sum is not None else None
+    return LLMTrainResult(log, out, traces, kept, frozen)
 
 
 def _mean(xs: list[float]) -> float:
     return float(sum(xs) / len(xs)) if xs else 0.0
 
 
-def _rollouts(
-    envs: list[Any], seeds: list[int], cfg: LLMTrainConfig, backend: Any, system: str, it: int
-) -> list[dict[str, Any]]:
-    """Run every env to the end, one batched generate call per lockstep decision."""
-    eps: list[dict[str, Any]] = []
-    for i, env in enumerate(envs):
-        env.train_step = it * len(envs)
-        env.reset(seed=seeds[i // cfg.group])
-        eps.append({"calls": [], "records": [], "invalid": 0, "stops": 0, "done": False})
-    while True:
-        live = [i for i, e in enumerate(eps) if not e["done"]]
-        if not live:
-            break
-        reqs = [
-            LLMRequest(
-                agent="orchestrator",
-                role="orchestrator",
-                kind="decide",
-                messages=[
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": state_prompt(envs[i])},
-                ],
-                max_tokens=cfg.max_new_tokens,
-                temperature=cfg.temperature,
+def _assign(
+    eps: list[dict[str, Any]],
+    cfg: LLMTrainConfig,
+    model: Any,
+    head: Any,
+    workers: Any,
+    torch: Any,
+) -> list[_Call]:
+    """Each call's advantage (base advantage combined with its credit), in order."""
+    rewards = [e["trained_reward"] for e in eps]
+    if head is not None:  # PPO: GAE over each episode's calls from the value head
+        base = _gae_advantages(eps, rewards, cfg, model, head, torch)
+    else:
+        base = [[a] * len(e["calls"]) for a, e in zip(_advantages(rewards, cfg), eps, strict=True)]
+    scale = spread(rewards)
+    if cfg.credit == "c3":
+        pooled = rewards + [r for e in eps for sib in e["siblings"] for _, r in sib]
+        scale = spread(pooled)
+    calls: list[_Call] = []
+    for e, b in zip(eps, base, strict=True):
+        n = len(e["calls"])
+        per = list(b)
+        credit = [0.0] * n
+        if cfg.credit == "discounted":
+            credit = discounted_weights(n, cfg.gamma)
+            adv = [a * w for a, w in zip(per, credit, strict=True)]
+        elif cfg.credit == "turn":
+            credit = turn_weights(e["trace"], n, cfg.gamma)
+            adv = [a * w for a, w in zip(per, credit, strict=True)]
+        elif cfg.credit == "message":
+            credit, _ = message_credits(
+                e["trace"], n, samples=cfg.credit_samples, backend=workers, reward_fn=cfg.reward_fn
             )
-            for i in live
-        ]
-        answers = backend.generate_batch(reqs)
-        for i, resp in zip(live, answers, strict=True):
-            e, env = eps[i], envs[i]
-            rec = resp.token_record
-            action, error = action_of(env, resp.text)
-            e["calls"].append(
-                _Call(rec["prompt_ids"], rec["completion_ids"], rec["logprobs"], rec["mask"])
-            )
-            e["records"].append((rec, resp.text, error))
-            e["invalid"] += error is not None
-            e["stops"] += error is None and bool(env.decode(action)["stop"])
-            _, reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                e["done"] = True
-                e["reward"] = float(reward) - cfg.invalid_penalty * e["invalid"]
-                e["success"] = float(info["success"])
-                e["tokens"] = float(info["tokens"])
-                e["critical_steps"] = float(info.get("critical_steps", 0.0))
-                e["trace"] = _with_tokens(info["trace"], e["records"])
-    return eps
+            adv = [a + c / scale for a, c in zip(per, credit, strict=True)]
+        elif cfg.credit == "c3":
+            credit = [
+                e["trained_reward"] - _mean([r for _, r in sib]) if sib else 0.0
+                for sib in e["siblings"]
+            ]
+            adv = [c / scale for c in credit]
+        else:
+            adv = per
+        report = []
+        for t, (c, a) in enumerate(zip(e["calls"], adv, strict=True)):
+            c.adv = a
+            calls.append(c)
+            row: dict[str, Any] = {"text": e["records"][t][1], "advantage": a, "credit": credit[t]}
+            if cfg.credit == "c3":
+                row["siblings"] = [{"text": x, "return": r} for x, r in e["siblings"][t]]
+            report.append(row)
+        e["report"] = report
+    return calls
 
 
-def _with_tokens(trace: Trace, records: list[tuple[dict[str, Any], str, str | None]]) -> Trace:
-    """The trace with each decision's token record, text and parse error on its event."""
-    import msgspec
-
-    decisions = [
-        e
-        for e in trace.events
-        if e.type == "orchestrator_decision" and e.attrs and "turn" in e.attrs
-    ]
-    table = {}
-    notes = {}
-    for ev, (rec, text, error) in zip(decisions, records, strict=False):
-        table[ev.id] = rec
-        notes[ev.id] = {"text": text, **({"parse_error": error} if error else {})}
-    events = tuple(
-        msgspec.structs.replace(e, attrs={**(e.attrs or {}), **notes[e.id]}) if e.id in notes else e
-        for e in trace.events
-    )
-    return attach_tokens(msgspec.structs.replace(trace, events=events), table)
-
-
-def _advantages(rewards: list[float], cfg: LLMTrainConfig, baseline: float) -> list[float]:
-    if cfg.algo == "ppo":
-        mean = sum(rewards) / len(rewards)
-        base = 0.5 * (mean + baseline)
-        return [r - base for r in rewards]
+def _advantages(rewards: list[float], cfg: LLMTrainConfig) -> list[float]:
+    """GRPO: each reward normalised within its group (the same task instance)."""
     out = []
     for g in range(0, len(rewards), cfg.group):
         grp = rewards[g : g + cfg.group]
@@ -357,8 +395,52 @@ def _advantages(rewards: list[float], cfg: LLMTrainConfig, baseline: float) -> l
     return out
 
 
-def _seq_logprobs(model: Any, calls: list[_Call], torch: Any, temperature: float) -> Any:
-    """Log-probs of completion tokens under ``model`` at ``temperature``: [calls, completion]."""
+def _gae_advantages(
+    eps: list[dict[str, Any]],
+    rewards: list[float],
+    cfg: LLMTrainConfig,
+    model: Any,
+    head: Any,
+    torch: Any,
+) -> list[list[float]]:
+    """PPO: per-call GAE advantages (normalised over the batch); sets each call's return."""
+    flat = [c for e in eps for c in e["calls"] if c.completion]
+    values: dict[int, float] = {}
+    if flat:
+        with torch.no_grad():
+            _, v = _seq_logprobs(model, flat, torch, cfg.temperature, head)
+        values = {id(c): float(x) for c, x in zip(flat, v.tolist(), strict=True)}
+    out = []
+    for e, r in zip(eps, rewards, strict=True):
+        n = len(e["calls"])
+        vs = [values.get(id(c), 0.0) for c in e["calls"]]
+        rs = [0.0] * (n - 1) + [r] if n else []
+        adv = gae(rs, vs, gamma=cfg.gae_gamma, lam=cfg.gae_lambda)
+        for c, a, v in zip(e["calls"], adv, vs, strict=True):
+            c.ret = a + v
+        out.append(adv)
+    every = [a for adv in out for a in adv]
+    m, sd = _mean(every), spread(every)
+    return [[(a - m) / sd for a in adv] for adv in out]
+
+
+def _value_head(model: Any, torch: Any) -> Any:
+    """A linear state-value head on the policy's last hidden state (starts at 0)."""
+    hidden = int(model.config.hidden_size)
+    head = torch.nn.Linear(hidden, 1)
+    torch.nn.init.zeros_(head.weight)
+    torch.nn.init.zeros_(head.bias)
+    return head.to(next(model.parameters()).device)
+
+
+def _seq_logprobs(
+    model: Any, calls: list[_Call], torch: Any, temperature: float, head: Any = None
+) -> Any:
+    """Log-probs of completion tokens under ``model`` at ``temperature``: [calls, completion].
+
+    With ``head``, also each call's state value (the head on the last hidden state at the
+    call's last prompt token): ``(logprobs, values)``.
+    """
     width = max(len(c.prompt) + len(c.completion) for c in calls)
     comp = max(len(c.completion) for c in calls)
     ids = torch.zeros((len(calls), width), dtype=torch.long)
@@ -370,16 +452,23 @@ def _seq_logprobs(model: Any, calls: list[_Call], torch: Any, temperature: float
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     dev = next(model.parameters()).device
     ids, att, pos = ids.to(dev), att.to(dev), pos.to(dev)
-    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits.float()
-    logits = logits / temperature  # the distribution the behaviour tokens were drawn from
+    res = model(
+        input_ids=ids, attention_mask=att, position_ids=pos, output_hidden_states=head is not None
+    )
+    logits = res.logits.float() / temperature  # the distribution the tokens were drawn from
     logp = torch.log_softmax(logits[:, -comp - 1 : -1], dim=-1)
     tgt = ids[:, -comp:]
-    out = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-    return out  # right-aligned: completions end at the last column
+    out = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)  # right-aligned completions
+    if head is None:
+        return out
+    last = torch.tensor([width - len(c.completion) - 1 for c in calls], device=dev)
+    hidden = res.hidden_states[-1].float()[torch.arange(len(calls), device=dev), last]
+    return out, head(hidden).squeeze(-1)
 
 
 def _update(
     model: Any,
+    head: Any,
     ref: Any,
     opt: Any,
     calls: list[_Call],
@@ -389,7 +478,7 @@ def _update(
 ) -> dict[str, float]:
     calls = [c for c in calls if c.completion]
     if not calls:
-        return {"loss": 0.0, "kl": 0.0, "approx_kl": 0.0, "clip_frac": 0.0}
+        return {"loss": 0.0, "kl": 0.0, "approx_kl": 0.0, "clip_frac": 0.0, "value_loss": 0.0}
     comp = max(len(c.completion) for c in calls)
     old = torch.zeros((len(calls), comp))
     mask = torch.zeros((len(calls), comp))
@@ -400,6 +489,7 @@ def _update(
     dev = next(model.parameters()).device
     old, mask = old.to(dev), mask.to(dev)
     adv = torch.tensor([c.adv for c in calls], device=dev).unsqueeze(-1)
+    rets = torch.tensor([c.ret for c in calls], device=dev)
     ref_lp = None
     if ref is not None:
         with torch.no_grad():
@@ -407,11 +497,16 @@ def _update(
     denom = mask.sum().clamp(min=1.0)
     stats: dict[str, float] = {}
     for _ in range(epochs):
-        new = _seq_logprobs(model, calls, torch, cfg.temperature)
+        value_loss = torch.tensor(0.0, device=dev)
+        if head is not None:
+            new, values = _seq_logprobs(model, calls, torch, cfg.temperature, head)
+            value_loss = ((values - rets) ** 2).mean()
+        else:
+            new = _seq_logprobs(model, calls, torch, cfg.temperature)
         ratio = torch.exp(new - old)
         pg1 = ratio * adv
         pg2 = torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv
-        loss = -(torch.minimum(pg1, pg2) * mask).sum() / denom
+        loss = -(torch.minimum(pg1, pg2) * mask).sum() / denom + cfg.vf_coef * value_loss
         kl = torch.tensor(0.0, device=dev)
         if ref_lp is not None:
             d = ref_lp - new
@@ -419,7 +514,7 @@ def _update(
             loss = loss + cfg.kl_coef * kl
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
         opt.step()
         with torch.no_grad():
             lr = new.detach() - old
@@ -428,13 +523,12 @@ def _update(
                 "kl": float(kl.detach()),
                 "approx_kl": float((((torch.exp(lr) - 1) - lr) * mask).sum() / denom),
                 "clip_frac": float((((ratio - 1).abs() > cfg.clip).float() * mask).sum() / denom),
+                "value_loss": float(value_loss.detach()),
             }
     return stats
 
 
 def _frozen_copy(model: Any) -> Any:
-    import copy
-
     ref = copy.deepcopy(model)
     ref.eval()
     for p in ref.parameters():
@@ -453,57 +547,3 @@ def _lora(model: Any) -> Any:
     return peft.get_peft_model(
         model, peft.LoraConfig(r=8, lora_alpha=16, target_modules=targets or None)
     )
-
-
-def _write(cfg: LLMTrainConfig, log: list[dict[str, float]], backend: Any, model: Any) -> Path:
-    """CSV, plot, the run's settings and the checkpoint (flat model files) into ``cfg.out``."""
-    from orchestrace.io._output import report_dir, report_file
-
-    out = Path(str(cfg.out))
-    with report_dir(out, force=True, report="train"):
-        with report_file(out / "train.csv", "w") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(_LOG_FIELDS))
-            w.writeheader()
-            for row in log:
-                w.writerow({k: row.get(k, "") for k in _LOG_FIELDS})
-        settings = {k: v for k, v in asdict(cfg).items() if k != "reward_fn"}
-        with report_file(out / "train-config.json", "w") as fh:
-            json.dump(settings, fh, indent=2, sort_keys=True, default=str)
-        with tempfile.TemporaryDirectory() as tmp:
-            save = (
-                model.merge_and_unload()
-                if cfg.lora and hasattr(model, "merge_and_unload")
-                else model
-            )
-            save.save_pretrained(tmp)
-            backend.tokenizer.save_pretrained(tmp)
-            for f in sorted(Path(tmp).iterdir()):
-                if f.is_file():
-                    with report_file(out / f.name) as fh:
-                        fh.write(f.read_bytes())
-        _plot(log, out / "train.png", f"{cfg.algo} LLM orchestrator on {cfg.env} ({cfg.task})")
-    return out
-
-
-def _plot(log: list[dict[str, float]], path: Path, title: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    from orchestrace.io._output import report_file
-
-    keys = ("reward", "success", "tokens", "critical_steps", "kl", "invalid_rate")
-    fig, axes = plt.subplots(2, 3, figsize=(11, 6))
-    x = [r["iteration"] for r in log]
-    for ax, k in zip(axes.flat, keys, strict=True):
-        ax.plot(x, [r[k] for r in log])
-        ax.set_title(k)
-        ax.set_xlabel("iteration")
-    fig.suptitle(title)
-    fig.tight_layout()
-    with report_file(path) as fh:
-        fig.savefig(fh, format="png", dpi=100)
-    plt.close(fig)
