@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -232,15 +232,3 @@ def table(
         efficient,
         dict(stats or {}),
     )
-
-
-def merge(tables: Sequence[CreditTable]) -> CreditTable:
-    """One table holding the rows of several (same trace, different units)."""
-    if not tables:
-        return CreditTable()
-    first = tables[0]
-    rows = [r for t in tables for r in t.rows]
-    stats: dict[str, Any] = {}
-    for t in tables:
-        stats.update(t.stats)
-    return CreditTable(rows, first.reward, first.method, all(t.efficient for t in tables), stats)

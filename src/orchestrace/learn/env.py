@@ -204,7 +204,6 @@ class OrchestrationEnv:
         self.state: dict[str, Any] = {}
         self.trace: Trace | None = None
         self._latency_weight = self._latency_norm = 0.0
-        self._steps_budget: int | None = None
         #: Draws the episode seed of ``reset()`` without a seed; ``reset(seed=s)`` reseeds it.
         self.np_random = np.random.default_rng()
         #: An event loop shared with other environments (:class:`~orchestrace.learn.vector.VectorEnv`).
@@ -252,7 +251,6 @@ class OrchestrationEnv:
         budget = latency[2] if latency[2] is not None else _declared_budget(cfg.reward_fn)
         norm = latency[1] or budget or 3 * cfg.max_rounds
         self._latency_weight, self._latency_norm = float(latency[0]), float(norm)
-        self._steps_budget = budget
         if seed is None:
             seed = int(self.np_random.integers(2**31))
         else:

@@ -85,7 +85,6 @@ class MLPPolicy:
         self.net = _module_cls()(obs_dim, self.nvec, hidden, layers)
         self.greedy = True
         self.discrete = len(self.nvec) == 1
-        self._gen = np.random.default_rng(seed)
 
     @classmethod
     def for_env(cls, env: OrchestrationEnv, **kw: Any) -> MLPPolicy:

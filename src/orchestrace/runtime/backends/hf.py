@@ -270,16 +270,6 @@ class HFBackend:
             )
         return answers
 
-    def _sampling(self) -> dict[str, Any]:
-        if not self.do_sample:
-            return {}
-        out: dict[str, Any] = {}
-        if self.temperature is not None:
-            out["temperature"] = self.temperature
-        if self.top_p is not None:
-            out["top_p"] = self.top_p
-        return out
-
     def spec(self) -> dict[str, Any]:
         """Everything that rebuilds this backend: the model's directory or hub id and options.
 
