@@ -1,7 +1,9 @@
 """Reading the values of other frameworks' exports: times, counts, text, and causal order.
 
 Shared by the Agents SDK and LangGraph mappers, which read the same kinds of values (ISO or
-epoch times, token counts, JSON payloads) and chain an agent's events the same way.
+epoch times, token counts, JSON payloads), chain an agent's events the same way (each event
+follows the agent's latest finished one and takes the inputs fed to it), name roles the same way
+and start an agent with a ``spawn`` the first time and a ``message`` after that.
 
 Example:
     >>> parse_time("2025-01-01T00:00:01Z"), count(-3), text({"a": 1})
@@ -12,12 +14,29 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
-__all__ = ["EPS", "Pending", "count", "latest", "parse_time", "text"]
+from orchestrace.trace.enums import DecisionName
+from orchestrace.trace.model import Event
+
+__all__ = [
+    "EPS",
+    "Pending",
+    "agent_role",
+    "count",
+    "first_event_since",
+    "handover",
+    "is_fresh",
+    "latest",
+    "parse_time",
+    "take_inputs",
+    "text",
+]
 
 #: Seconds under which two times count as the same instant.
 EPS = 1e-6
@@ -106,3 +125,84 @@ class Pending:
     event_id: str
     t: float
     kind: str
+
+
+def take_inputs(
+    done: Mapping[str, list[tuple[float, str, float]]],
+    pending: dict[str, list[Pending]],
+    agent: str,
+    t: float,
+) -> tuple[tuple[float, str] | None, list[Pending]]:
+    """What ``agent``'s event at ``t`` follows: its latest finished event and the inputs fed to it.
+
+    The inputs taken (those fed by ``t``) are removed from ``pending``.
+
+    Example:
+        >>> pending = {"a": [Pending("m", 0.5, "message"), Pending("n", 3.0, "message")]}
+        >>> prev, take = take_inputs({"a": [(1.0, "e1", 0.0)]}, pending, "a", 2.0)
+        >>> prev, [p.event_id for p in take], [p.event_id for p in pending["a"]]
+        ((1.0, 'e1'), ['m'], ['n'])
+    """
+    prev = latest(done.get(agent, []), t)
+    take = [p for p in pending.get(agent, []) if p.t <= t + EPS]
+    if take:
+        pending[agent] = [p for p in pending[agent] if p not in take]
+    return prev, take
+
+
+def agent_role(agent: str, leads: Collection[str | None], spawners: Collection[str]) -> str:
+    """``orchestrator`` for a lead agent, ``manager`` for one that has spawned another, else ``worker``.
+
+    Example:
+        >>> agent_role("lead", ("lead", "wf"), set()), agent_role("b", ("lead",), {"b"})
+        ('orchestrator', 'manager')
+    """
+    if agent in leads:
+        return "orchestrator"
+    return "manager" if agent in spawners else "worker"
+
+
+def is_fresh(acted: Mapping[str, float], sender: str, child: str, t: float) -> bool:
+    """Whether ``sender`` starting ``child`` at ``t`` spawns it: ``child`` had not acted before.
+
+    Example:
+        >>> is_fresh({"b": 1.0}, "a", "b", 2.0), is_fresh({}, "a", "b", 2.0)
+        (False, True)
+    """
+    first = acted.get(child)
+    return child != sender and (first is None or first >= t - EPS)
+
+
+def first_event_since(
+    events_of: Mapping[str, list[tuple[float, str]]], agent: str, t: float
+) -> str | None:
+    """The id of ``agent``'s earliest event at or after ``t``, if it has one.
+
+    Example:
+        >>> first_event_since({"b": [(3.0, "x"), (2.0, "y"), (0.0, "z")]}, "b", 1.0)
+        'y'
+    """
+    mine = [(et, e) for et, e in events_of.get(agent, []) if et >= t - EPS]
+    return min(mine)[1] if mine else None
+
+
+def handover(
+    eid: str, t: float, sender: str, child: str, fresh: bool, decision: DecisionName, **fields: Any
+) -> Event:
+    """The event by which ``sender`` starts ``child``: a ``spawn`` when fresh, else a ``message``.
+
+    Example:
+        >>> ev = handover("h", 1.0, "a", "b", False, "delegate")
+        >>> ev.type, ev.from_, ev.to, ev.decision
+        ('message', 'a', 'b', 'delegate')
+    """
+    return Event(
+        id=eid,
+        t=t,
+        type="spawn" if fresh else "message",
+        agent=sender,
+        from_=None if fresh else sender,
+        to=child,
+        decision=decision,
+        **fields,
+    )

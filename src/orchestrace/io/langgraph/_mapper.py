@@ -26,8 +26,8 @@ import msgspec
 
 from orchestrace.io._foreign import EPS as _EPS
 from orchestrace.io._foreign import Pending as _Pending
+from orchestrace.io._foreign import agent_role, first_event_since, handover, is_fresh, take_inputs
 from orchestrace.io._foreign import count as _int
-from orchestrace.io._foreign import latest as _latest
 from orchestrace.io._foreign import parse_time as _time
 from orchestrace.io._foreign import text as _text
 from orchestrace.io.langgraph._values import (
@@ -141,9 +141,7 @@ class RunMapper:
         """
         if agent == "human":
             return "human"
-        if agent in (self.root, self.graph):
-            return "orchestrator"
-        return "manager" if agent in self._spawners else "worker"
+        return agent_role(agent, (self.root, self.graph), self._spawners)
 
     def _rel(self, ts: float) -> float:
         return max(0.0, round(ts - self.t0, 9))
@@ -197,10 +195,7 @@ class RunMapper:
         prev = None
         take: list[_Pending] = []
         if ev.type != "tool_result":
-            prev = _latest(self._done.get(agent, []), ev.t)
-            take = [p for p in self._pending.get(agent, []) if p.t <= ev.t + _EPS]
-            if take:
-                self._pending[agent] = [p for p in self._pending[agent] if p not in take]
+            prev, take = take_inputs(self._done, self._pending, agent, ev.t)
         self.emit_event(ev)
         self.events += 1
         self._events_of.setdefault(agent, []).append((ev.t, ev.id))
@@ -482,15 +477,14 @@ class RunMapper:
             target = gotos[0]
             first = self._acted.get(target)
             fresh = target != me and first is None
-            closing = Event(
-                id=f"{rid}.handoff",
-                t=close_t,
-                type="spawn" if fresh else "message",
-                agent=me,
+            closing = handover(
+                f"{rid}.handoff",
+                close_t,
+                me,
+                target,
+                fresh,
+                "delegate",
                 dur=close_dur,
-                from_=None if fresh else me,
-                to=target,
-                decision="delegate",
                 step=step,
                 content=_text(update),
                 error=error,
@@ -734,16 +728,14 @@ class RunMapper:
     ) -> None:
         rid = run.rec["id"]
         eid = f"{rid}.spawn"
-        first = self._acted.get(child)
-        fresh = child != sender and (first is None or first >= t - _EPS)
-        ev = Event(
-            id=eid,
-            t=t,
-            type="spawn" if fresh else "message",
-            agent=sender,
-            from_=None if fresh else sender,
-            to=child,
-            decision="spawn" if fresh else "delegate",
+        fresh = is_fresh(self._acted, sender, child, t)
+        ev = handover(
+            eid,
+            t,
+            sender,
+            child,
+            fresh,
+            "spawn" if fresh else "delegate",
             step=step,
             content=_text(arg),
             attrs={"run_id": rid, "send": run.rec["name"]},
@@ -751,9 +743,9 @@ class RunMapper:
         if fresh:
             self._spawned.add(child)
         self._emit(ev)
-        mine = [(et, e) for et, e in self._events_of.get(child, []) if et >= t - _EPS]
-        if mine:
-            self._edge(eid, min(mine)[1], "spawn" if fresh else "message")
+        first = first_event_since(self._events_of, child, t)
+        if first is not None:
+            self._edge(eid, first, "spawn" if fresh else "message")
         else:
             self._feed(child, eid, t, "spawn" if fresh else "message")
 

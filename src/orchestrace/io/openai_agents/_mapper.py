@@ -19,10 +19,9 @@ from typing import Any
 
 import msgspec
 
-from orchestrace.io._foreign import EPS as _EPS
 from orchestrace.io._foreign import Pending as _Pending
+from orchestrace.io._foreign import agent_role, first_event_since, handover, is_fresh, take_inputs
 from orchestrace.io._foreign import count as _int
-from orchestrace.io._foreign import latest as _latest
 from orchestrace.io._foreign import parse_time as _time
 from orchestrace.io._foreign import text as _text
 from orchestrace.trace.model import Edge, Event
@@ -176,9 +175,7 @@ class SpanMapper:
         ``orchestrator``: the root agent, or the workflow itself; ``manager``: it has spawned
         another agent; ``worker`` otherwise.
         """
-        if agent in (self.root, self.workflow):
-            return "orchestrator"
-        return "manager" if agent in self._spawners else "worker"
+        return agent_role(agent, (self.root, self.workflow), self._spawners)
 
     def _emit(self, ev: Event) -> None:
         agent = ev.agent
@@ -193,10 +190,7 @@ class SpanMapper:
         self._acted.setdefault(agent, ev.t)
         if ev.type != "tool_result":
             # an agent does one thing after another: chain to its last event that had ended
-            prev = _latest(self._done.get(agent, []), ev.t)
-            take = [p for p in self._pending.get(agent, []) if p.t <= ev.t + _EPS]
-            if take:
-                self._pending[agent] = [p for p in self._pending[agent] if p not in take]
+            prev, take = take_inputs(self._done, self._pending, agent, ev.t)
             returns = sum(1 for p in take if p.kind == "return")
         else:
             prev, take, returns = None, [], 0
@@ -219,16 +213,14 @@ class SpanMapper:
     def _spawn_tool_agent(self, sp: _Span, parent: str, child: str, t: float) -> None:
         """Emit the spawn (or, for an agent that acted before, message) of an agent-as-tool."""
         eid = f"{sp.id}.spawn"
-        first_act = self._acted.get(child)
-        fresh = child != parent and (first_act is None or first_act >= t - _EPS)
-        ev = Event(
-            id=eid,
-            t=t,
-            type="spawn" if fresh else "message",
-            agent=parent,
-            from_=None if fresh else parent,
-            to=child,
-            decision="spawn" if fresh else "delegate",
+        fresh = is_fresh(self._acted, parent, child, t)
+        ev = handover(
+            eid,
+            t,
+            parent,
+            child,
+            fresh,
+            "spawn" if fresh else "delegate",
             step=self._step_of(sp),
             content=_text(sp.data.get("input")),
             attrs={"span_id": sp.id, "span_type": sp.kind, "tool": sp.name},
@@ -236,9 +228,9 @@ class SpanMapper:
         if fresh:
             self._spawned.add(child)
         self._emit(ev)
-        firsts = [(et, e) for et, e in self._events_of.get(child, []) if et >= t - _EPS]
-        if firsts:
-            self.emit_edge(Edge(eid, min(firsts)[1], "spawn" if fresh else "message"))
+        first = first_event_since(self._events_of, child, t)
+        if first is not None:
+            self.emit_edge(Edge(eid, first, "spawn" if fresh else "message"))
 
     @staticmethod
     def _attrs(sp: _Span, data: Mapping[str, Any], keep: Iterable[str]) -> dict[str, Any]:
@@ -446,17 +438,15 @@ class SpanMapper:
         data: Mapping[str, Any],
         error: str | None,
     ) -> None:
-        first_act = self._acted.get(target)
-        fresh = target != agent and (first_act is None or first_act >= t - _EPS)
-        ev = Event(
-            id=sp.id,
-            t=t,
-            type="spawn" if fresh else "message",
-            agent=agent,
+        fresh = is_fresh(self._acted, agent, target, t)
+        ev = handover(
+            sp.id,
+            t,
+            agent,
+            target,
+            fresh,
+            "delegate",
             dur=dur,
-            from_=None if fresh else agent,
-            to=target,
-            decision="delegate",
             step=self._step_of(sp),
             error=error,
             attrs=self._attrs(sp, data, keep=("to_agent",)),
