@@ -12,6 +12,11 @@ event; agent exceptions and tool failures become recorded events. Interventions
 (:mod:`~orchestrace.runtime.interventions`) are consulted where they act: as a message is sent,
 as an agent returns or opens a step, and as it takes a named decision (:meth:`Runtime.decide`).
 
+This module keeps the runtime's state, its recording primitives, agents and the run loop; the
+LLM calls are in :mod:`~orchestrace.runtime.llm_calls` and messages, returns, decisions and
+aggregation in :mod:`~orchestrace.runtime.messaging` (functions of the runtime that
+:class:`Runtime` takes as its methods).
+
 Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
     >>> from orchestrace.runtime.tasks import make_task
@@ -35,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -44,17 +48,12 @@ import msgspec
 
 from orchestrace._safe import scrub_known
 from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
-from orchestrace.runtime.aggregate import AGGREGATORS
-from orchestrace.runtime.aggregate import text_of as _text
+from orchestrace.runtime import llm_calls, messaging
 from orchestrace.runtime.backends.base import (
     Backend,
-    BackendError,
-    LLMRequest,
-    LLMResponse,
     backend_spec,
-    redact,
 )
-from orchestrace.runtime.cache import CallKey, ReplayCache
+from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.context import (
     AgentFn,
@@ -68,7 +67,6 @@ from orchestrace.runtime.context import (
     ToolResult,
 )
 from orchestrace.runtime.guard import Guard, TaintBlocked
-from orchestrace.runtime.prompts import render
 from orchestrace.runtime.recorder import FAILURES_KEY, Recorder, assemble_trace
 from orchestrace.runtime.tasks.base import (
     Subtask,
@@ -253,97 +251,9 @@ class Runtime:
         self.recorder.event(ev, edges)
         return eid
 
-    # ------------------------------------------------------------------ calls
-    async def generate(
-        self,
-        a: AgentState,
-        kind: str,
-        payload: dict[str, Any],
-        messages: list[dict[str, str]] | None = None,
-        max_tokens: int = 512,
-    ) -> LLMResponse:
-        """:meth:`Context.generate`: render, answer (cache or backend), record ``llm_call``."""
-        self.check_alive(a)
-        self.open_step(a, llm=True)
-        req = LLMRequest(
-            a.name,
-            a.role,
-            kind,
-            messages
-            or render(
-                kind,
-                payload,
-                a.role,
-                **({"spotlight": True} if self.guard and self.guard.d.spotlight else {}),
-            ),
-            payload,
-            max_tokens=max_tokens,
-        )
-        key = CallKey.llm(req, a.occurrence("llm", CallKey.llm_inputs(req)))
-        t0 = self.now()
-        recorded = key in self.cache
-        resp = await self.call_llm(req, key)
-        attrs: dict[str, Any] = {"kind": kind, "key": key.id}
-        if self.label_answers and not recorded:  # a fork: say who answered this changed call
-            attrs["answered_by"] = {
-                "name": str(self.backend.name),
-                "model": str(resp.model or self.backend.name),
-            }
-        if resp.answer is not None:
-            attrs["answer"] = resp.answer
-        if resp.confidence is not None:
-            attrs["confidence"] = resp.confidence
-        if "truth" in payload:  # ground truth of what was asked, for rewards and credit
-            attrs["truth"] = payload["truth"]
-            for k in ("candidate", "candidates"):
-                if k in payload:
-                    attrs[k] = payload[k]
-        token_record = getattr(resp, "token_record", None)  # trainable backends' token ids
-        if token_record is not None:
-            attrs["tokens_ref"] = f"e{len(self.events) + 1}"  # the id record() gives it
-        eid = self.record(
-            a,
-            "llm_call",
-            t0,
-            tool=resp.model or self.backend.name,
-            content=resp.text,
-            tokens_in=resp.tokens_in,
-            tokens_out=resp.tokens_out,
-            cost=resp.cost,
-            error=None if resp.error is None else redact(resp.error),
-            attrs=attrs,
-        )
-        if token_record is not None:
-            self.token_table[eid] = token_record  # trace.meta["tokens"], keyed by event id
-        self.add_tokens(resp.tokens_in + resp.tokens_out)
-        return resp
-
-    async def call_llm(self, req: LLMRequest, key: CallKey) -> LLMResponse:
-        """Answer from the replay cache, else from the backend; wait the call's latency."""
-        cached = self.cache.llm(key)
-        if cached is not None:
-            self.cache_hits += 1
-            await asyncio.sleep(self.cache.delay(key, cached.latency, self.now()))
-            return cached
-        self.backend_calls += 1
-        if self.backend.virtual:
-            try:
-                resp = await self.backend.complete(req)
-            except BackendError as err:
-                resp = LLMResponse("", error=str(err)[:500], model=self.backend.name)
-            await asyncio.sleep(resp.latency)
-        else:
-            t0 = self.now()
-            try:
-                resp = await self.backend.complete(req)
-            except BackendError as err:
-                resp = LLMResponse("", error=str(err)[:500], model=self.backend.name)
-            resp = dataclasses.replace(resp, latency=round(self.now() - t0, 9))
-        if resp.error is None:
-            self.cache.put(key, resp)
-        if resp.error is not None and self.config.on_error == "stop":
-            self.request_stop(f"backend failure: {redact(resp.error)}")
-        return resp
+    # ------------------------------------------------------------------ calls (llm_calls.py)
+    generate = llm_calls.generate
+    call_llm = llm_calls.call_llm
 
     async def call_tool(self, a: AgentState, name: str, args: dict[str, Any]) -> ToolResult:
         """:meth:`Context.call_tool`: answer (cache or tool), record the call and its result."""
@@ -419,204 +329,13 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
         return Handle(name, role, future)
 
-    def send(
-        self, a: AgentState, to: str, content: Any, data: Any, decision: str | None
-    ) -> str | None:
-        """:meth:`Context.send`: record the ``message`` and deliver it (``None``: dropped)."""
-        self.check_alive(a)
-        self.open_step(a)
-        k = a.sent.get(a.step, 0)
-        a.sent[a.step] = k + 1
-        text = content if isinstance(content, str) else _text(content)
-        for iv in self.interventions:
-            out = iv.message(a.name, a.step, k, to, text, data)
-            if out is None:
-                return None
-            text, data = out
-        if decision is None and a.parent is None:
-            decision = "communicate"
-        if self.guard is not None:
-            return self.guarded_send(a, a.name, to, text, data, decision, "sign")
-        eid = self.record(
-            a,
-            "message",
-            self.now(),
-            from_=a.name,
-            to=to,
-            content=text,
-            decision=decision,
-            attrs={"data": data} if data is not None else None,
-        )
-        target = self.agents.get(to)
-        if target is not None:
-            target.inbox.put_nowait(Message(eid, a.name, text, data))
-        return eid
-
-    def guarded_send(
-        self,
-        a: AgentState,
-        sender: str,
-        to: str,
-        text: str,
-        data: Any,
-        decision: str | None,
-        mac: str | None,
-    ) -> str | None:
-        """Send under defenses: gate a delegation, sign, verify for the receiver, screen.
-
-        ``mac="sign"`` signs as ``sender`` (the runtime's own path); any other value is taken
-        as the message's MAC as written on the channel (``None``: unsigned).
-        """
-        g = self.guard
-        assert g is not None
-        if decision == "delegate":
-            g.require(a, "delegate")
-            if g.gate(a, "delegate", g.carriers(text, data)):
-                raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive a delegation")
-        attrs: dict[str, Any] = {} if data is None else {"data": data}
-        status = None
-        if g.keys is not None:
-            if mac == "sign":
-                mac = g.sign(sender, to, text, a.step, data)
-            status = g.status(sender, to, text, a.step, mac, data)
-            attrs["sig"] = status
-            if mac is not None:
-                attrs["mac"] = mac
-        eid = self.record(
-            a,
-            "message",
-            self.now(),
-            from_=sender,
-            to=to,
-            content=text,
-            decision=decision,
-            attrs=attrs or None,
-        )
-        if status is not None and status != "valid":
-            g.safety(
-                to,
-                "forgery_rejected",
-                {"claimed": sender, "by": a.name, "sig": status},
-                [eid],
-                content=f"message claiming to be from {sender!r} failed verification",
-            )
-            return eid
-        if g.screen_message(to, eid, text):
-            return eid
-        target = self.agents.get(to)
-        if target is not None:
-            target.inbox.put_nowait(Message(eid, sender, text, data))
-        return eid
-
-    def return_value(self, a: AgentState, value: Any) -> str:
-        """:meth:`Context.return_`: record the ``return``; the agent is done."""
-        self.check_alive(a)
-        self.open_step(a)
-        for iv in self.interventions:
-            value = iv.returned(a.name, value)
-        eid = self.record(
-            a,
-            "return",
-            self.now(),
-            from_=a.name,
-            to=a.parent or "user",
-            content=_text(value),
-            attrs={"value": value},
-        )
-        a.returned = True
-        if a.handle_future is not None and not a.handle_future.done():
-            a.handle_future.set_result(Result(a.name, value, True, None, eid))
-        return eid
-
-    def record_decision(
-        self, a: AgentState, decision: str, content: str, attrs: dict[str, Any]
-    ) -> str:
-        """:meth:`Context.record_decision`: record an ``orchestrator_decision``."""
-        self.check_alive(a)
-        if self.guard is not None and decision != "communicate":
-            self.guard.require(a, decision)
-            if self.guard.gate(a, decision):
-                raise TaintBlocked(f"agent {a.name!r}: tainted inputs may not drive {decision}")
-        self.open_step(a)
-        return self.record(
-            a, "orchestrator_decision", self.now(), decision=decision, content=content, attrs=attrs
-        )
-
-    def stop_decision(self, a: AgentState, reason: str, answer: Any) -> str:
-        """:meth:`Context.stop`: record the stop decision; the root's answer ends the run."""
-        self.check_alive(a)
-        attrs: dict[str, Any] = {"answer": answer}
-        if self.guard is not None:
-            self.guard.require(a, "stop")
-            if self.guard.gate(a, "stop", self.guard.carriers(answer)):
-                answer = None  # a tainted answer that could not be endorsed is withheld
-                attrs = {"answer": None, "withheld": True}
-        self.open_step(a)
-        eid = self.record(
-            a,
-            "orchestrator_decision",
-            self.now(),
-            decision="stop",
-            content=reason,
-            attrs=attrs,
-        )
-        a.stopped = True
-        if a.parent is None:
-            self.answer = answer
-            self.stop_reason = reason
-        return eid
-
-    async def aggregate(
-        self, ctx: Context, a: AgentState, results: list[Any], method: str, kw: dict[str, Any]
-    ) -> Any:
-        """:meth:`Context.aggregate`: combine ``results`` and record the ``aggregate``."""
-        self.check_alive(a)
-        ids = [r.event_id for r in results if isinstance(r, Result) and r.event_id]
-        values = [r.value if isinstance(r, Result) else r for r in results]
-        oks = [r.ok if isinstance(r, Result) else True for r in results]
-        requested = method
-        if self.guard is not None:
-            self.guard.require(a, "aggregate")
-            method, kw = self.guard.aggregation(method, kw, results)
-            carried = [self.guard.carriers(v) for v in values]
-            extra = [s for c in carried for s in c]
-            blocked = set(self.guard.gate(a, "aggregate", [*ids, *extra]))
-            # a value is left out when it came from a blocked return or was copied out of a
-            # blocked message
-            out = [
-                (isinstance(r, Result) and r.event_id in blocked) or bool(blocked & set(c))
-                for r, c in zip(results, carried, strict=True)
-            ]
-            if any(out):
-                kw = {**kw, "excluded": sorted(blocked)}
-                oks = [ok and not o for ok, o in zip(oks, out, strict=True)]
-        how = AGGREGATORS.get(method)
-        if how is None:
-            raise ConfigError(
-                f"unknown aggregation method {method!r}; use one of: {', '.join(AGGREGATORS)}"
-            )
-        value = await how(ctx, values, oks, kw)
-        consumed = set(ids)
-        a.pending = [(s, k) for s, k in a.pending if s not in consumed]
-        self.open_step(a)
-        self.record(
-            a,
-            "aggregate",
-            self.now(),
-            decision="aggregate",
-            content=_text(value),
-            attrs={"method": method, "value": value}
-            if method == requested and not kw.get("excluded")
-            else {
-                "method": method,
-                "requested": requested,
-                "value": value,
-                **({"excluded": kw["excluded"]} if kw.get("excluded") else {}),
-            },
-            extra=[(i, "aggregate") for i in ids],
-        )
-        a.best = value
-        return value
+    # ------------------------------------------------------------------ messages (messaging.py)
+    send = messaging.send
+    guarded_send = messaging.guarded_send
+    return_value = messaging.return_value
+    record_decision = messaging.record_decision
+    stop_decision = messaging.stop_decision
+    aggregate = messaging.aggregate
 
     # ------------------------------------------------------------------ running
     async def _run_child(self, a: AgentState, fn: AgentFn, inputs: dict[str, Any]) -> None:
