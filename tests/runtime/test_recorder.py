@@ -292,3 +292,20 @@ def test_exporters_are_wrapped_and_processors_are_not():
     rec = Recorder([mem, calls])
     assert isinstance(rec.processors[0], SimpleProcessor) and rec.processors[0].exporter is mem
     assert rec.processors[1] is calls
+
+
+def test_orchestrace_run_names_a_failing_processor_on_stderr(tmp_path, capsys, monkeypatch):
+    import functools
+
+    from orchestrace.cli import main
+    from orchestrace.cli import run as run_cli
+
+    monkeypatch.setattr(run_cli, "run", functools.partial(run, processors=[RaisesOnThird()]))
+    out = tmp_path / "r.jsonl"
+    code = main(["run", "centralized", "--agents", "2", "--no-progress", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0  # the recording is complete: the run still succeeds
+    assert err.splitlines() == [
+        "warning: processor RaisesOnThird failed: on_event raised ValueError: third (at event e3)"
+    ]
+    assert load(out).meta["processor_failures"][0]["processor"] == "RaisesOnThird"

@@ -35,6 +35,12 @@ tagged format of exact builtin types (``None``, ``bool``, ``int``, ``float``, ``
 ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``; subclasses are refused), so the
 tests compare genuine builtins, and the verdict travels on a channel the candidate never sees.
 
+This module is the parent's side (starting sandboxes, enforcing the wall clock and the output
+cap, the candidate-test protocol); the limits and results are in
+:mod:`~orchestrace.runtime.sandbox_policy`, the launcher in
+:mod:`~orchestrace.runtime._sandbox_launcher` and the value format and what runs inside a
+sandbox in :mod:`~orchestrace.runtime._sandbox_payload` (both standard-library only).
+
 Example:
     >>> from orchestrace.runtime.sandbox import run_candidate_tests
     >>> v = run_candidate_tests(
