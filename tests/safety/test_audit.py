@@ -492,3 +492,43 @@ def test_imported_trace_with_tool_driven_decision_is_flagged_by_the_cli(tmp_path
     ]
     assert expected > 0 and out.returncode == 1
     assert len(lines) == expected and "no endorsement" in lines[0]
+
+
+def test_cli_re_verifies_macs_with_the_run_secret(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from orchestrace.io import dump
+    from orchestrace.safety import RunSecret
+
+    secret = RunSecret.new()
+    d = Defenses(sign_messages=True, secret=secret)
+    tr = run("swarm", "arith", agents=3, seed=2, defenses=d).trace
+    good, bad, key = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "run.secret"
+    dump(tr, good)
+    msg = _first(tr, type="message")
+    dump(_edit(tr, msg, content=str(msg.content) + "0"), bad)
+    secret.save(key)
+
+    def audit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrace", "audit", *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    ok = audit(str(good), "--secret-file", str(key))
+    assert ok.returncode == 0 and "clean" in ok.stdout
+    found = audit(str(bad), "--secret-file", str(key))
+    assert found.returncode == 1 and "invalid-signature" not in found.stderr
+    assert f"message '{msg.id}' is marked valid but its MAC does not verify" in found.stdout
+    assert audit(str(bad)).returncode == 0  # without the secret the MAC cannot be checked
+    for out in (ok, found):
+        assert secret.hex() not in out.stdout + out.stderr
+    junk = tmp_path / "junk.secret"
+    junk.write_text("zz" * 40)
+    res = audit(str(good), "--secret-file", str(junk))
+    assert res.returncode == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("error: ") and "not a run secret" in res.stderr

@@ -77,8 +77,8 @@ def test_same_seed_same_defended_trace() -> None:
     a = run("swarm", "multihop", agents=3, seed=4, defenses=d).trace
     b = run("swarm", "multihop", agents=3, seed=4, defenses=d).trace
     assert _sha(a) == _sha(b)
-    # the default keys (os.urandom) change only the MACs from run to run
-    assert Defenses.all().keys == "random"
+    # the default keys (a fresh run secret per run) change only the MACs from run to run
+    assert Defenses.all().keys == "secret"
     x = run("swarm", "multihop", agents=3, seed=4, defenses=Defenses.all()).trace
     y = run("swarm", "multihop", agents=3, seed=4, defenses=Defenses.all()).trace
 
@@ -561,3 +561,101 @@ def test_a_forced_stop_is_gated_too() -> None:
         kind = "taint_blocked" if withheld else "endorsement"
         assert [e.attrs["action"] for e in _safety(tr, kind)] == ["stop"]
         assert audit_trace(tr) == []
+
+
+# ---------------------------------------------------------------------- the run secret
+def test_a_run_secret_makes_replays_verify_and_keys_underivable(tmp_path: Any) -> None:
+
+    from orchestrace.safety import RunSecret
+    from orchestrace.safety.defenses import SECRET_ENV
+
+    secret = RunSecret.new()
+    d = Defenses(sign_messages=True, secret=secret)
+    a = run("swarm", "arith", agents=3, seed=4, defenses=d).trace
+    b = run("swarm", "arith", agents=3, seed=4, defenses=d).trace
+    assert _sha(a) == _sha(b)  # the same secret and seed: the same MACs, byte for byte
+    c = run("swarm", "arith", agents=3, seed=4, defenses=Defenses(sign_messages=True)).trace
+    macs = [e.attrs["mac"] for e in a.events if e.type == "message"]
+    assert macs and macs != [e.attrs["mac"] for e in c.events if e.type == "message"]
+    # given the secret, the audit re-verifies every MAC; a changed content is caught
+    assert audit_trace(a, secret=secret) == []
+    msg = next(e for e in a.events if e.type == "message")
+    bad = a.replace(
+        events=tuple(
+            msgspec.structs.replace(e, content=str(e.content) + "!") if e.id == msg.id else e
+            for e in a.events
+        )
+    )
+    assert [p.code for p in audit_trace(bad, secret=secret)] == ["invalid-signature"]
+    assert audit_trace(bad) == []  # without the secret, only the recorded verdicts are known
+    assert [p.code for p in audit_trace(a, secret=RunSecret.new())].count(
+        "invalid-signature"
+    ) == len(macs)  # another secret: nothing verifies
+    # the seed alone (recorded in the trace) does not give the keys
+    seed_keys = Keyring.from_seed(4)
+    assert not any(
+        seed_keys.verify(
+            str(e.from_), str(e.to), str(e.content), e.step, e.attrs["mac"], e.attrs.get("data")
+        )
+        for e in a.events
+        if e.type == "message"
+    )
+    # a replay (or fork) reads the secret from the file the environment names
+    path = secret.save(tmp_path / "run.secret")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert RunSecret.from_file(path) == secret
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv(SECRET_ENV, str(path))
+        e = run("swarm", "arith", agents=3, seed=4, defenses=Defenses(sign_messages=True))
+    finally:
+        mp.undo()
+    assert _sha(e.trace) == _sha(a)
+
+
+def test_the_run_secret_never_reaches_traces_or_logs(
+    tmp_path: Any, capsys: Any, caplog: Any
+) -> None:
+    import logging
+
+    from orchestrace.io import dumps
+    from orchestrace.safety import RunSecret
+
+    secret = RunSecret.new()
+    d = Defenses(sign_messages=True, secret=secret)
+    with caplog.at_level(logging.DEBUG):
+        res = run("swarm", "arith", agents=3, seed=1, defenses=d)
+        audit_trace(res.trace, secret=secret)
+    keys = secret.keyring(1)
+    secrets_ = [secret.hex(), bytes.fromhex(secret.hex()).hex().upper()]
+    secrets_ += [keys.key(a).hex() for a in {e.agent for e in res.trace.events}]
+    raw = dumps(res.trace) if isinstance(dumps(res.trace), str) else dumps(res.trace).decode()
+    packed = msgspec.json.encode(res.trace)
+    out = capsys.readouterr()
+    logged = caplog.text + out.out + out.err
+    for s in secrets_:
+        assert s not in raw and s.encode() not in packed and s not in logged
+    assert bytes.fromhex(secret.hex()) not in packed
+    assert "secret" not in res.trace.meta["config"]["defenses"]
+    assert secret.hex() not in repr(d) and secret.hex() not in repr(secret)
+    assert secret.hex() not in str(d.to_dict())
+
+
+def test_bad_run_secrets_fail_with_one_line(tmp_path: Any) -> None:
+    from orchestrace.safety import RunSecret
+
+    p = tmp_path / "s"
+    p.write_text("not hex at all")
+    with pytest.raises(ConfigError, match=r"not a run secret \(expected hex digits"):
+        RunSecret.from_file(p)
+    p.write_text("abcd")
+    with pytest.raises(ConfigError, match="at least 32 hex digits"):
+        RunSecret.from_file(p)
+    with pytest.raises(ConfigError, match="cannot read the run secret"):
+        RunSecret.from_file(tmp_path / "missing")
+    with pytest.raises(ConfigError, match=r"defenses\.secret is used only with keys='secret'"):
+        Defenses(sign_messages=True, keys="seed", secret=RunSecret.new())
+    with pytest.raises(ConfigError, match="needs sign_messages=True"):
+        Defenses(secret=RunSecret.new())
+    with pytest.raises(ConfigError, match="unknown key 'secret'"):
+        Defenses.from_dict({"sign_messages": True, "secret": "00" * 32})

@@ -15,6 +15,8 @@ from typing import Any
 from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.io import load_all
+from orchestrace.runtime.security import RunSecret
+from orchestrace.safety.audit import audit_trace
 
 #: Findings printed per file; the rest are counted.
 MAX_SHOWN = 100
@@ -33,6 +35,12 @@ def add_parser(sub: Any) -> None:
         "per finding naming the file, the event and the fix.",
     )
     p.add_argument("traces", nargs="+", metavar="TRACE")
+    p.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="the run secret (RunSecret.save) of runs signed with keys='secret': every MAC "
+        "is re-verified",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per finding")
     p.add_argument("-q", "--quiet", action="store_true", help="print findings only")
     add_partial_flag(p)
@@ -41,13 +49,12 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit every trace; print the findings; 1 when there are any."""
-    from orchestrace.safety.audit import audit_trace
-
+    secret = None if args.secret_file is None else RunSecret.from_file(args.secret_file)
     total = 0
     for path in args.traces:
         traces = load_all(path, check=True, partial=True)
         refuse_truncated(path, traces, partial=args.partial)
-        found = [p.at(path) for tr in traces for p in audit_trace(tr)]
+        found = [p.at(path) for tr in traces for p in audit_trace(tr, secret=secret)]
         total += len(found)
         for p in found[:MAX_SHOWN]:
             if args.json:

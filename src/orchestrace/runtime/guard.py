@@ -4,8 +4,10 @@ A :class:`Guard` exists only when some defense is on (a run without defenses rec
 what it recorded before defenses existed). The runtime consults it at each point a defense
 acts:
 
-* **signing**: :meth:`Guard.sign` signs a message with its sender's key, :meth:`Guard.verify`
-  checks it for the receiver; a message that fails is not delivered and a ``safety_event``
+* **signing**: :meth:`Guard.sign` signs a message with its sender's key (derived from the run
+  secret, :attr:`Guard.secret`, and the seed; see
+  :class:`~orchestrace.runtime.security.RunSecret`), :meth:`Guard.status` checks it for the
+  receiver; a message that fails is not delivered and a ``safety_event``
   (``attrs.kind = "forgery_rejected"``) with a ``safety_flow`` edge from the message records
   why. Every message event carries ``attrs.sig`` (``valid``, ``invalid`` or ``unsigned``) and
   ``attrs.mac``.
@@ -46,7 +48,13 @@ from orchestrace.errors import RuntimeError_
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.detector import HeuristicDetector, InjectionDetector, make_detector
 from orchestrace.runtime.prompts import SYSTEM
-from orchestrace.runtime.security import ROOT_ROLE, Defenses, Keyring
+from orchestrace.runtime.security import (
+    ROOT_ROLE,
+    Defenses,
+    Keyring,
+    RunSecret,
+    run_secret_from_env,
+)
 from orchestrace.trace.model import Edge, Event
 
 if TYPE_CHECKING:
@@ -74,10 +82,16 @@ class Guard:
         self.rt = rt
         self.d = defenses
         self.keys: Keyring | None = None
+        #: the run secret the keys derive from (``keys="secret"``); never recorded
+        self.secret: RunSecret | None = None
         if defenses.sign_messages:
-            self.keys = (
-                Keyring.random() if defenses.keys == "random" else Keyring.from_seed(rt.config.seed)
-            )
+            if defenses.keys == "random":
+                self.keys = Keyring.random()
+            elif defenses.keys == "seed":
+                self.keys = Keyring.from_seed(rt.config.seed)
+            else:
+                self.secret = defenses.secret or run_secret_from_env() or RunSecret.new()
+                self.keys = self.secret.keyring(rt.config.seed)
         #: replay only: recorded MACs of valid messages (see :meth:`reuse_macs`)
         self.recorded: dict[tuple[str, str, str, int, str], str] = {}
         self.policy = defenses.capabilities

@@ -8,7 +8,9 @@ here and :mod:`orchestrace.safety` re-exports them:
 * :class:`CapabilityPolicy` / :class:`RolePolicy`: what each role may do (spawn, delegate,
   stop, aggregate, which tools), read from TOML or a mapping with one-line errors;
 * :class:`Keyring`: per-agent HMAC-SHA256 keys that sign ``(sender, recipient, content,
-  step, data)`` of every message.
+  step, data)`` of every message;
+* :class:`RunSecret`: the run secret the keys derive from (with the run seed); it never
+  enters a trace, a log or a ``repr``.
 
 Example:
     >>> d = Defenses.all()
@@ -36,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, OrchestraceError
+from orchestrace.io._common import read_bytes
+from orchestrace.io._output import atomic_write
 
 __all__ = [
     "ACTIONS",
@@ -46,6 +50,7 @@ __all__ = [
     "Defenses",
     "Keyring",
     "RolePolicy",
+    "RunSecret",
     "defenses_from",
 ]
 
@@ -304,12 +309,23 @@ class Defenses:
         default=None,
         metadata={"help": "prompt-injection detector: 'builtin' or a local model path"},
     )
-    keys: Literal["seed", "random"] | None = field(
-        default=None,  # resolved in __post_init__: "random" with signing on, else "seed"
+    keys: Literal["secret", "seed", "random"] | None = field(
+        default=None,  # resolved in __post_init__: "secret" with signing on, else "seed"
         metadata={
-            "help": "signing keys from os.urandom ('random', the default with signing on: "
-            "agents cannot forge them) or from the run seed ('seed': reproducible MACs the "
-            "audit re-verifies, but agent code that reads the seed can forge them)"
+            "help": "signing keys derived from the run secret and the seed ('secret', the "
+            "default with signing on: not derivable from the trace; a replay or fork given "
+            "the same secret signs the same way), from os.urandom and never kept ('random'), "
+            "or from the seed alone ('seed': reproducible, but agent code that reads the "
+            "seed can forge them)"
+        },
+    )
+    secret: RunSecret | None = field(
+        default=None,
+        repr=False,
+        compare=False,
+        metadata={
+            "help": "the run secret (keys='secret'); a fresh one per run when not given; "
+            "never recorded"
         },
     )
     quorum: float = field(
@@ -340,14 +356,32 @@ class Defenses:
                 f"defenses.detector must be 'builtin' or a model directory (got "
                 f"{_short(self.detector)})"
             )
-        if self.keys is None:
-            object.__setattr__(self, "keys", "random" if self.sign_messages else "seed")
-        if self.keys not in ("seed", "random"):
-            raise ConfigError(f"defenses.keys must be 'seed' or 'random' (got {self.keys!r})")
-        if self.keys == "random" and not self.sign_messages:
+        if self.secret is not None and not self.sign_messages:
             raise ConfigError(
-                "defenses.keys='random' needs sign_messages=True; turn signing on or drop keys"
+                "defenses.secret needs sign_messages=True; turn signing on or drop the secret"
             )
+        if self.keys is None:
+            object.__setattr__(self, "keys", "secret" if self.sign_messages else "seed")
+        if self.keys not in ("secret", "seed", "random"):
+            raise ConfigError(
+                f"defenses.keys must be 'secret', 'seed' or 'random' (got {self.keys!r})"
+            )
+        if self.keys in ("secret", "random") and not self.sign_messages:
+            raise ConfigError(
+                f"defenses.keys={self.keys!r} needs sign_messages=True; turn signing on or "
+                "drop keys"
+            )
+        if self.secret is not None:
+            if not isinstance(self.secret, RunSecret):
+                raise ConfigError(
+                    "defenses.secret must be a RunSecret (RunSecret.new() or "
+                    "RunSecret.from_file(path))"
+                )
+            if self.keys != "secret":
+                raise ConfigError(
+                    f"defenses.secret is used only with keys='secret' (got keys={self.keys!r}); "
+                    "drop the secret or the keys option"
+                )
         q, tr = self.quorum, self.trim
         if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= q < 1.0:
             raise ConfigError(f"defenses.quorum must be in [0, 1) (got {_short(q)})")
@@ -377,7 +411,7 @@ class Defenses:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (recorded in ``meta.config.defenses``; no keys)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "secret"}
         d["capabilities"] = None if self.capabilities is None else self.capabilities.to_dict()
         return d
 
@@ -390,7 +424,7 @@ class Defenses:
         """
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source} must be a table (got {_short(data)})")
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)} - {"secret"}  # never read from data
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(
@@ -409,9 +443,6 @@ def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
     Raises:
         ConfigError: One line naming ``what``, why it cannot be read, and ``fix``.
     """
-    from orchestrace.errors import OrchestraceError
-    from orchestrace.io._common import read_bytes
-
     where = head or str(path)
     try:
         st = os.stat(path)
@@ -492,6 +523,9 @@ class Keyring:
         """Keys from ``os.urandom`` (a trace cannot be re-verified offline)."""
         return cls(os.urandom(32))
 
+    def __repr__(self) -> str:
+        return "Keyring(<keys hidden>)"
+
     def key(self, agent: str) -> bytes:
         """The key of ``agent``."""
         k = self._keys.get(agent)
@@ -530,3 +564,121 @@ class Keyring:
         if not isinstance(mac, str):
             return False
         return hmac.compare_digest(self.sign(sender, recipient, content, step, data), mac)
+
+
+#: Environment variable naming a run-secret file a run with ``keys="secret"`` reads when its
+#: defenses carry no secret (how a replay or fork of a recorded run gets its secret).
+SECRET_ENV = "ORCHESTRACE_RUN_SECRET_FILE"
+
+
+class RunSecret:
+    """The secret a run's signing keys derive from, together with the run seed.
+
+    The master key is ``HMAC-SHA256(nonce, "orchestrace-run-keys" | seed)`` and each agent's key
+    ``HMAC-SHA256(master, agent)``. The seed is recorded in the trace; the nonce (32 random
+    bytes) is not, so the keys cannot be derived from a trace, while whoever holds the secret
+    (a replay, a fork, an offline audit) derives the same keys and verifies or reproduces
+    every MAC. The nonce never appears in a ``repr``, a trace or a log; :meth:`save` writes it
+    to a file readable by its owner only.
+
+    Example:
+        >>> s = RunSecret(bytes(range(32)))
+        >>> s.keyring(7).sign("w1", "orchestrator", "42", 3) == s.keyring(7).sign(
+        ...     "w1", "orchestrator", "42", 3)
+        True
+        >>> s.keyring(7).sign("w1", "o", "42", 3) != s.keyring(8).sign("w1", "o", "42", 3)
+        True
+        >>> repr(s)
+        'RunSecret(<hidden>)'
+    """
+
+    __slots__ = ("_nonce",)
+
+    def __init__(self, nonce: bytes) -> None:
+        if not isinstance(nonce, bytes) or len(nonce) < 16:
+            raise ConfigError(
+                "a run secret must be at least 16 bytes; use RunSecret.new() or "
+                "RunSecret.from_file(path)"
+            )
+        self._nonce = bytes(nonce)
+
+    @classmethod
+    def new(cls) -> RunSecret:
+        """A fresh secret (32 bytes of ``os.urandom``)."""
+        return cls(os.urandom(32))
+
+    @classmethod
+    def from_hex(cls, text: str, *, source: str = "run secret") -> RunSecret:
+        """Read the hex form :meth:`hex` writes.
+
+        Raises:
+            ConfigError: Not hex, or too short (the message never shows the text).
+        """
+        try:
+            raw = bytes.fromhex(text.strip())
+        except ValueError:
+            raise ConfigError(
+                f"{source}: not a run secret (expected hex digits, as RunSecret.save writes)"
+            ) from None
+        if len(raw) < 16:
+            raise ConfigError(f"{source}: a run secret needs at least 32 hex digits")
+        return cls(raw)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RunSecret:
+        """Read a secret file written by :meth:`save`.
+
+        Raises:
+            ConfigError: Missing, unreadable or malformed file (one line; never the content).
+        """
+        p = Path(path)
+        text = _read_text(p, "the run secret", "pass the file RunSecret.save wrote")
+        return cls.from_hex(text, source=str(p))
+
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write the secret (hex) to ``path``, readable by its owner only.
+
+        Raises:
+            OutputError: The file exists (without ``force``) or cannot be written.
+        """
+        with atomic_write(path, "w", force=force) as fh:
+            os.chmod(fh.name, 0o600)
+            fh.write(self.hex() + "\n")
+        return Path(path)
+
+    def hex(self) -> str:
+        """The secret as hex digits (what :meth:`save` writes; keep it out of traces)."""
+        return self._nonce.hex()
+
+    def keyring(self, seed: int) -> Keyring:
+        """The run's per-agent keys for ``seed``."""
+        master = hmac.new(self._nonce, f"orchestrace-run-keys\x1f{seed}".encode(), "sha256")
+        return Keyring(master.digest())
+
+    def __repr__(self) -> str:
+        return "RunSecret(<hidden>)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunSecret) and hmac.compare_digest(self._nonce, other._nonce)
+
+    def __hash__(self) -> int:
+        return hash(hashlib.sha256(self._nonce).digest())
+
+    def __reduce__(self) -> Any:
+        # process pools pickle a run's defenses; the secret travels as it is, never as text
+        return (RunSecret, (self._nonce,))
+
+
+def run_secret_from_env() -> RunSecret | None:
+    """The secret named by :data:`SECRET_ENV` (``None`` when unset).
+
+    Raises:
+        ConfigError: The file named cannot be read or is not a run secret.
+    """
+    path = os.environ.get(SECRET_ENV)
+    if not path:
+        return None
+    try:
+        return RunSecret.from_file(path)
+    except ConfigError as err:
+        raise ConfigError(f"{SECRET_ENV}: {err}") from None

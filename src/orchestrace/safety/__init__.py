@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from orchestrace.safety.audit import AUDIT_CHECKS, audit_trace
-from orchestrace.safety.defenses import Defenses, Keyring
+from orchestrace.safety.defenses import Defenses, Keyring, RunSecret
 from orchestrace.safety.detector import (
     HeuristicDetector,
     InjectionDetector,
@@ -35,6 +35,7 @@ __all__ = [
     "InjectionDetector",
     "Keyring",
     "RolePolicy",
+    "RunSecret",
     "TransformersDetector",
     "audit_trace",
     "make_detector",

@@ -7,7 +7,8 @@ Each check yields :class:`~orchestrace.errors.Problem` records naming the event 
 * :func:`check_senders`: a message or return whose ``from`` is not the agent that produced it;
 * :func:`check_signatures`: with signing on (``meta.config.defenses.sign_messages``): messages
   unsigned, with an invalid signature, whose MAC does not verify (keys derived from the
-  seed), or rejected as forgeries and delivered all the same;
+  seed, or from the run secret when the audit is given it), or rejected as forgeries and
+  delivered all the same;
 * :func:`check_capabilities`: spawns, delegations, stops, aggregations, tool calls and human
   interventions outside the role's capabilities under the recorded policy (the default
   policy when none was recorded); any spawn of an ``orchestrator``;
@@ -43,7 +44,7 @@ from typing import Any, cast
 
 from orchestrace.errors import ConfigError, Problem
 from orchestrace.runtime.aggregate import text_of
-from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, Defenses, Keyring
+from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, Defenses, Keyring, RunSecret
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [
@@ -66,8 +67,9 @@ _DECISIONS = ("spawn", "delegate", "stop", "aggregate")
 class _View:
     """What the checks share: indexes over one trace."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, secret: RunSecret | None = None) -> None:
         self.trace = trace
+        self.secret = secret
         self.index = {e.id: i for i, e in enumerate(trace.events)}
         self.by_id = {e.id: e for e in trace.events}
         self.preds: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -180,7 +182,11 @@ def check_signatures(trace: Trace | _View) -> Iterator[Problem]:
     if not d.sign_messages:
         return
     seed = v.config.get("seed")
-    keys = Keyring.from_seed(seed) if d.keys == "seed" and isinstance(seed, int) else None
+    keys: Keyring | None = None
+    if isinstance(seed, int) and d.keys == "seed":
+        keys = Keyring.from_seed(seed)
+    elif isinstance(seed, int) and d.keys == "secret" and v.secret is not None:
+        keys = v.secret.keyring(seed)  # the run's secret, given to the audit: MACs re-verify
     rejected = {s: e for e in v.safety("forgery_rejected") for s, _ in v.preds[e.id]}
     for e in v.trace.events:
         if e.type != "message":
@@ -697,13 +703,18 @@ AUDIT_CHECKS: tuple[Callable[[Trace | _View], Iterator[Problem]], ...] = (
 )
 
 
-def audit_trace(trace: Trace) -> list[Problem]:
+def audit_trace(trace: Trace, *, secret: RunSecret | None = None) -> list[Problem]:
     """Run every check of :data:`AUDIT_CHECKS` on ``trace``; the findings, in event order.
+
+    Args:
+        trace: The trace.
+        secret: The run secret of a run signed with ``keys="secret"``: every MAC is then
+            re-verified (without it, the recorded verdicts are checked).
 
     Raises:
         ConfigError: The recorded defenses (``meta.config.defenses``) are malformed.
     """
-    v = _View(trace)
+    v = _View(trace, secret)
     out = [p for check in AUDIT_CHECKS for p in check(v)]
     out.sort(key=lambda p: v.index.get(p.event_id or "", -1))
     return out

@@ -4,7 +4,8 @@
 mechanism of :class:`~orchestrace.runtime.core.Runtime`:
 
 * ``sign_messages``: every message is signed with its sender's key (HMAC-SHA256 over sender,
-  recipient, content and step); receivers verify, forgeries are rejected and recorded;
+  recipient, content, step and data; keys derived from a :class:`RunSecret` and the seed);
+  receivers verify, forgeries are rejected and recorded;
 * ``capabilities``: a :class:`~orchestrace.safety.policy.CapabilityPolicy` per role;
 * ``taint``: content of tools and untrusted agents is labelled and may not drive spawn, stop,
   aggregate or side-effecting tool calls without an endorsement step;
@@ -23,6 +24,6 @@ Example:
 
 from __future__ import annotations
 
-from orchestrace.runtime.security import AGGREGATIONS, Defenses, Keyring
+from orchestrace.runtime.security import AGGREGATIONS, SECRET_ENV, Defenses, Keyring, RunSecret
 
-__all__ = ["AGGREGATIONS", "Defenses", "Keyring"]
+__all__ = ["AGGREGATIONS", "SECRET_ENV", "Defenses", "Keyring", "RunSecret"]
