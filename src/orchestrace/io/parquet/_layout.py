@@ -1,0 +1,116 @@
+"""The dataset's layout: table files, event columns and the Arrow schemas of every table.
+
+Shared by the batch writer (:func:`orchestrace.io.parquet.write_parquet`), the streaming writer
+(:mod:`orchestrace.io.parquet_stream`) and the readers, so that all of them agree on the columns.
+
+Example:
+    >>> EVENT_COLUMNS[:4], _FILES[0]
+    (('id', 't', 'type', 'agent'), 'events.parquet')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrace.trace.model import Event
+
+#: Event columns in file order (``from`` is the JSON name of ``Event.from_``).
+EVENT_COLUMNS = (
+    "id",
+    "t",
+    "type",
+    "agent",
+    "dur",
+    "role",
+    "from",
+    "to",
+    "tool",
+    "decision",
+    "step",
+    "content",
+    "content_ref",
+    "trusted",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "error",
+    "attrs",
+)
+
+
+_ATTR = {c: ("from_" if c == "from" else c) for c in EVENT_COLUMNS}
+_FILES = ("events.parquet", "edges.parquet", "traces.parquet")
+_TOKENS_FILE = "tokens.parquet"  # present only when some trace records token ids
+_EVENT: Any = Event  # built positionally from columns in field order
+# rows per row group: small groups let readers stream a trace in bounded memory
+_ROW_GROUP = 1 << 16
+
+
+def _pa() -> Any:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - pyarrow is a core dependency
+        raise ImportError("Parquet support needs pyarrow: pip install 'pyarrow>=15'") from None
+    return pa, pq
+
+
+def _schemas() -> tuple[Any, Any, Any]:
+    pa, _ = _pa()
+    s = pa.string()
+    events = pa.schema(
+        [
+            ("trace_id", s),
+            ("id", s),
+            ("t", pa.float64()),
+            ("type", s),
+            ("agent", s),
+            ("dur", pa.float64()),
+            ("role", s),
+            ("from", s),
+            ("to", s),
+            ("tool", s),
+            ("decision", s),
+            ("step", pa.int64()),
+            ("content", s),
+            ("content_ref", s),
+            ("trusted", pa.bool_()),
+            ("tokens_in", pa.int64()),
+            ("tokens_out", pa.int64()),
+            ("cost", pa.float64()),
+            ("error", s),
+            ("attrs", s),
+        ]
+    )
+    edges = pa.schema([("trace_id", s), ("src", s), ("dst", s), ("type", s)])
+    m = pa.map_(s, pa.float64())
+    traces = pa.schema(
+        [
+            ("trace_id", s),
+            ("task_id", s),
+            ("system", s),
+            ("topology", s),
+            ("schema_version", s),
+            ("rewards", m),
+            ("costs", m),
+            ("metrics", m),
+            ("meta", s),
+            ("n_events", pa.int64()),
+            ("n_edges", pa.int64()),
+        ]
+    )
+    return events, edges, traces
+
+
+def _token_schema() -> Any:
+    pa, _ = _pa()
+    return pa.schema(
+        [
+            ("trace_id", pa.string()),
+            ("event_id", pa.string()),
+            ("prompt_ids", pa.list_(pa.int64())),
+            ("completion_ids", pa.list_(pa.int64())),
+            ("logprobs", pa.list_(pa.float64())),
+            ("mask", pa.list_(pa.int8())),
+        ]
+    )
