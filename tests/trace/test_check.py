@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from orchestrace import Edge, Event, TraceValidationError, check_trace, is_valid, validate
-from orchestrace.trace.check import check_graph, check_structure
+from orchestrace.trace.check import check_graph
+from orchestrace.trace.diagnose import check_structure
 
 
 def lines(trace, **kw):

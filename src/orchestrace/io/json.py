@@ -29,7 +29,8 @@ from orchestrace.io._common import (
     read_bytes,
 )
 from orchestrace.io.upstream import from_typed, from_upstream, is_native_object
-from orchestrace.trace.check import check_structure, check_trace
+from orchestrace.trace.check import check_trace
+from orchestrace.trace.diagnose import check_structure
 from orchestrace.trace.model import Trace
 
 __all__ = ["dumps", "loads", "parse", "read_json", "write_json"]

@@ -44,7 +44,8 @@ from orchestrace.io import _common
 from orchestrace.io._common import PathLike, atomic_write, format_error
 from orchestrace.io._output import OutputError, StreamTarget, write_error
 from orchestrace.io.json import _check_duplicate_keys, duplicate_key
-from orchestrace.trace.check import _knock_on, check_trace
+from orchestrace.trace.check import check_trace
+from orchestrace.trace.diagnose import knock_on
 from orchestrace.trace.model import (
     SCHEMA_VERSION,
     Edge,
@@ -447,7 +448,7 @@ def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bo
             "fix or delete this line (--keep-going skips it)",
             source=f"{src}:{lineno}",
         )
-    from orchestrace.trace.check import problem_from_msgspec
+    from orchestrace.trace.diagnose import problem_from_msgspec
 
     p = problem_from_msgspec(err, "$", where="record")
     return Problem(
@@ -579,7 +580,7 @@ def _iter_stream(
             found += [
                 _on_its_line(p, src, start, lines_of)
                 for p in check_trace(trace, partial=partial, known_ids=bad_ids)
-                if not _knock_on(p, trace, bad_to)
+                if not knock_on(p, trace, bad_to)
                 # a trace whose reading stopped at a damaged line lacks events for that reason
                 and not (p.code == "no-events" and problems)
             ]

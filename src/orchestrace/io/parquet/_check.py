@@ -311,7 +311,7 @@ def header_of(row: dict[str, Any]) -> tuple[Trace | None, list[Problem]]:
     try:
         header = msgspec.convert({**head, "events": [], "edges": []}, Trace)
     except msgspec.ValidationError as err:
-        from orchestrace.trace.check import problem_from_msgspec
+        from orchestrace.trace.diagnose import problem_from_msgspec
 
         problems.append(problem_from_msgspec(err, "$", where="trace"))
     return (header if not problems else None), problems

@@ -1,0 +1,481 @@
+"""The format checks of a trace's records: header, events present, field types, totals, cut-off.
+
+These rules read the :class:`~orchestrace.trace.model.Trace` itself. A trace built in Python
+(its constructor checks nothing) may hold anything in any field; :func:`check_fields` reports
+each wrong type so that the checks after it, which compile and read the fields, never meet one.
+Public through :mod:`orchestrace.trace.check`.
+
+Example:
+    >>> from orchestrace.trace.model import Trace
+    >>> [p.code for p in check_header(Trace(trace_id="", task_id="demo", events=()))]
+    ['missing-field']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from orchestrace.errors import Problem, _short
+from orchestrace.trace._check_base import (
+    DECISION_NAMES,
+    EDGE_NAMES,
+    EVENT_NAMES,
+    INT_FIELDS,
+    MAX_FLOAT,
+    OPTIONAL_STR,
+    TOPOLOGY_NAMES,
+    Ctx,
+    all_known,
+    capped,
+    ev_path,
+    event_id,
+    is_number,
+    known,
+    run_alone,
+    wrong,
+)
+from orchestrace.trace.graph import TraceGraph
+from orchestrace.trace.model import (
+    MAX_INT,
+    SCHEMA_VERSION,
+    Decision,
+    Edge,
+    EdgeType,
+    Event,
+    EventType,
+    Topology,
+    Trace,
+)
+
+__all__ = ["check_fields", "check_header", "check_nonempty", "check_partial", "check_totals"]
+
+
+def check_header(
+    trace: Trace,
+    *,
+    partial: bool = False,
+    known_ids: Iterable[str] = (),
+    graph: TraceGraph | None = None,
+) -> list[Problem]:
+    """The header: ids are non-empty strings, fields have their types, the version is known.
+
+    ``trace_id`` and ``task_id`` are non-empty strings, ``schema_version`` a version this
+    reader understands, ``topology`` a known one, ``system`` a string and ``meta`` a dict.
+
+    Example:
+        >>> from orchestrace import Edge, Event, Trace
+        >>> tr = Trace(trace_id="t1", task_id="demo", events=(), schema_version="2.0")
+        >>> [p.code for p in check_header(tr)]
+        ['schema-version']
+    """
+    return run_alone(_header, trace, partial, known_ids, graph)
+
+
+def _header(ctx: Ctx) -> Iterator[Problem]:
+    tr = ctx.trace
+    for name in ("trace_id", "task_id"):
+        value = getattr(tr, name)
+        if not isinstance(value, str):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, not a string",
+                f"set {name} to a non-empty string",
+                path=f"$.{name}",
+            )
+        elif not value:
+            yield Problem(
+                "missing-field",
+                f"{name} is empty",
+                f"set {name} to a non-empty string",
+                path=f"$.{name}",
+            )
+    for name, kind, what in (
+        ("schema_version", str, "a string"),
+        ("system", str | None, "a string"),
+        ("meta", dict, "a dict (a JSON object)"),
+    ):
+        value = getattr(tr, name)
+        if not isinstance(value, kind):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, not {what}",
+                f"make {name} {what}",
+                path=f"$.{name}",
+            )
+    major = str(tr.schema_version).split(".", 1)[0]
+    if isinstance(tr.schema_version, str) and major != SCHEMA_VERSION.split(".", 1)[0]:
+        yield Problem(
+            "schema-version",
+            f"schema_version {_short(str(tr.schema_version))!r} is not supported "
+            f"(this reader understands {SCHEMA_VERSION.split('.')[0]}.x)",
+            "convert the trace with a matching orchestrace version",
+            path="$.schema_version",
+        )
+    if tr.topology is not None and not known(tr.topology, TOPOLOGY_NAMES):
+        yield Problem(
+            "unknown-value",
+            f"unknown topology {_short(str(tr.topology))!r}",
+            f"use one of: {', '.join(Topology)}",
+            path="$.topology",
+        )
+
+
+def check_nonempty(
+    trace: Trace,
+    *,
+    partial: bool = False,
+    known_ids: Iterable[str] = (),
+    graph: TraceGraph | None = None,
+) -> list[Problem]:
+    """A trace has at least one event (a cut-off recording checked with ``partial`` may not).
+
+    Example:
+        >>> from orchestrace import Edge, Event, Trace
+        >>> print(check_nonempty(Trace(trace_id="t1", task_id="demo", events=()))[0])
+        $.events: trace has no events; record at least one event
+    """
+    return run_alone(_nonempty, trace, partial, known_ids, graph)
+
+
+def _nonempty(ctx: Ctx) -> Iterator[Problem]:
+    events: object = ctx.trace.events  # (a trace built in Python may hold anything)
+    if ctx.graph_only:
+        n = ctx.graph.n
+    elif isinstance(events, tuple | list):
+        n = len(events)
+    else:
+        return  # check_fields reports what events is
+    if n == 0 and not ctx.cut_off:
+        yield Problem(
+            "no-events", "trace has no events", "record at least one event", path="$.events"
+        )
+
+
+def check_fields(
+    trace: Trace,
+    *,
+    partial: bool = False,
+    known_ids: Iterable[str] = (),
+    graph: TraceGraph | None = None,
+) -> list[Problem]:
+    """Events and edges are records whose fields have their types, with known names.
+
+    Type and decision names are known; ids and agents are non-empty strings; every field
+    holds its type (numbers, integers in range, strings, ``trusted`` a bool, ``attrs`` a
+    dict). A trace decoded from a file passes by construction (the decoder enforced it).
+
+    Example:
+        >>> from orchestrace import Edge, Event, Trace
+        >>> e = Event(id="e1", t="soon", type="thinking", agent="a")
+        >>> [str(p) for p in check_fields(Trace(trace_id="t1", task_id="demo", events=(e,)))]
+        ... # doctest: +NORMALIZE_WHITESPACE
+        ["$.events[0].type (event 'e1'): unknown event type 'thinking'; use one of: ...",
+         "$.events[0].t (event 'e1'): t is 'soon', not a number; record t as a finite number >= 0"]
+    """
+    return run_alone(_fields, trace, partial, known_ids, graph)
+
+
+def _fields(ctx: Ctx) -> Iterator[Problem]:
+    if ctx.trusted:  # the decoder enforced all of this
+        return
+    if ctx.graph_only:  # column compilation rejected unknown names; check emptiness
+        g = ctx.graph
+        empty_agents = np.array([not a for a in g.names] or [False], dtype=bool)
+        bad = empty_agents[g.agent_code] if g.n else np.zeros(0, bool)
+        if isinstance(g.ids, list):
+            bad = bad | np.fromiter((not x for x in g.ids), dtype=bool, count=g.n)
+        else:
+            import pyarrow.compute as pc  # only columnar graphs hold Arrow ids
+
+            lengths = pc.utf8_length(g.ids).fill_null(0).to_numpy(zero_copy_only=False)
+            bad = bad | (np.asarray(lengths) == 0)
+        for i in np.flatnonzero(bad)[:1].tolist():
+            yield Problem(
+                "empty-id",
+                "event id or agent is empty",
+                "give every event a unique non-empty id and an agent",
+                path=ev_path(i),
+            )
+        return
+    tr = ctx.trace
+    fields: tuple[tuple[str, object, type[Any]], ...] = (
+        ("events", tr.events, Event),
+        ("edges", tr.edges, Edge),
+    )
+    for name, items, kind in fields:
+        if not isinstance(items, tuple | list):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(items)}, not a sequence of {kind.__name__} records",
+                f"pass {name} as a tuple of {kind.__name__}(...) records",
+                path=f"$.{name}",
+            )
+            continue
+        yield from capped(
+            (
+                Problem(
+                    "wrong-type",
+                    f"{name}[{i}] is {wrong(x)}, not an {kind.__name__}",
+                    f"build it with {kind.__name__}(...), or load the trace from a file",
+                    path=f"$.{name}[{i}]",
+                )
+                for i, x in enumerate(items)
+                if not isinstance(x, kind)
+            ),
+            "wrong-type",
+        )
+    if not (
+        isinstance(tr.events, tuple | list)
+        and isinstance(tr.edges, tuple | list)
+        and all(isinstance(x, Event) for x in tr.events)
+        and all(isinstance(x, Edge) for x in tr.edges)
+    ):
+        return  # the fields below are those of records
+    yield from capped(_event_fields(tr.events), "unknown-type")
+    yield from capped(_edge_fields(tr.edges), "unknown-type")
+
+
+def _event_fields(events: Iterable[Event]) -> Iterator[Problem]:
+    events = list(events)
+    if not all_known((e.type for e in events), EVENT_NAMES):
+        for i, e in enumerate(events):
+            if not known(e.type, EVENT_NAMES):
+                yield Problem(
+                    "unknown-type",
+                    f"unknown event type {_short(str(e.type))!r}",
+                    f"use one of: {', '.join(EventType)}",
+                    path=ev_path(i, "type"),
+                    event_id=event_id(e),
+                )
+    if not all_known((e.decision for e in events if e.decision is not None), DECISION_NAMES):
+        for i, e in enumerate(events):
+            if e.decision is not None and not known(e.decision, DECISION_NAMES):
+                yield Problem(
+                    "unknown-value",
+                    f"unknown decision {_short(str(e.decision))!r}",
+                    f"use one of: {', '.join(Decision)}",
+                    path=ev_path(i, "decision"),
+                    event_id=event_id(e),
+                )
+    for i, e in enumerate(events):
+        for name, code, fix in (
+            ("id", "empty-id", "give every event a unique non-empty id"),
+            ("agent", "empty-agent", "name the agent (or tool) that produced the event"),
+        ):
+            value = getattr(e, name)
+            if not isinstance(value, str):
+                yield Problem(
+                    "wrong-type",
+                    f"event {name} is {wrong(value)}, not a string",
+                    fix,
+                    path=ev_path(i, name),
+                    event_id=event_id(e) if name != "id" else None,
+                )
+            elif not value:
+                yield Problem(
+                    code,
+                    f"event {name} is empty",
+                    fix,
+                    path=ev_path(i, name),
+                    event_id=event_id(e) if name != "id" else None,
+                )
+        yield from _typed_fields(i, e)
+
+
+def _typed_fields(i: int, e: Event) -> Iterator[Problem]:
+    """Problems of the number, integer and optional fields of event ``i``."""
+    for name in ("t", "dur", "cost"):
+        value = getattr(e, name)
+        if not is_number(value):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, not a number",
+                f"record {name} as a finite number >= 0",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+        elif isinstance(value, int) and not -MAX_FLOAT <= value <= MAX_FLOAT:
+            yield Problem(  # (an infinite float is check_numbers' to report)
+                "out-of-range",
+                f"{name} is {wrong(value)}, beyond the largest float",
+                f"record {name} as a finite number >= 0",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+    for name in INT_FIELDS:
+        value = getattr(e, name)
+        if value is None and name == "step":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {_short(repr(value), 40)}, not an integer",
+                f"record {name} as an integer from 0 to 2^63-1",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+        elif value > MAX_INT or value < -MAX_INT - 1 or (value < 0 and name == "step"):
+            yield Problem(
+                "out-of-range",
+                f"{name} is {_short(str(value), 40)}, outside 0 to 2^63-1",
+                f"record {name} as an integer from 0 to 2^63-1",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+    for attr in OPTIONAL_STR:
+        value = getattr(e, attr)
+        if value is not None and not isinstance(value, str):
+            name = "from" if attr == "from_" else attr
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, not a string",
+                f"record {name} as a string, or leave it out",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+    for name, kind, what in (("trusted", bool, "true or false"), ("attrs", dict, "a dict")):
+        value = getattr(e, name)
+        if value is not None and not isinstance(value, kind):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, not {what}",
+                f"record {name} as {what}, or leave it out",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+
+
+def _edge_fields(edges: Iterable[Edge]) -> Iterator[Problem]:
+    for k, e in enumerate(edges):
+        for end in ("src", "dst"):
+            value = getattr(e, end)
+            if not isinstance(value, str):
+                yield Problem(
+                    "wrong-type",
+                    f"{end} is {wrong(value)}, not an event id",
+                    "make src and dst the ids (strings) of two events",
+                    path=f"$.edges[{k}].{end}",
+                )
+        if not known(e.type, EDGE_NAMES):
+            yield Problem(
+                "unknown-type",
+                f"unknown edge type {_short(str(e.type))!r}",
+                f"use one of: {', '.join(EdgeType)}",
+                path=f"$.edges[{k}].type",
+            )
+
+
+def check_totals(
+    trace: Trace,
+    *,
+    partial: bool = False,
+    known_ids: Iterable[str] = (),
+    graph: TraceGraph | None = None,
+) -> list[Problem]:
+    """Costs, rewards and metrics map names to finite numbers; costs are not negative.
+
+    A ``costs`` without ``tokens`` or ``wall_clock_s`` gets a warning (the public schema
+    requires both).
+
+    Example:
+        >>> from orchestrace import Edge, Event, Trace
+        >>> tr = Trace(trace_id="t1", task_id="demo", events=(), costs={"tokens": -1.0})
+        >>> [(p.code, p.severity) for p in check_totals(tr)]
+        [('missing-cost', 'warning'), ('negative-value', 'error')]
+    """
+    return run_alone(_totals, trace, partial, known_ids, graph)
+
+
+def _totals(ctx: Ctx) -> Iterator[Problem]:
+    tr = ctx.trace
+    raw: tuple[tuple[str, object, bool], ...] = (
+        ("costs", tr.costs, True),
+        ("rewards", tr.rewards, False),
+        ("metrics", tr.metrics, False),
+    )
+    sections: list[tuple[str, dict[str, object], bool]] = []
+    for section, values, nonneg in raw:
+        if not isinstance(values, dict):
+            yield Problem(
+                "wrong-type",
+                f"{section} is {wrong(values)}, not a dict",
+                f"make {section} a dict of names to numbers",
+                path=f"$.{section}",
+            )
+        elif not all(isinstance(k, str) for k in values):
+            key = next(k for k in values if not isinstance(k, str))
+            yield Problem(
+                "wrong-type",
+                f"{section} has the key {wrong(key)}, not a string",
+                f"name every entry of {section} with a string",
+                path=f"$.{section}",
+            )
+        else:
+            sections.append((section, values, nonneg))
+    if len(sections) < len(raw):
+        return
+    for key in ("tokens", "wall_clock_s"):
+        if key not in sections[0][1]:
+            yield Problem(
+                "missing-cost",
+                f"costs has no {key!r}",
+                f"record costs.{key} (the public schema requires it)",
+                path="$.costs",
+                severity="warning",
+            )
+    for section, values, nonneg in sections:
+        for key, value in values.items():
+            if not is_number(value) or not abs(value) <= MAX_FLOAT:
+                yield Problem(
+                    "non-finite",
+                    f"{section}.{_short(key)} is {_short(repr(value))}",
+                    "record a finite number",
+                    path=f"$.{section}.{_short(key)}",
+                )
+            elif nonneg and value < 0:
+                yield Problem(
+                    "negative-value",
+                    f"costs.{_short(key)} is negative ({value})",
+                    "record costs as numbers >= 0",
+                    path=f"$.costs.{_short(key)}",
+                )
+
+
+def check_partial(
+    trace: Trace,
+    *,
+    partial: bool = False,
+    known_ids: Iterable[str] = (),
+    graph: TraceGraph | None = None,
+) -> list[Problem]:
+    """A trace whose recording was cut off says so (``meta.partial``).
+
+    That is an error, or a warning when ``partial`` accepts a truncated recording.
+
+    Example:
+        >>> from orchestrace import Edge, Event, Trace
+        >>> tr = Trace(trace_id="t1", task_id="demo", events=(), meta={"partial": True})
+        >>> [p.severity for p in check_partial(tr)]
+        ['error']
+        >>> [p.severity for p in check_partial(tr, partial=True)]
+        ['warning']
+    """
+    return run_alone(_partial, trace, partial, known_ids, graph)
+
+
+def _partial(ctx: Ctx) -> Iterator[Problem]:
+    meta = ctx.trace.meta
+    if isinstance(meta, dict) and meta.get("partial"):
+        detail = meta.get("truncated", "the recording stopped before the trace was closed")
+        yield Problem(
+            "truncated",
+            f"trace is truncated: {_short(str(detail), 200)}",
+            "every complete event was kept; validate with --partial to accept it"
+            if not ctx.partial
+            else "this is the complete part of an interrupted recording",
+            path="$",
+            severity="warning" if ctx.partial else "error",
+        )
