@@ -1,0 +1,319 @@
+"""Security suites, their attack and defense settings, and running them.
+
+Example:
+    >>> get_security_suite("security-smoke-v1").defenses
+    ('none', 'sig_cap', 'all')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrace.bench.security.figures import aggregate_security
+from orchestrace.errors import ConfigError
+
+#: The attack settings a suite can name: label -> (attack name, options).
+ATTACK_SETTINGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "direct_injection": ("direct_injection", {}),
+    "indirect_injection_tool": ("indirect_injection", {"surface_kind": "tool"}),
+    "indirect_injection_document": ("indirect_injection", {"surface_kind": "document"}),
+    "spoofing": ("spoofing", {}),
+    "escalation": ("escalation", {}),
+    "aggregation_poison": ("aggregation", {"mode": "poison"}),
+    "aggregation_forge": ("aggregation", {"mode": "forge"}),
+    "byzantine": ("byzantine", {}),
+    "collusion": ("collusion", {}),
+    "lookalike": ("lookalike", {}),
+    "replication": ("replication", {}),
+}
+
+#: Attacks whose victims' susceptibility the simulator models (the suite's value is used).
+_SUSCEPTIBLE = ("direct_injection", "indirect_injection", "byzantine", "replication")
+
+#: Defense settings by label (see :func:`make_defenses`).
+DEFENSE_SETTINGS: dict[str, str] = {
+    "none": "no defense",
+    "signatures": "signed messages (forgeries rejected)",
+    "capabilities": "the default capability policy per role",
+    "sig_cap": "signed messages and the capability policy",
+    "taint": "information-flow labels (tainted data may not drive decisions)",
+    "spotlight": "untrusted content delimited and datamarked in prompts",
+    "detector": "the built-in prompt-injection detector",
+    "robust": "quorum aggregation of votes",
+    "all": "every defense",
+}
+
+
+def make_defenses(label: str) -> Any:
+    """The :class:`~orchestrace.safety.Defenses` of a setting label (``None`` for ``none``).
+
+    Raises:
+        ConfigError: Unknown label.
+
+    Example:
+        >>> make_defenses("sig_cap").sign_messages
+        True
+    """
+    from orchestrace.safety import CapabilityPolicy, Defenses
+
+    policy = CapabilityPolicy.default_policy()
+    table: dict[str, Any] = {
+        "none": None,
+        "signatures": Defenses(sign_messages=True),
+        "capabilities": Defenses(capabilities=policy),
+        "sig_cap": Defenses(sign_messages=True, capabilities=policy),
+        "taint": Defenses(taint=True),
+        "spotlight": Defenses(spotlight=True),
+        "detector": Defenses(detector="builtin"),
+        "robust": Defenses(aggregation="quorum"),
+        "all": Defenses.all(),
+    }
+    if label not in table:
+        raise ConfigError(f"unknown defense setting {label!r}; use one of: {', '.join(table)}")
+    return table[label]
+
+
+@dataclass(frozen=True)
+class SecuritySuite:
+    """What a security suite runs (see the module docstring)."""
+
+    id: str
+    topologies: tuple[str, ...] = (
+        "centralized",
+        "pipeline",
+        "debate",
+        "swarm",
+        "hierarchical",
+        "critic_loop",
+    )
+    tasks: tuple[str, ...] = ("arith-mapreduce-v0", "wide-search-v1", "multihop-v1")
+    attacks: tuple[str, ...] = tuple(ATTACK_SETTINGS)
+    defenses: tuple[str, ...] = tuple(DEFENSE_SETTINGS)
+    agents: int = 4
+    task_size: int = 16
+    seeds: int = 30
+    #: Probability that a simulated victim follows an instruction it reads.
+    susceptibility: float = 0.5
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+#: Registered security suites by versioned id.
+SECURITY_SUITES: dict[str, SecuritySuite] = {
+    "security-v1": SecuritySuite(
+        "security-v1",
+        description="11 attacks x 9 defense settings x 6 topologies x 3 tasks on the sim "
+        "backend (team of 4, tasks of size 16, susceptibility 0.5), 30 seeds",
+    ),
+    "security-smoke-v1": SecuritySuite(
+        "security-smoke-v1",
+        topologies=("swarm", "debate", "critic_loop"),
+        tasks=("arith-mapreduce-v0",),
+        attacks=("direct_injection", "spoofing", "escalation", "collusion"),
+        defenses=("none", "sig_cap", "all"),
+        agents=3,
+        task_size=8,
+        seeds=2,
+        description="a seconds-long check of the security benchmark",
+    ),
+}
+
+
+def get_security_suite(name: str) -> SecuritySuite:
+    """A security suite by id.
+
+    Raises:
+        ConfigError: Unknown id.
+    """
+    if name not in SECURITY_SUITES:
+        raise ConfigError(
+            f"unknown security suite {name!r}; use one of: {', '.join(SECURITY_SUITES)}"
+        )
+    return SECURITY_SUITES[name]
+
+
+def _attack(label: str, susceptibility: float) -> Any:
+    from orchestrace.safety.attacks import make_attack
+
+    name, opts = ATTACK_SETTINGS[label]
+    if name in _SUSCEPTIBLE:
+        opts = {**opts, "susceptibility": susceptibility}
+    return make_attack(name, **opts)
+
+
+def run_security_one(spec: dict[str, Any]) -> dict[str, Any]:
+    """One run: ``{topology, task, attack (label or None), defense, seed, agents, ...}``."""
+    from orchestrace.safety.attacks import run_attacked
+    from orchestrace.safety.collusion import agreement_reward, detect_collusion
+
+    attack = None if spec["attack"] is None else _attack(spec["attack"], spec["susceptibility"])
+    t0 = time.process_time()
+    res = run_attacked(
+        spec["topology"],
+        spec["task"],
+        attack,
+        defenses=make_defenses(spec["defense"]),
+        agents=spec["agents"],
+        seed=spec["seed"],
+        task_size=spec["task_size"],
+        backend=spec.get("backend", "sim"),
+        backend_options=spec.get("backend_options"),
+    )
+    cpu = time.process_time() - t0
+    tr = res.trace
+    findings = detect_collusion(tr)
+    agreement = agreement_reward(tr)
+    events = tr.events
+    safety = [e for e in events if e.type == "safety_event"]
+    kinds: dict[str, int] = {}
+    for e in safety:
+        k = str((e.attrs or {}).get("kind", "other"))
+        kinds[k] = kinds.get(k, 0) + 1
+    return {
+        "topology": spec["topology"],
+        "task": spec["task"],
+        "attack": spec["attack"],
+        "defense": spec["defense"],
+        "seed": spec["seed"],
+        "success": bool(res.success),
+        "attack_success": None if attack is None else bool(attack.succeeded(tr)),
+        "tokens": int(sum((e.tokens_in or 0) + (e.tokens_out or 0) for e in events)),
+        "messages": sum(1 for e in events if e.type == "message"),
+        "events": len(events),
+        "safety_events": kinds,
+        "collusion": sorted({f.kind for f in findings}),
+        "agreement_reward": agreement,
+        "gated_reward": 0.0 if findings else agreement,
+        "cpu_s": cpu,
+        "trace_id": tr.trace_id,
+    }
+
+
+def _plan(
+    suite: SecuritySuite, backend: str, backend_options: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    from orchestrace.runtime.tasks import make_task
+
+    specs: list[dict[str, Any]] = []
+    refused: list[dict[str, str]] = []
+    for topo in suite.topologies:
+        for task in suite.tasks:
+            for label in (None, *suite.attacks):
+                if label is not None:
+                    why = _attack(label, suite.susceptibility).applies_to(topo, task)
+                    if why is not None:
+                        refused.append(
+                            {"attack": label, "topology": topo, "task": task, "reason": why}
+                        )
+                        continue
+                for defense in suite.defenses:
+                    for seed in range(suite.seeds):
+                        specs.append(
+                            {
+                                "topology": topo,
+                                "task": task,
+                                "attack": label,
+                                "defense": defense,
+                                "seed": seed,
+                                "agents": suite.agents,
+                                "task_size": suite.task_size,
+                                "susceptibility": suite.susceptibility,
+                                "backend": backend,
+                                "backend_options": backend_options,
+                            }
+                        )
+    for task in suite.tasks:
+        make_task(task, seed=0)  # an unknown task fails here, before any run
+    return specs, refused
+
+
+def run_security_suite(
+    name: str | SecuritySuite = "security-v1",
+    *,
+    backend: str = "sim",
+    backend_options: dict[str, Any] | None = None,
+    jobs: int = 2,
+    progress: bool = True,
+    seeds: int | None = None,
+) -> dict[str, Any]:
+    """Run a security suite; return the report (JSON-ready).
+
+    Args:
+        name: Suite id or object.
+        backend: ``sim`` (default), ``openai`` or ``hf``.
+        backend_options: Options of the backend (model, base URL...).
+        jobs: Worker processes (real backends run in this process, one run at a time).
+        progress: Show a progress bar.
+        seeds: Override the suite's seed count.
+
+    Raises:
+        ConfigError: Unknown suite, bad seeds or jobs.
+    """
+    from orchestrace._version import __version__
+    from orchestrace.bench.suite import public_options
+
+    suite = name if isinstance(name, SecuritySuite) else get_security_suite(name)
+    if seeds is not None:
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
+        suite = dataclasses.replace(suite, seeds=seeds)
+    if jobs < 1:
+        raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    specs, refused = _plan(suite, backend, backend_options)
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(specs), unit="run", desc=suite.id)
+    t0 = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    try:
+        if jobs > 1 and backend == "sim":
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                try:
+                    for r in pool.map(run_security_one, specs, chunksize=32):
+                        runs.append(r)
+                        if bar is not None:
+                            bar.update(1)
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+        else:
+            for spec in specs:
+                runs.append(run_security_one(spec))
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t0
+    public = public_options(backend_options) or {}
+    for r in runs:
+        r["backend"] = backend
+    return {
+        "suite": {**dataclasses.asdict(suite), "version": suite.id.rsplit("-", 1)[-1]},
+        "kind": "security",
+        "config": {
+            "backend": backend,
+            "backend_options": public,
+            "jobs": jobs,
+            "seeds": list(range(suite.seeds)),
+            "defenses": {d: DEFENSE_SETTINGS[d] for d in suite.defenses},
+            "attacks": {a: ATTACK_SETTINGS[a][0] for a in suite.attacks},
+        },
+        "environment": {
+            "orchestrace": __version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "intervals": {"rate low/high": "95% Wilson score interval"},
+        "not_applicable": refused,
+        "wall_s": wall,
+        **aggregate_security(runs, suite),
+        "runs": runs,
+    }
