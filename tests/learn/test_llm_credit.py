@@ -215,3 +215,31 @@ def test_self_workers_are_the_policy_with_role_prompts(tmp_path):
     assert tr.meta["backend"]["name"] == "hf" and res.worker_model is None
     worker_calls = [e for e in tr.events if e.type == "llm_call" and e.agent != "orchestrator"]
     assert worker_calls and all(e.role == "worker" for e in worker_calls)
+
+
+@pytest.mark.slow
+def test_cli_takes_credit_and_workers_and_refuses_bad_ones(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    import json
+
+    from orchestrace.cli import main
+    from orchestrace.learn.llm_policy import tiny_chat_lm
+
+    model = tiny_chat_lm(tmp_path / "tiny")
+    out = tmp_path / "o"
+    args = ["train", "--policy", str(model), "--steps", "1", "--tasks", "1", "--group", "2"]
+    args += ["--credit", "c3", "--credit-samples", "1", "--workers", "self", "--no-progress"]
+    assert main([*args, "-o", str(out)]) == 0
+    settings = json.loads((out / "train-config.json").read_text())
+    assert (settings["credit"], settings["credit_samples"], settings["workers"]) == (
+        "c3",
+        1,
+        "self",
+    )
+    capsys.readouterr()
+    bad = [*args[:-5], "--workers", "frozen:", "--no-progress", "-o", str(tmp_path / "b")]
+    assert main(bad) == 1
+    assert "workers must be sim, self or frozen:PATH (--workers)" in capsys.readouterr().err
+    bad = [*args[:-5], "--workers", f"frozen:{tmp_path / 'nope'}", "--no-progress"]
+    assert main([*bad, "-o", str(tmp_path / "c")]) == 1
+    assert "cannot load model" in capsys.readouterr().err

@@ -194,9 +194,7 @@ def c3_siblings(
     for (i, t, _), resp in zip(jobs, answers, strict=True):
         e = eps[i]
         prefix = e["actions"][:t]
-        probe = forks[0]
-        probe.reset(seed=e["seed"])  # a fresh env parses against the same decision set
-        action, error = action_of(probe, resp.text)
+        action, error = action_of(forks[0], resp.text)  # the same decision set
         invalid = sum(err is not None for _, _, err in prefix) + (error is not None)
         starts.append((e["seed"], [*prefix, (action, resp.text, error)], invalid))
     texts = [resp.text for resp in answers]
