@@ -309,3 +309,18 @@ def test_orchestrace_run_names_a_failing_processor_on_stderr(tmp_path, capsys, m
         "warning: processor RaisesOnThird failed: on_event raised ValueError: third (at event e3)"
     ]
     assert load(out).meta["processor_failures"][0]["processor"] == "RaisesOnThird"
+
+
+def test_a_finished_recording_is_synced_to_disk_when_the_run_ends(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    out = tmp_path / "r.jsonl"
+    res = run("centralized", agents=2, output=out)
+    assert synced == [str(out)]  # once, after the footer
+    assert load(out) == res.trace

@@ -24,12 +24,13 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import RuntimeError_
-from orchestrace.io._output import StreamTarget, check_output
+from orchestrace.io._output import StreamTarget, check_output, write_error
 from orchestrace.io.jsonl import StreamWriter
 from orchestrace.trace.model import Edge, Event, Trace
 
@@ -154,6 +155,7 @@ class JsonlExporter(Exporter):
         self.fsync = fsync
         self.writer: StreamWriter | None = None
         self._header_meta: Mapping[str, Any] = {}
+        self._synced = False
         check_output(path, force=overwrite, kind="file")
         self._target: StreamTarget | None = StreamTarget(path, force=overwrite)
 
@@ -206,11 +208,27 @@ class JsonlExporter(Exporter):
     def force_flush(self) -> bool:
         """Sync the records written so far to disk (``fsync``); ``True`` once done.
 
+        After the run ended (the footer is written and the file closed) the finished recording
+        is synced once; the runtime calls this at the end of every run.
+
         Raises:
             OutputError: The file could not be synced.
         """
-        if self.writer is not None:
-            self.writer.flush()
+        w = self.writer
+        if w is None:
+            return True
+        if not w.closed:
+            w.flush()
+        elif not self._synced and self.path.is_file():
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                raise write_error(self.path, err) from None
+            self._synced = True
         return True
 
     def shutdown(self) -> None:
