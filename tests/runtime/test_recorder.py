@@ -324,3 +324,18 @@ def test_a_finished_recording_is_synced_to_disk_when_the_run_ends(tmp_path, monk
     res = run("centralized", agents=2, output=out)
     assert synced == [str(out)]  # once, after the footer
     assert load(out) == res.trace
+
+
+def test_a_processor_with_a_plain_force_flush_is_flushed_without_a_failure():
+    class Plain(Processor):
+        flushed = 0
+
+        def force_flush(self):  # no timeout argument, returns nothing
+            self.flushed += 1
+
+    p = Plain()
+    res = run("centralized", agents=2, processors=[p])
+    assert p.flushed == 1 and res.processor_failures == ()
+    rec = Recorder([p])
+    assert rec.force_flush() is True and p.flushed == 2
+    assert rec.force_flush(timeout_s=0.0) is False  # the deadline passed before any flush

@@ -139,7 +139,7 @@ class SimpleProcessor(Processor):
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Make what was exported durable."""
-        return bool(self.exporter.force_flush())
+        return self.exporter.force_flush() is not False
 
     def shutdown(self) -> None:
         """Shut the exporter down."""
@@ -201,7 +201,7 @@ class BatchProcessor(SimpleProcessor):
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Export what is pending and make it durable."""
         self._export()
-        return bool(self.exporter.force_flush())
+        return self.exporter.force_flush() is not False
 
 
 def _as_processor(p: Any) -> Processor:
@@ -394,8 +394,9 @@ class Recorder:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
-            try:
-                ok = bool(p.force_flush(left)) and ok
+            try:  # without a deadline, a processor written as force_flush(self) works too
+                done = p.force_flush() if left is None else p.force_flush(left)
+                ok = done is not False and ok  # None (nothing to report) is a success
             except Exception as err:
                 self._failure(p, "force_flush", err, None)
                 ok = False
