@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "EPS",
     "Pending",
     "agent_role",
+    "ancestors",
     "count",
     "first_event_since",
     "handover",
@@ -40,6 +41,8 @@ __all__ = [
 
 #: Seconds under which two times count as the same instant.
 EPS = 1e-6
+
+_T = TypeVar("_T")
 
 
 def parse_time(value: object) -> float | None:
@@ -206,3 +209,21 @@ def handover(
         decision=decision,
         **fields,
     )
+
+
+def ancestors(
+    records: Mapping[str, _T], rid: str | None, parent: Callable[[_T], str | None]
+) -> Iterator[_T]:
+    """The record ``rid`` and its ancestors, nearest first (stops at an unknown id or a cycle).
+
+    Example:
+        >>> up = {"a": None, "b": "a", "c": "b"}
+        >>> list(ancestors({k: k for k in up}, "c", up.get))
+        ['c', 'b', 'a']
+    """
+    seen: set[str] = set()
+    while rid is not None and rid in records and rid not in seen:
+        seen.add(rid)
+        r = records[rid]
+        yield r
+        rid = parent(r)

@@ -26,7 +26,14 @@ import msgspec
 
 from orchestrace.io._foreign import EPS as _EPS
 from orchestrace.io._foreign import Pending as _Pending
-from orchestrace.io._foreign import agent_role, first_event_since, handover, is_fresh, take_inputs
+from orchestrace.io._foreign import (
+    agent_role,
+    ancestors,
+    first_event_since,
+    handover,
+    is_fresh,
+    take_inputs,
+)
 from orchestrace.io._foreign import count as _int
 from orchestrace.io._foreign import parse_time as _time
 from orchestrace.io._foreign import text as _text
@@ -147,12 +154,7 @@ class RunMapper:
         return max(0.0, round(ts - self.t0, 9))
 
     def _ancestors(self, rid: str | None) -> Iterator[_Run]:
-        seen: set[str] = set()
-        while rid is not None and rid in self._runs and rid not in seen:
-            seen.add(rid)
-            r = self._runs[rid]
-            yield r
-            rid = r.rec["parent_id"]
+        return ancestors(self._runs, rid, lambda r: r.rec["parent_id"])
 
     def _node_of(self, rid: str | None) -> _Run | None:
         for r in self._ancestors(rid):

@@ -20,7 +20,14 @@ from typing import Any
 import msgspec
 
 from orchestrace.io._foreign import Pending as _Pending
-from orchestrace.io._foreign import agent_role, first_event_since, handover, is_fresh, take_inputs
+from orchestrace.io._foreign import (
+    agent_role,
+    ancestors,
+    first_event_since,
+    handover,
+    is_fresh,
+    take_inputs,
+)
 from orchestrace.io._foreign import count as _int
 from orchestrace.io._foreign import parse_time as _time
 from orchestrace.io._foreign import text as _text
@@ -132,12 +139,7 @@ class SpanMapper:
         return max(0.0, round(ts - self.t0, 9))
 
     def _ancestors(self, sid: str | None) -> Iterator[_Span]:
-        seen: set[str] = set()
-        while sid is not None and sid in self._spans and sid not in seen:
-            seen.add(sid)
-            sp = self._spans[sid]
-            yield sp
-            sid = sp.parent
+        return ancestors(self._spans, sid, lambda sp: sp.parent)
 
     def _agent_of(self, sid: str | None) -> str:
         for sp in self._ancestors(sid):
