@@ -48,9 +48,12 @@ def test_train_evaluate_export(tmp_path, capsys):
     assert code == 0, err
     assert "policy.pt" in stdout and "fixed-1" in stdout and "±" in stdout
 
-    trace = tmp_path / "t.jsonl"
-    assert (
-        run(
+    # two runs of one task instance whose rewards differ (seed 0 solves it, seed 3 does not), so
+    # the export has turns with a non-zero advantage to write
+    traces = []
+    for seed in ("0", "3"):
+        traces.append(tmp_path / f"t{seed}.jsonl")
+        code, _, err = run(
             capsys,
             "run",
             "swarm",
@@ -58,16 +61,23 @@ def test_train_evaluate_export(tmp_path, capsys):
             "arith",
             "--agents",
             "4",
+            "--seed",
+            seed,
+            "--task-seed",
+            "0",
             "-o",
-            str(trace),
+            str(traces[-1]),
             "--no-progress",
-        )[0]
-        == 0
-    )
-    code, stdout, err = run(
-        capsys, "export", str(trace), "--to", "trl", "-o", str(tmp_path / "d.jsonl")
-    )
-    assert code == 0, err and "wrote" in stdout
+        )
+        assert code == 0, err
+    rewards = [json.loads(p.read_text().splitlines()[-1])["footer"]["rewards"] for p in traces]
+    assert rewards[0]["team"] != rewards[1]["team"], rewards
+    data = tmp_path / "d.jsonl"
+    code, stdout, err = run(capsys, "export", *map(str, traces), "--to", "trl", "-o", str(data))
+    assert code == 0, err
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    assert rows and f"wrote {len(rows)} turns from 2 traces" in stdout, stdout
+    assert {type(r["label"]) for r in rows} == {bool} and all(r["advantage"] != 0 for r in rows)
 
 
 def test_bad_learn_inputs(tmp_path, capsys):
