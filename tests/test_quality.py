@@ -375,3 +375,21 @@ def test_no_test_module_has_a_check_that_cannot_fail() -> None:
         for line, why in vacuous_checks(path.read_text(encoding="utf-8"), str(path))
     ]
     assert not problems, "\n".join(problems)
+
+
+def test_ci_runs_lint_and_types_as_their_own_steps_before_the_tests() -> None:
+    lines = [
+        line.strip()
+        for line in (TESTS.parent / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    tests_at = next(i for i, line in enumerate(lines) if "-m pytest" in line)
+    steps = {
+        "ruff check": ".venv/bin/ruff check src tests benchmarks examples",
+        "ruff format": ".venv/bin/ruff format --check src tests",
+        "mypy": ".venv/bin/mypy",
+    }
+    for name, step in steps.items():
+        assert step in lines, f"{name} is not a step of .ci/run"
+        assert lines.index(step) < tests_at, f"{name} runs after the tests"
+    assert "set -euo pipefail" in lines, "a failing step must fail CI"
