@@ -339,3 +339,52 @@ def test_a_processor_with_a_plain_force_flush_is_flushed_without_a_failure():
     rec = Recorder([p])
     assert rec.force_flush() is True and p.flushed == 2
     assert rec.force_flush(timeout_s=0.0) is False  # the deadline passed before any flush
+
+
+def test_a_full_disk_under_a_parquet_recording_fails_the_run_loudly(tmp_path):
+    out = tmp_path / "r.parquet"
+    proc = _cli(
+        ["run", "debate", "--agents", "4", "--no-progress", "-o", str(out)],
+        tmp_path,
+        fsize=2_000,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()  # one line, no traceback
+    assert line.startswith(f"error: cannot write {out}: ")
+    assert line.endswith(
+        "a Parquet dataset is readable only once complete, so nothing of this run was kept "
+        "there (record to a .jsonl file to keep a partial recording)"
+    )
+    assert list(tmp_path.iterdir()) == []  # no half-written dataset, no temporary directory
+
+
+def test_a_parquet_row_group_that_cannot_be_written_stops_the_run(tmp_path):
+    out = tmp_path / "r.parquet"
+    code = (
+        "import sys\n"
+        "from orchestrace.errors import OrchestraceError\n"
+        "from orchestrace.io.parquet_stream import ParquetExporter\n"
+        "from orchestrace.runtime import run\n"
+        "try:\n"
+        f"    run('debate', agents=4, rounds=50, processors=[ParquetExporter({str(out)!r}, "
+        "row_group=8)])\n"
+        "except OrchestraceError as err:\n"
+        "    print(type(err).__name__, err.path, err)\n"
+    )
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3_000, 3_000))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=limit,
+        timeout=120,
+        check=False,
+    )
+    assert proc.stdout.startswith(f"OutputError {out} cannot write {out}: "), proc.stderr
+    assert "nothing of this run was kept there" in proc.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -30,7 +30,7 @@ import msgspec
 
 from orchestrace.errors import RuntimeError_
 from orchestrace.io._common import PathLike
-from orchestrace.io._output import OutputError, replace_dir
+from orchestrace.io._output import OutputError, replace_dir, write_error
 from orchestrace.io.parquet import (
     _ATTR,
     _FILES,
@@ -111,10 +111,27 @@ class ParquetStreamWriter:
             self._ed["type"].append(e.type)
         self.n_events += 1
         self.n_edges += len(edges)
-        if len(cols["id"]) >= self.row_group:
-            self._flush_events()
-        if len(self._ed["src"]) >= self.row_group:
-            self._flush_edges()
+        try:
+            if len(cols["id"]) >= self.row_group:
+                self._flush_events()
+            if len(self._ed["src"]) >= self.row_group:
+                self._flush_edges()
+        except BaseException as err:
+            raise self._failed(err) from None
+
+    def _failed(self, err: BaseException) -> BaseException:
+        """Drop the unfinished dataset; an :class:`OutputError` for a failed write."""
+        self.abort(err)
+        if not isinstance(err, (OSError, *pa_errors())):
+            return err
+        reason = str(write_error(self.path, err)) if isinstance(err, OSError) else str(err)[:200]
+        if not reason.startswith("cannot write"):
+            reason = f"cannot write {self.path}: {reason}"
+        return OutputError(
+            self.path,
+            f"{reason}; a Parquet dataset is readable only once complete, so nothing of this "
+            "run was kept there (record to a .jsonl file to keep a partial recording)",
+        )
 
     def _flush_events(self) -> None:
         pa, _ = _pa()
@@ -185,12 +202,7 @@ class ParquetStreamWriter:
             }
             pq.write_table(pa.table(row, schema=tr_schema), self._tmp / _FILES[2])
         except BaseException as err:
-            self.abort(err)
-            if isinstance(err, (OSError, *pa_errors())):
-                raise OutputError(
-                    self.path, f"cannot write {self.path}: {str(err)[:200]}"
-                ) from None
-            raise
+            raise self._failed(err) from None
         self._done = True
         self._cm.__exit__(None, None, None)
 
