@@ -14,8 +14,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from itertools import chain
+from operator import attrgetter
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from orchestrace.errors import Problem, _short
@@ -205,34 +208,32 @@ def _fields(ctx: Ctx) -> Iterator[Problem]:
         ("events", tr.events, Event),
         ("edges", tr.edges, Edge),
     )
+    records = True
     for name, items, kind in fields:
         if not isinstance(items, tuple | list):
+            records = False
             yield Problem(
                 "wrong-type",
                 f"{name} is {wrong(items)}, not a sequence of {kind.__name__} records",
                 f"pass {name} as a tuple of {kind.__name__}(...) records",
                 path=f"$.{name}",
             )
-            continue
-        yield from capped(
-            (
-                Problem(
-                    "wrong-type",
-                    f"{name}[{i}] is {wrong(x)}, not an {kind.__name__}",
-                    f"build it with {kind.__name__}(...), or load the trace from a file",
-                    path=f"$.{name}[{i}]",
-                )
-                for i, x in enumerate(items)
-                if not isinstance(x, kind)
-            ),
-            "wrong-type",
-        )
-    if not (
-        isinstance(tr.events, tuple | list)
-        and isinstance(tr.edges, tuple | list)
-        and all(isinstance(x, Event) for x in tr.events)
-        and all(isinstance(x, Edge) for x in tr.edges)
-    ):
+        elif not set(map(type, items)) <= {kind}:  # (one C-level pass)
+            bad = [(i, x) for i, x in enumerate(items) if not isinstance(x, kind)]
+            records = records and not bad
+            yield from capped(
+                (
+                    Problem(
+                        "wrong-type",
+                        f"{name}[{i}] is {wrong(x)}, not an {kind.__name__}",
+                        f"build it with {kind.__name__}(...), or load the trace from a file",
+                        path=f"$.{name}[{i}]",
+                    )
+                    for i, x in bad
+                ),
+                "wrong-type",
+            )
+    if not records:
         return  # the fields below are those of records
     yield from capped(_event_fields(tr.events), "unknown-type")
     yield from capped(_edge_fields(tr.edges), "unknown-type")
@@ -260,11 +261,16 @@ def _event_fields(events: Iterable[Event]) -> Iterator[Problem]:
                     path=ev_path(i, "decision"),
                     event_id=event_id(e),
                 )
+    suspect = set() if _shaped(events, list[_EventShape]) else _suspect_fields(events)
+    if not suspect:
+        return
     for i, e in enumerate(events):
         for name, code, fix in (
             ("id", "empty-id", "give every event a unique non-empty id"),
             ("agent", "empty-agent", "name the agent (or tool) that produced the event"),
         ):
+            if name not in suspect:
+                continue
             value = getattr(e, name)
             if not isinstance(value, str):
                 yield Problem(
@@ -282,12 +288,87 @@ def _event_fields(events: Iterable[Event]) -> Iterator[Problem]:
                     path=ev_path(i, name),
                     event_id=event_id(e) if name != "id" else None,
                 )
-        yield from _typed_fields(i, e)
+        yield from _typed_fields(i, e, suspect)
 
 
-def _typed_fields(i: int, e: Event) -> Iterator[Problem]:
-    """Problems of the number, integer and optional fields of event ``i``."""
+class _EventShape(msgspec.Struct, gc=False):
+    """The types (and integer ranges) of an event's fields, validated in C by msgspec."""
+
+    id: Annotated[str, msgspec.Meta(min_length=1)]
+    agent: Annotated[str, msgspec.Meta(min_length=1)]
+    t: float
+    dur: float
+    cost: float
+    tokens_in: Annotated[int, msgspec.Meta(ge=-MAX_INT - 1, le=MAX_INT)]
+    tokens_out: Annotated[int, msgspec.Meta(ge=-MAX_INT - 1, le=MAX_INT)]
+    step: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] | None
+    role: str | None
+    from_: str | None
+    to: str | None
+    tool: str | None
+    content: str | None
+    content_ref: str | None
+    error: str | None
+    trusted: bool | None
+    attrs: dict[str, Any] | None
+
+
+class _EdgeShape(msgspec.Struct, gc=False):
+    """The types of an edge's ends."""
+
+    src: str
+    dst: str
+
+
+def _shaped(records: list[Any], shape: Any) -> bool:
+    """Fast path: every record's fields have their types (one C-level pass by msgspec)."""
+    try:
+        msgspec.convert(records, shape, from_attributes=True, strict=True)
+    except msgspec.ValidationError:
+        return False  # the slow pass finds which fields of which records
+    return True
+
+
+# the types event fields may hold, by groups checked in one pass each (the slow per-event
+# pass then looks only at the fields of a group that failed)
+_NONE = type(None)
+_FIELD_GROUPS: tuple[tuple[tuple[str, ...], frozenset[type]], ...] = (
+    (("id", "agent"), frozenset({str})),
+    (("t", "dur", "cost"), frozenset({float})),
+    (("tokens_in", "tokens_out"), frozenset({int})),
+    (("step",), frozenset({int, _NONE})),
+    (OPTIONAL_STR, frozenset({str, _NONE})),
+    (("trusted",), frozenset({bool, _NONE})),
+    (("attrs",), frozenset({dict, _NONE})),
+)
+
+
+def _suspect_fields(events: list[Event]) -> set[str]:
+    """Fields some event may hold wrongly (C-level passes over all events, one per group)."""
+    suspect: set[str] = set()
+    for names, types in _FIELD_GROUPS:
+        get = attrgetter(*names)
+        values = list(chain.from_iterable(map(get, events)) if len(names) > 1 else map(get, events))
+        if not set(map(type, values)) <= types:
+            fine = False  # (an int where a float goes is fine, but the slow pass says so)
+        elif names[0] == "id":
+            fine = all(values)
+        elif names[0] in INT_FIELDS:
+            ints = [v for v in values if v is not None]
+            low = 0 if names[0] == "step" else -MAX_INT - 1
+            fine = not ints or (min(ints) >= low and max(ints) <= MAX_INT)
+        else:
+            fine = True
+        if not fine:
+            suspect.update(names)
+    return suspect
+
+
+def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
+    """Problems of the suspect number, integer and optional fields of event ``i``."""
     for name in ("t", "dur", "cost"):
+        if name not in suspect:
+            continue
         value = getattr(e, name)
         if not is_number(value):
             yield Problem(
@@ -307,7 +388,7 @@ def _typed_fields(i: int, e: Event) -> Iterator[Problem]:
             )
     for name in INT_FIELDS:
         value = getattr(e, name)
-        if value is None and name == "step":
+        if name not in suspect or (value is None and name == "step"):
             continue
         if not isinstance(value, int) or isinstance(value, bool):
             yield Problem(
@@ -327,7 +408,7 @@ def _typed_fields(i: int, e: Event) -> Iterator[Problem]:
             )
     for attr in OPTIONAL_STR:
         value = getattr(e, attr)
-        if value is not None and not isinstance(value, str):
+        if attr in suspect and value is not None and not isinstance(value, str):
             name = "from" if attr == "from_" else attr
             yield Problem(
                 "wrong-type",
@@ -338,7 +419,7 @@ def _typed_fields(i: int, e: Event) -> Iterator[Problem]:
             )
     for name, kind, what in (("trusted", bool, "true or false"), ("attrs", dict, "a dict")):
         value = getattr(e, name)
-        if value is not None and not isinstance(value, kind):
+        if name in suspect and value is not None and not isinstance(value, kind):
             yield Problem(
                 "wrong-type",
                 f"{name} is {wrong(value)}, not {what}",
@@ -349,6 +430,9 @@ def _typed_fields(i: int, e: Event) -> Iterator[Problem]:
 
 
 def _edge_fields(edges: Iterable[Edge]) -> Iterator[Problem]:
+    edges = list(edges)
+    if _shaped(edges, list[_EdgeShape]) and all_known(map(attrgetter("type"), edges), EDGE_NAMES):
+        return
     for k, e in enumerate(edges):
         for end in ("src", "dst"):
             value = getattr(e, end)
