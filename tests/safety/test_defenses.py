@@ -651,7 +651,7 @@ def test_bad_run_secrets_fail_with_one_line(tmp_path: Any) -> None:
     p.write_text("abcd")
     with pytest.raises(ConfigError, match="at least 32 hex digits"):
         RunSecret.from_file(p)
-    with pytest.raises(ConfigError, match="cannot read the run secret"):
+    with pytest.raises(ConfigError, match=r"missing \(run secret file\): cannot read it"):
         RunSecret.from_file(tmp_path / "missing")
     with pytest.raises(ConfigError, match=r"defenses\.secret is used only with keys='secret'"):
         Defenses(sign_messages=True, keys="seed", secret=RunSecret.new())

@@ -608,7 +608,7 @@ class RunSecret:
         return cls(os.urandom(32))
 
     @classmethod
-    def from_hex(cls, text: str, *, source: str = "run secret") -> RunSecret:
+    def from_hex(cls, text: str, *, source: str = "run secret text") -> RunSecret:
         """Read the hex form :meth:`hex` writes.
 
         Raises:
@@ -632,8 +632,9 @@ class RunSecret:
             ConfigError: Missing, unreadable or malformed file (one line; never the content).
         """
         p = Path(path)
-        text = _read_text(p, "the run secret", "pass the file RunSecret.save wrote")
-        return cls.from_hex(text, source=str(p))
+        where = f"{p} (run secret file)"  # never "secret:" (error output redacts what follows)
+        text = _read_text(p, "it", "pass the file RunSecret.save wrote", where)
+        return cls.from_hex(text, source=where)
 
     def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Write the secret (hex) to ``path``, readable by its owner only.
