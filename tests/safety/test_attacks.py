@@ -386,3 +386,20 @@ def test_in_run_forger_is_rejected_under_the_default_keys() -> None:
     # seed-derived keys are forgeable by agent code (as docs/security.md says)
     ok, kinds = attack(dataclasses.replace(Defenses.all(), keys="seed"))
     assert ok and "forgery_rejected" not in kinds
+
+
+def test_a_spoof_succeeds_only_through_a_read_forgery_that_reached_the_answer():
+    from orchestrace.safety.attacks import forgeries_reached
+
+    attack = Spoofing()
+    tr = run_attacked("swarm", ARITH, attack, agents=3, seed=1, task_size=8).trace
+    reached = forgeries_reached(tr, [1337])
+    forged = set(forged_messages(tr))
+    assert reached and set(reached) <= forged and attack.succeeded(tr)
+    read = {e.src for e in tr.edges if e.type == "message"}
+    assert set(reached) <= read
+    # the same forgeries with the receiver's reads removed: nothing took effect
+    unread = tr.replace(
+        edges=tuple(e for e in tr.edges if not (e.type == "message" and e.src in forged))
+    )
+    assert forgeries_reached(unread, [1337]) == [] and not attack.succeeded(unread)
