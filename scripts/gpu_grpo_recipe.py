@@ -139,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             eps = g._rollouts(envs[:n], seeds, cfg, rollout, system, it)
             rewards = [e["reward"] for e in eps]
             calls = []
-            for e, adv in zip(eps, g._advantages(rewards, cfg, 0.0), strict=True):
+            for e, adv in zip(eps, g._advantages(rewards, cfg), strict=True):
                 for c in e["calls"]:
                     c.adv = adv
                     calls.append(c)
             model.train()
-            stats = g._update(model, ref, opt, calls, cfg, 1, torch)
+            stats = g._update(model, None, ref, opt, calls, cfg, 1, torch)
             rollout.load_weights(model)  # the next rollouts sample from the updated policy
             print(
                 f"iteration {it}: reward {g._mean(rewards):.4f} loss {stats['loss']:.4f} "

@@ -1,4 +1,4 @@
-"""Online GRPO / PPO of an LLM orchestrator over rollouts on the runtime (one readable file).
+"""Online GRPO / PPO of an LLM orchestrator over rollouts on the runtime (the loop).
 
 The loop, per iteration:
 
@@ -272,11 +272,8 @@ def train_llm(
         for it in range(cfg.iterations):
             t0 = time.perf_counter()
             seeds = [cfg.seed * 1_000_003 + it * cfg.tasks + k for k in range(cfg.tasks)]
-            starts: list[tuple[int, list[Any], int]] = [
-                (seeds[i // cfg.group], [], 0) for i in range(n_envs)
-            ]
             model.eval()
-            eps = run_episodes(envs, starts, cfg, backend, system, it)
+            eps = _rollouts(envs, seeds, cfg, backend, system, it)
             rewards = [e["reward"] for e in eps]
             if cfg.shuffle_rewards:
                 rng.shuffle(rewards)
@@ -382,6 +379,16 @@ def _assign(
             report.append(row)
         e["report"] = report
     return calls
+
+
+def _rollouts(
+    envs: list[Any], seeds: list[int], cfg: LLMTrainConfig, backend: Any, system: str, it: int
+) -> list[dict[str, Any]]:
+    """``group`` episodes per seed from the start, in lockstep (see :func:`run_episodes`)."""
+    starts: list[tuple[int, list[Any], int]] = [
+        (seeds[i // cfg.group], [], 0) for i in range(min(len(envs), len(seeds) * cfg.group))
+    ]
+    return run_episodes(envs, starts, cfg, backend, system, it)
 
 
 def _advantages(rewards: list[float], cfg: LLMTrainConfig) -> list[float]:
