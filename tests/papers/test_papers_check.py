@@ -320,7 +320,7 @@ def test_unreadable(tmp_path):
 
 
 def test_fifo_with_a_writer_and_without(tmp_path, monkeypatch):
-    monkeypatch.setattr("orchestrace.papers.check._PIPE_IDLE_S", 0.2)
+    monkeypatch.setattr("orchestrace.papers._source._PIPE_IDLE_S", 0.2)
     fifo = tmp_path / "papers.csv"
     os.mkfifo(fifo)
     assert lines(check_pool(fifo), tmp_path) == [
@@ -328,7 +328,7 @@ def test_fifo_with_a_writer_and_without(tmp_path, monkeypatch):
         "program that writes to it first, or pass a regular file"
     ]
     text = csv_text(GOOD_ROWS, list(PAPER_COLUMNS))
-    monkeypatch.setattr("orchestrace.papers.check._PIPE_IDLE_S", 5.0)
+    monkeypatch.setattr("orchestrace.papers._source._PIPE_IDLE_S", 5.0)
 
     def writer():
         with open(fifo, "w") as fh:

@@ -6,6 +6,9 @@ and every tag must be one of its column's values. Keys, years, arXiv ids, URLs a
 checked too, duplicates are reported with the line of the first occurrence, and an excluded
 record that is also retained is reported against both files.
 
+Reading and decoding a file's bytes live in ``_source``, the checks of one field in ``_fields``;
+this module checks files and the pool, and is the public home of all three.
+
 Example:
     >>> import os, tempfile
     >>> from orchestrace.papers.taxonomy import PAPER_COLUMNS
@@ -28,21 +31,32 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
-import difflib
 import io
 import os
 import re
-import select
-import stat
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from orchestrace.errors import OrchestraceError, Problem
+from orchestrace.errors import Problem
+from orchestrace.papers._fields import (
+    ARXIV_URL,
+    NEW_ARXIV,
+    arxiv_month,
+    arxiv_year,
+    field_problem,
+    show,
+    where,
+)
+from orchestrace.papers._source import (
+    MAX_BYTES,
+    PaperPoolError,
+    PathLike,
+    decode,
+    problem,
+    read_source,
+)
 from orchestrace.papers.taxonomy import (
     EXCLUDED_COLUMNS,
-    NA,
     OPTIONAL_COLUMNS,
     PAPER_COLUMNS,
     Column,
@@ -63,50 +77,6 @@ __all__ = [
     "read_source",
     "read_table",
 ]
-
-PathLike = str | os.PathLike[str]
-#: Largest pool file read (bytes); a paper pool is a few hundred kilobytes.
-MAX_BYTES = 64 << 20
-#: Lines of non-UTF-8 bytes reported one by one before the rest are summarised.
-_MAX_ENCODING_LINES = 10
-_BOM = b"\xef\xbb\xbf"
-_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-_NEW_ARXIV = re.compile(r"(\d{2})(\d{2})\.(\d{4,5})(v\d+)?\Z")
-_OLD_ARXIV = re.compile(r"[a-z-]+(\.[A-Z]{2})?/(\d{2})(\d{2})\d{3}(v\d+)?\Z")
-_ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf)/([^\s?#]+?)(?:\.pdf)?/?(?:[?#]|\Z)")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
-_COUNT = re.compile(r"[1-9][0-9]*\Z")
-_DECISIONS = ("O1", "O2", "O3", "O4", "O5")
-_PIPE_IDLE_S = float(os.environ.get("ORCHESTRACE_PIPE_IDLE_S", "30"))
-
-
-class PaperPoolError(OrchestraceError):
-    """A pool file cannot be used; ``problems`` lists every problem found.
-
-    Attributes:
-        problems: One :class:`~orchestrace.errors.Problem` per problem, each naming the file,
-            line, column and fix.
-
-    Example:
-        >>> err = PaperPoolError([Problem("x", "is a directory", "pass a CSV file",
-        ...                               path="file", source="d")])
-        >>> str(err)
-        'd: file: is a directory; pass a CSV file'
-    """
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = list(problems)
-        lines = [str(p) for p in self.problems[:20]]
-        if len(self.problems) > 20:
-            lines.append(
-                f"... and {len(self.problems) - 20} more "
-                "(`orchestrace papers check` lists every one)"
-            )
-        if len(lines) == 1:
-            super().__init__(lines[0])
-        else:
-            head = f"{len(self.problems)} problems in the paper pool"
-            super().__init__(head + ":\n  " + "\n  ".join(lines))
 
 
 @dataclass
@@ -143,277 +113,6 @@ class Pool:
     excluded: Table | None = None
 
 
-# ---------------------------------------------------------------------- reading bytes
-def _problem(source: str, where: str, message: str, fix: str, code: str) -> Problem:
-    if not source.isprintable():  # a file name with control characters stays on one line
-        source = source.encode("unicode_escape", "backslashreplace").decode("ascii")
-    return Problem(code, message, fix, path=where, source=source)
-
-
-def _fail(source: str, message: str, fix: str, code: str = "unreadable") -> PaperPoolError:
-    return PaperPoolError([_problem(source, "file", message, fix, code)])
-
-
-def _read_pipe(fd: int, src: str) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        ready, _, _ = select.select([fd], [], [], _PIPE_IDLE_S)
-        if not ready:
-            raise _fail(
-                src,
-                f"no data arrived for {_PIPE_IDLE_S:g} s (a pipe or FIFO with no writer?)",
-                "start the program that writes to it first, or pass a regular file",
-            )
-        try:
-            chunk = os.read(fd, 1 << 20)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return b"".join(chunks)
-        total += len(chunk)
-        if total > MAX_BYTES:
-            raise _fail(src, f"longer than {MAX_BYTES:,} bytes", "this is not a paper pool")
-        chunks.append(chunk)
-
-
-def read_source(path: PathLike) -> bytes:
-    """Return the bytes of a pool file (``"-"``: standard input).
-
-    Pipes and FIFOs are read to their end, giving up after ``ORCHESTRACE_PIPE_IDLE_S``
-    seconds (default 30) without data; directories, devices and sockets are refused.
-
-    Raises:
-        PaperPoolError: Missing, unreadable, not a file, or longer than :data:`MAX_BYTES`.
-    """
-    src = os.fspath(path)
-    fix_path = "check the path"
-    try:
-        if src == "-":
-            fd = os.dup(sys.stdin.fileno())
-        else:
-            st = os.stat(src)
-            if stat.S_ISDIR(st.st_mode):
-                raise _fail(src, "is a directory", "pass the CSV file (e.g. papers.csv)")
-            fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise _fail(src, "no such file", fix_path) from None
-    except PermissionError:
-        raise _fail(src, "permission denied", "make the file readable") from None
-    except NotADirectoryError:
-        raise _fail(src, "no such file (a parent in the path is a file)", fix_path) from None
-    except OSError as err:
-        raise _fail(src, f"cannot open: {err.strerror or err}", fix_path) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
-            raise _fail(src, "is not a regular file (a device or socket)", "pass a CSV file")
-        if stat.S_ISFIFO(mode):
-            return _read_pipe(fd, src)
-        os.set_blocking(fd, True)
-        data = b""
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            raise _fail(src, f"longer than {MAX_BYTES:,} bytes", "this is not a paper pool")
-        return data
-    except IsADirectoryError:
-        raise _fail(src, "is a directory", "pass the CSV file (e.g. papers.csv)") from None
-    except PermissionError:
-        raise _fail(src, "permission denied", "make the file readable") from None
-    except OSError as err:
-        raise _fail(src, f"cannot read: {err.strerror or err}", fix_path) from None
-    finally:
-        os.close(fd)
-
-
-# ---------------------------------------------------------------------- decoding
-def _decode(data: bytes, src: str) -> tuple[str, list[Problem]]:
-    problems: list[Problem] = []
-    if data.startswith(_BOM):
-        problems.append(
-            _problem(
-                src,
-                "line 1, column 1",
-                "the file starts with a UTF-8 byte-order mark",
-                "save it as UTF-8 without BOM (e.g. `sed -i '1s/^\\xEF\\xBB\\xBF//' FILE`)",
-                "bom",
-            )
-        )
-        data = data[3:]
-    try:
-        return data.decode("utf-8"), problems
-    except UnicodeDecodeError:
-        pass
-    bad = 0
-    for i, line in enumerate(data.split(b"\n"), start=1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as err:
-            bad += 1
-            if bad <= _MAX_ENCODING_LINES:
-                col = len(line[: err.start].decode("utf-8", "replace")) + 1
-                byte = line[err.start : err.start + 1].hex().upper()
-                problems.append(
-                    _problem(
-                        src,
-                        f"line {i}, column {col}",
-                        f"byte 0x{byte} is not UTF-8 text",
-                        "save the file as UTF-8 (it may be Latin-1 or Windows-1252)",
-                        "not-utf8",
-                    )
-                )
-    if bad > _MAX_ENCODING_LINES:
-        problems.append(
-            _problem(
-                src,
-                "file",
-                f"{bad - _MAX_ENCODING_LINES} more lines hold bytes that are not UTF-8",
-                "save the file as UTF-8",
-                "not-utf8",
-            )
-        )
-    return data.decode("utf-8", "replace"), problems
-
-
-def _show(value: str, limit: int = 60) -> str:
-    text = value.encode("unicode_escape", "backslashreplace").decode("ascii")
-    text = text if len(text) <= limit else text[: limit - 3] + "..."
-    return "'" + text.replace("'", "\\'") + "'"
-
-
-def _where(line: int, index: int, name: str) -> str:
-    return f"line {line}, column {index + 1} ({name})"
-
-
-# ---------------------------------------------------------------------- one field
-def _arxiv_problem(value: str) -> str | None:
-    if value.lower().startswith("arxiv:"):
-        return "write the id without the 'arXiv:' prefix"
-    m = _NEW_ARXIV.match(value)
-    if m:
-        return None if 1 <= int(m.group(2)) <= 12 else "the month (digits 3-4) must be 01-12"
-    m = _OLD_ARXIV.match(value)
-    if m:
-        return None if 1 <= int(m.group(3)) <= 12 else "the month must be 01-12"
-    return "write an arXiv id as YYMM.NNNNN (e.g. 2508.04652), or leave it empty"
-
-
-def arxiv_year(value: str) -> int | None:
-    """The year of an arXiv id (``2508.04652`` -> 2025), ``None`` when not an arXiv id."""
-    m = _NEW_ARXIV.match(value)
-    if m and 1 <= int(m.group(2)) <= 12:
-        return 2000 + int(m.group(1))
-    m = _OLD_ARXIV.match(value)
-    if m and 1 <= int(m.group(3)) <= 12:
-        yy = int(m.group(2))
-        return (1900 if yy >= 91 else 2000) + yy
-    return None
-
-
-def arxiv_month(value: str) -> tuple[int, int] | None:
-    """``(year, month)`` of first submission encoded in an arXiv id, ``None`` otherwise.
-
-    Example:
-        >>> arxiv_month("2508.04652"), arxiv_month("cs/9901001"), arxiv_month("")
-        ((2025, 8), (1999, 1), None)
-    """
-    year = arxiv_year(value)
-    if year is None:
-        return None
-    new = _NEW_ARXIV.match(value)
-    old = _OLD_ARXIV.match(value)
-    month = int(new.group(2)) if new else int(old.group(3)) if old else 0
-    return year, month
-
-
-def _url_problem(value: str) -> str | None:
-    parts = [p.strip() for p in value.split(";")]
-    for part in parts:
-        if not part:
-            return "an empty link between ';' separators"
-        if any(ch.isspace() for ch in part):
-            return f"link {_show(part)} contains spaces"
-        u = urlsplit(part)
-        if u.scheme not in ("http", "https") or "." not in u.netloc:
-            return f"{_show(part)} is not an http(s) link"
-    return None
-
-
-def _field_problem(col: Column, value: str, this_year: int) -> tuple[str, str, str] | None:
-    """``(code, message, fix)`` for a bad field, else ``None``."""
-    if "\n" in value or "\r" in value:
-        return (
-            "quoted-newline",
-            "the value spans several lines (a line break inside quotes)",
-            "put the whole value on one line",
-        )
-    if "\x00" in value:
-        return "nul", "the value holds a NUL byte (binary data?)", "remove it"
-    if value != value.strip():
-        return "spaces", f"{_show(value)} has spaces around it", "remove them"
-    if not value:
-        if col.empty_ok:
-            return None
-        if NA in col.values:
-            return "empty", "is empty", f"write {NA} when the entry has no {col.name}"
-        return "empty", "is empty", "fill it in"
-    if col.values:
-        if value in col.values:
-            return None
-        choices = ", ".join(col.values)
-        near = [v for v in col.values if v.lower() == value.lower()] or difflib.get_close_matches(
-            value, list(col.values), n=1, cutoff=0.75
-        )
-        hint = f"did you mean {_show(near[0])}? " if near else ""
-        return "unknown-value", f"unknown value {_show(value)}", f"{hint}use one of: {choices}"
-    kind = col.kind
-    if kind == "key" and not _KEY.match(value):
-        return (
-            "bad-key",
-            f"key {_show(value)} has characters other than letters, digits, '.', '_', '-'",
-            "use a short id such as 'magrpo' or 'dr-mas'",
-        )
-    if kind == "year":
-        if not (value.isascii() and value.isdigit() and len(value) == 4):
-            return "bad-year", f"{_show(value)} is not a year", "write four digits, e.g. 2025"
-        if not 1900 <= int(value) <= this_year + 1:
-            return "bad-year", f"year {value} is out of range", f"write 1900-{this_year + 1}"
-    if kind == "arxiv":
-        fix = _arxiv_problem(value)
-        if fix:
-            return "bad-arxiv", f"{_show(value)} is not an arXiv id", fix
-    if kind == "identifier" and value.lower().startswith("arxiv:"):
-        fix = _arxiv_problem(value[6:])
-        if fix:
-            return "bad-arxiv", f"{_show(value)} is not an arXiv id", fix
-    if kind == "urls":
-        msg = _url_problem(value)
-        if msg:
-            return "bad-url", msg, "write full http(s) links, several separated by ';'"
-    if kind == "date":
-        ok = bool(_DATE.match(value))
-        if ok:
-            try:
-                _dt.date.fromisoformat(value)
-            except ValueError:
-                ok = False
-        if not ok:
-            return "bad-date", f"{_show(value)} is not a date", "write YYYY-MM-DD, e.g. 2026-04-26"
-    if kind == "count" and value != NA and not _COUNT.match(value):
-        return "bad-count", f"{_show(value)} is not a whole number", f"write e.g. 16, or {NA}"
-    if kind == "decisions" and value != NA:
-        parts = value.split(";")
-        bad = [p for p in parts if p not in _DECISIONS]
-        if bad or len(set(parts)) != len(parts):
-            return (
-                "bad-decisions",
-                f"{_show(value)} is not a list of sub-decisions",
-                f"write codes O1-O5 separated by ';' (e.g. O1;O5) without repeats, or {NA}",
-            )
-    return None
-
-
 # ---------------------------------------------------------------------- one file
 def _header_problems(
     header: list[str], src: str, columns: Mapping[str, Column], name: str
@@ -424,7 +123,7 @@ def _header_problems(
         for sep, label in ((";", "';'"), ("\t", "tabs"), ("|", "'|'")):
             if sep in header[0]:
                 return [
-                    _problem(
+                    problem(
                         src,
                         "line 1",
                         f"fields are separated by {label}, not commas",
@@ -436,19 +135,19 @@ def _header_problems(
         if not raw.strip():
             msg = "the first line is empty"
         else:
-            msg = f"the first line is not a header (it starts with {_show(header[0], 30)})"
+            msg = f"the first line is not a header (it starts with {show(header[0], 30)})"
         return [
-            _problem(src, "line 1", msg, f"make the first line the header: {expected}", "header")
+            problem(src, "line 1", msg, f"make the first line the header: {expected}", "header")
         ]
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     for i, h in enumerate(header):
         if h in seen:
             problems.append(
-                _problem(
+                problem(
                     src,
                     f"line 1, column {i + 1}",
-                    f"column {_show(h)} appears twice (first as column {seen[h] + 1})",
+                    f"column {show(h)} appears twice (first as column {seen[h] + 1})",
                     "remove one of them",
                     "duplicate-column",
                 )
@@ -456,10 +155,10 @@ def _header_problems(
         seen.setdefault(h, i)
         if h not in columns and h not in OPTIONAL_COLUMNS and h.strip().lower() in columns:
             problems.append(
-                _problem(
+                problem(
                     src,
                     f"line 1, column {i + 1}",
-                    f"column {_show(h)} should be named {_show(h.strip().lower())}",
+                    f"column {show(h)} should be named {show(h.strip().lower())}",
                     "rename it",
                     "column-name",
                 )
@@ -472,7 +171,7 @@ def _header_problems(
     )
     if missing and set(other) <= set(header):
         return [
-            _problem(
+            problem(
                 src,
                 "line 1",
                 f"this is {other_name} (its header), not {name}",
@@ -482,7 +181,7 @@ def _header_problems(
         ]
     if missing:
         problems.append(
-            _problem(
+            problem(
                 src,
                 "line 1",
                 f"missing column(s): {', '.join(missing)}",
@@ -514,7 +213,7 @@ def read_table(
     data = read_source(path)
     if not data.strip():
         return None, [
-            _problem(
+            problem(
                 src,
                 "file",
                 "the file is empty",
@@ -522,7 +221,7 @@ def read_table(
                 "empty-file",
             )
         ]
-    text, problems = _decode(data, src)
+    text, problems = decode(data, src)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     records: list[tuple[int, list[str]]] = []
     last = 0
@@ -546,7 +245,7 @@ def read_table(
             )
         else:
             reason, fix = f"not valid CSV ({msg})", "fix the quoting there"
-        problems.append(_problem(src, f"line {last + 1}", reason, fix, "csv"))
+        problems.append(problem(src, f"line {last + 1}", reason, fix, "csv"))
         return None, problems
     header = records[0][1]
     head = _header_problems(header, src, columns, name)
@@ -561,7 +260,7 @@ def read_table(
             continue  # blank line
         if not any(f.strip() for f in fields):
             problems.append(
-                _problem(
+                problem(
                     src,
                     f"line {line}",
                     "an empty row (only separators)",
@@ -572,7 +271,7 @@ def read_table(
             continue
         if len(fields) != len(header):
             problems.append(
-                _problem(
+                problem(
                     src,
                     f"line {line}",
                     f"{len(fields)} fields, the header has {len(header)}",
@@ -587,10 +286,10 @@ def read_table(
             col = known.get(h)
             if col is None:
                 continue
-            found = _field_problem(col, row[h], this_year)
+            found = field_problem(col, row[h], this_year)
             if found:
                 code, message, fix = found
-                problems.append(_problem(src, _where(line, i, h), message, fix, code))
+                problems.append(problem(src, where(line, i, h), message, fix, code))
         table.rows.append(row)
         table.lines.append(line)
     key = next(iter(columns))
@@ -610,10 +309,10 @@ def _duplicates(table: Table, column: str, what: str) -> list[Problem]:
             continue
         if v in first:
             problems.append(
-                _problem(
+                problem(
                     table.source,
-                    _where(line, idx, column),
-                    f"duplicate {what} {_show(v)} (first on line {first[v]})",
+                    where(line, idx, column),
+                    f"duplicate {what} {show(v)} (first on line {first[v]})",
                     f"give every entry its own {what}",
                     "duplicate-key",
                 )
@@ -632,14 +331,14 @@ def _paper_consistency(table: Table) -> list[Problem]:
         ay = arxiv_year(aid)
         if ay is None:
             continue
-        base = aid.split("v")[0] if _NEW_ARXIV.match(aid) else aid
+        base = aid.split("v")[0] if NEW_ARXIV.match(aid) else aid
         if base in seen:
             k, ln = seen[base]
             problems.append(
-                _problem(
+                problem(
                     table.source,
-                    _where(line, idx, "arxiv_id"),
-                    f"arXiv id {aid} is also the id of {_show(k)} (line {ln})",
+                    where(line, idx, "arxiv_id"),
+                    f"arXiv id {aid} is also the id of {show(k)} (line {ln})",
                     "keep one entry per work",
                     "duplicate-arxiv",
                 )
@@ -649,9 +348,9 @@ def _paper_consistency(table: Table) -> list[Problem]:
         year = row["year"]
         if len(year) == 4 and year.isascii() and year.isdigit() and int(year) < ay:
             problems.append(
-                _problem(
+                problem(
                     table.source,
-                    _where(line, table.header.index("year"), "year"),
+                    where(line, table.header.index("year"), "year"),
                     f"year {year} is before the arXiv submission ({ay}, from {aid})",
                     "correct the year or the arXiv id",
                     "year-before-arxiv",
@@ -667,7 +366,7 @@ def _ids_of(text: str) -> set[str]:
         part = part.strip()
         if part.lower().startswith("arxiv:"):
             part = part[6:]
-        m = _ARXIV_URL.search(part)
+        m = ARXIV_URL.search(part)
         if m:
             part = m.group(1)
         if arxiv_year(part) is not None:
@@ -710,11 +409,11 @@ def _cross_problems(papers: Table, excluded: Table) -> list[Problem]:
         if hit is not None:
             what, (key, pline) = hit
             problems.append(
-                _problem(
+                problem(
                     excluded.source,
-                    _where(line, idx, "record_id"),
-                    f"record {_show(row['record_id'])} is also retained: same {what} as "
-                    f"{_show(key)} ({papers.source} line {pline})",
+                    where(line, idx, "record_id"),
+                    f"record {show(row['record_id'])} is also retained: same {what} as "
+                    f"{show(key)} ({papers.source} line {pline})",
                     "keep the work in one file: remove the exclusion or the retained entry",
                     "excluded-and-retained",
                 )
