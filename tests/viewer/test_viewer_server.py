@@ -13,7 +13,8 @@ import pytest
 from orchestrace.errors import ConfigError, TraceFormatError
 from orchestrace.io import StreamWriter, dump, load
 from orchestrace.trace.generate import generate_trace
-from orchestrace.viewer.data import TraceView, diff_traces
+from orchestrace.viewer.data import TraceView
+from orchestrace.viewer.diff import diff_traces
 
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient

@@ -7,7 +7,13 @@ gets at most one event per lane and pixel column (the longest; the others are co
 100,000-event trace answers in a few milliseconds with a few thousand rows. Everything else the
 page shows is computed here once and cached: the spawn tree of lanes, the critical path with
 work, speedup and PARL Critical Steps, failure-mode detections and safety events as markers,
-reward and credit overlays, and the diff of a trace against its fork.
+reward and credit overlays, and the marks of a diff against its fork
+(:mod:`orchestrace.viewer.diff` computes it; :mod:`orchestrace.viewer.load` reads the files).
+
+This module is over 600 lines and stays whole: it is one concern, :class:`TraceView`, whose
+queries (windows, search, interaction graph, event pages, critical path, markers, overlays)
+all read the same cached Arrow table, lanes and compiled graph; splitting them apart would
+scatter the users of one cache, and its invariants, across modules.
 
 Example:
     >>> from orchestrace.trace.generate import generate_trace
@@ -24,20 +30,21 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import math
-import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from orchestrace.bench.taxonomy import detect
+from orchestrace.credit import make_assigner
+from orchestrace.credit.base import root_agents, unit_members
 from orchestrace.errors import ConfigError, OrchestraceError, TraceError
+from orchestrace.rewards.families import message_signals, step_scores
+from orchestrace.trace.check import check_trace
 from orchestrace.trace.enums import EDGE_TYPES, EVENT_TYPES
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Event, Trace
@@ -47,9 +54,6 @@ __all__ = [
     "DIFF_STATUS",
     "OVERLAYS",
     "TraceView",
-    "diff_traces",
-    "load_credit_file",
-    "load_views",
 ]
 
 #: Characters of content sent per request (the page asks for the next page on demand).
@@ -67,7 +71,6 @@ _TYPE_NAMES = [t.value for t in EVENT_TYPES]
 _EDGE_NAMES = [t.value for t in EDGE_TYPES]
 _TYPE_CODE = {n: i for i, n in enumerate(_TYPE_NAMES)}
 _SPAWN_CODE = _TYPE_CODE["spawn"]
-_SEQUENTIAL_ID = re.compile(r"e\d+\Z")
 _CREDIT_UNITS_FINEST = (
     "token",
     "action",
@@ -77,23 +80,6 @@ _CREDIT_UNITS_FINEST = (
     "role",
     "orchestrator",
     "team",
-)
-# fields compared by the diff, apart from timing
-_DIFF_FIELDS = (
-    "role",
-    "from_",
-    "to",
-    "tool",
-    "decision",
-    "step",
-    "content",
-    "content_ref",
-    "trusted",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-    "error",
-    "attrs",
 )
 
 
@@ -135,8 +121,6 @@ class TraceView:
 
     # ------------------------------------------------------------------ construction
     def _build_lanes(self) -> None:
-        from orchestrace.credit.base import root_agents
-
         tr = self.trace
         g = self.graph
         names = g.names
@@ -236,7 +220,6 @@ class TraceView:
         ends = self.t + self.dur
         t_end = float(ends.max()) if self.n else 0.0
         t_start = float(self.t.min()) if self.n else 0.0
-        from orchestrace.trace.check import check_trace
 
         problems = check_trace(tr, partial=True)
         type_counts: list[int] = (
@@ -669,7 +652,6 @@ class TraceView:
         """Failure-mode detections, safety events and failed actions, as event markers."""
         if "markers" in self._cache:
             return dict(self._cache["markers"])
-        from orchestrace.bench.taxonomy import detect
 
         items: list[dict[str, Any]] = []
         try:
@@ -745,22 +727,16 @@ class TraceView:
             values = self._spread(unit, rows)
             label = f"credit ({unit}, from file)"
         elif kind in ("credit:uniform", "credit:discounted"):
-            from orchestrace.credit import make_assigner
-
             unit = unit or "agent"
             method = kind.split(":", 1)[1]
             table = make_assigner(method).assign(self.trace, unit)
             values = self._spread(unit, table.by_unit(unit))
             label = f"credit ({unit}, {method})"
         elif kind == "reward:process":
-            from orchestrace.rewards.families import step_scores
-
             lookup = self._lookup()
             values = {lookup[k]: v for k, v in step_scores(self.trace).items() if k in lookup}
             label = "process reward (R4 step scores)"
         elif kind == "reward:message":
-            from orchestrace.rewards.families import message_signals
-
             lookup = self._lookup()
             values = {lookup[k]: v for k, v in message_signals(self.trace).items() if k in lookup}
             label = "message signal (R6)"
@@ -794,8 +770,6 @@ class TraceView:
 
     def _spread(self, unit: str, rows: dict[str, float]) -> dict[int, float]:
         """Give every event the credit of the unit it belongs to."""
-        from orchestrace.credit.base import unit_members
-
         members = unit_members(self.trace, unit)
         out: dict[int, float] = {}
         if unit == "token":  # an llm_call holds many token units: show their sum
@@ -809,6 +783,18 @@ class TraceView:
         return out
 
     # ------------------------------------------------------------------ diff
+    def mark_diff(self, status: np.ndarray, other: list[int], fields: dict[int, list[str]]) -> None:
+        """Keep a diff's result (see :func:`orchestrace.viewer.diff.diff_traces`) on this view.
+
+        Args:
+            status: Code into :data:`DIFF_STATUS` of each event.
+            other: Index of each event's partner in the other trace (-1: none).
+            fields: Per differing event, the fields that differ.
+        """
+        self._cache["diff_status"] = status
+        self._cache["diff_other"] = other
+        self._cache["diff_fields"] = fields
+
     def _diff_of(self, i: int) -> dict[str, Any] | None:
         status = self._cache.get("diff_status")
         if status is None:
@@ -863,249 +849,3 @@ def _empty_window() -> dict[str, Any]:
         "count": [],
         "edges": None,
     }
-
-
-# ---------------------------------------------------------------------- diff
-def _fields(e: Event) -> tuple[Any, ...]:
-    return tuple(
-        json.dumps(getattr(e, f), sort_keys=True, default=str) if f == "attrs" else getattr(e, f)
-        for f in _DIFF_FIELDS
-    )
-
-
-def diff_traces(a: TraceView, b: TraceView) -> dict[str, Any]:
-    """Match the events of ``a`` (an original) and ``b`` (e.g. its fork); mark what differs.
-
-    Events are paired by id first, when the id names the same agent and type in both traces
-    (the runtime's sequential ``e<N>`` ids are not used: a fork re-executes the run and numbers
-    its events afresh). The rest are paired in order within each agent's events of one type,
-    by an alignment of their contents, so one inserted or dropped event does not shift every
-    later one. A pair whose fields differ is ``changed`` (``retimed`` when only ``t``/``dur``
-    differ); an unpaired event of ``b`` ``appeared``, one of ``a`` ``disappeared``. The result
-    is also kept on both views (their windows can then be limited to one status).
-
-    Returns:
-        Counts per status, and for each side the indices of the events not ``same``, with
-        their status, partner index and the fields that differ.
-
-    Example:
-        >>> from orchestrace.trace.generate import generate_trace
-        >>> tr = generate_trace(agents=3, steps=20, seed=0)
-        >>> e = tr.events[5]
-        >>> import msgspec
-        >>> edited = tr.replace(events=tuple(
-        ...     msgspec.structs.replace(x, content="new") if x.id == e.id else x for x in tr.events))
-        >>> d = diff_traces(TraceView(tr, source="a"), TraceView(edited, source="b"))
-        >>> d["counts"]["changed"], d["counts"]["appeared"], d["counts"]["disappeared"]
-        (1, 0, 0)
-    """
-    ea, eb = a.trace.events, b.trace.events
-    pair_a = np.full(len(ea), -1, dtype=np.int64)
-    pair_b = np.full(len(eb), -1, dtype=np.int64)
-    sequential = all(_SEQUENTIAL_ID.match(e.id) for e in ea) and all(
-        _SEQUENTIAL_ID.match(e.id) for e in eb
-    )
-    if not sequential:
-        where_b = {e.id: j for j, e in enumerate(eb)}
-        for i, e in enumerate(ea):
-            j = where_b.get(e.id)
-            if j is not None and pair_b[j] < 0 and eb[j].agent == e.agent and eb[j].type == e.type:
-                pair_a[i], pair_b[j] = j, i
-    streams_a: dict[tuple[str, str], list[int]] = defaultdict(list)
-    streams_b: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, e in enumerate(ea):
-        if pair_a[i] < 0:
-            streams_a[(e.agent, e.type)].append(i)
-    for j, e in enumerate(eb):
-        if pair_b[j] < 0:
-            streams_b[(e.agent, e.type)].append(j)
-    for key, ia in streams_a.items():
-        jb = streams_b.get(key)
-        if not jb:
-            continue
-        sa = [_fields(ea[i]) for i in ia]
-        sb = [_fields(eb[j]) for j in jb]
-        sm = difflib.SequenceMatcher(None, sa, sb, autojunk=False)
-        for op, a0, a1, b0, b1 in sm.get_opcodes():
-            if op in ("equal", "replace"):
-                for x, y in zip(range(a0, a1), range(b0, b1), strict=False):
-                    pair_a[ia[x]], pair_b[jb[y]] = jb[y], ia[x]
-    status_a = np.zeros(len(ea), dtype=np.int8)
-    status_b = np.zeros(len(eb), dtype=np.int8)
-    fields_a: dict[int, list[str]] = {}
-    fields_b: dict[int, list[str]] = {}
-    for i, e in enumerate(ea):
-        j = int(pair_a[i])
-        if j < 0:
-            status_a[i] = DIFF_STATUS.index("disappeared")
-            continue
-        f = eb[j]
-        changed = [
-            ("from" if name == "from_" else name)
-            for name, x, y in zip(_DIFF_FIELDS, _fields(e), _fields(f), strict=True)
-            if x != y
-        ]
-        timing = [name for name in ("t", "dur") if getattr(e, name) != getattr(f, name)]
-        if changed:
-            code = DIFF_STATUS.index("changed")
-        elif timing:
-            code = DIFF_STATUS.index("retimed")
-        else:
-            code = 0
-        status_a[i] = status_b[j] = code
-        if changed or timing:
-            fields_a[i] = fields_b[j] = changed + timing
-    status_b[pair_b < 0] = DIFF_STATUS.index("appeared")
-    for view, status, pair, fields in (
-        (a, status_a, pair_a, fields_a),
-        (b, status_b, pair_b, fields_b),
-    ):
-        view._cache["diff_status"] = status
-        view._cache["diff_other"] = pair.tolist()
-        view._cache["diff_fields"] = fields
-
-    def side(status: np.ndarray, pair: np.ndarray, fields: dict[int, list[str]]) -> dict[str, Any]:
-        idx = np.flatnonzero(status != 0)
-        return {
-            "idx": idx.tolist(),
-            "status": status[idx].tolist(),
-            "other": pair[idx].tolist(),
-            "fields": [fields.get(int(i), []) for i in idx.tolist()],
-        }
-
-    counts = {name: 0 for name in DIFF_STATUS}
-    for code, k in zip(*np.unique(status_a, return_counts=True), strict=True):
-        if DIFF_STATUS[int(code)] != "appeared":
-            counts[DIFF_STATUS[int(code)]] += int(k)
-    counts["appeared"] = int(np.sum(status_b == DIFF_STATUS.index("appeared")))
-    return {
-        "statuses": list(DIFF_STATUS),
-        "a": {"trace_id": a.trace.trace_id, "source": a.source},
-        "b": {"trace_id": b.trace.trace_id, "source": b.source},
-        "counts": counts,
-        "matched_by": "position in each agent's events of a type"
-        if sequential
-        else "id, then position in each agent's events of a type",
-        "side_a": side(status_a, pair_a, fields_a),
-        "side_b": side(status_b, pair_b, fields_b),
-    }
-
-
-# ---------------------------------------------------------------------- loading
-def load_views(
-    path: str | os.PathLike[str], *, trace_id: str | None = None, format: str | None = None
-) -> TraceView:
-    """Load the trace of ``path`` that the viewer shows (the first, or ``trace_id``).
-
-    Any file the project reads works: native JSON, JSONL (trace lines or a recording, also one
-    still being written), Parquet datasets, survey-schema JSON and the import formats (told
-    from the file's structure, or named by ``format``).
-
-    Raises:
-        TraceFormatError: The file cannot be read (the message names the place and the fix).
-        ConfigError: ``trace_id`` is not in the file, or the file holds no trace.
-
-    Example:
-        >>> import tempfile, os
-        >>> from orchestrace.io import dump
-        >>> from orchestrace.trace.generate import generate_trace
-        >>> path = os.path.join(tempfile.mkdtemp(), "two.jsonl")
-        >>> dump([generate_trace(agents=2, steps=10, seed=s) for s in (1, 2)], path)
-        >>> view = load_views(path)
-        >>> view.n, "holds 2 traces" in view.note
-        (10, True)
-    """
-    from orchestrace.io import load_all
-
-    shown = os.fspath(path)
-    traces = load_all(path, format=format, check=False, partial=True)
-    if not traces:
-        raise ConfigError(f"{shown}: holds no trace; record or convert one first")
-    note = None
-    if trace_id is not None:
-        chosen = [t for t in traces if t.trace_id == trace_id]
-        if not chosen:
-            ids = ", ".join(repr(t.trace_id[:40]) for t in traces[:5])
-            raise ConfigError(
-                f"{shown}: no trace {trace_id[:80]!r}; --trace-id takes one of {ids}"
-                + (" ..." if len(traces) > 5 else "")
-            )
-        tr = chosen[0]
-    else:
-        tr = traces[0]
-        if len(traces) > 1:
-            note = (
-                f"{shown} holds {len(traces)} traces; showing the first "
-                f"({tr.trace_id}); choose another with --trace-id ID"
-            )
-    return TraceView(tr, source=shown, note=note)
-
-
-def load_credit_file(path: str | os.PathLike[str], view: TraceView) -> list[dict[str, Any]]:
-    r"""Read ``orchestrace credit --json`` output: one ``{unit, id, value}`` row per line.
-
-    Raises:
-        ConfigError: The file cannot be read, a line is not such a row (its number is named),
-            or no row names a unit of the trace.
-
-    Example:
-        >>> import tempfile, os
-        >>> from orchestrace.trace.generate import generate_trace
-        >>> view = TraceView(generate_trace(agents=3, steps=20, seed=0), source="t")
-        >>> path = os.path.join(tempfile.mkdtemp(), "credit.jsonl")
-        >>> with open(path, "w") as fh:
-        ...     _ = fh.write('{"unit": "agent", "id": "orchestrator", "value": 0.5}\n')
-        >>> load_credit_file(path, view)[0]["value"]
-        0.5
-    """
-    from orchestrace.credit.base import UNITS, unit_members
-
-    shown = os.fspath(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
-        raise ConfigError(
-            f"--credit {shown}: cannot read it ({reason}); give the file written by "
-            "`orchestrace credit TRACE --json > FILE`"
-        ) from None
-    rows: list[dict[str, Any]] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        ok = (
-            isinstance(row, dict)
-            and row.get("unit") in UNITS
-            and isinstance(row.get("id"), str)
-            and isinstance(row.get("value"), int | float)
-            and not isinstance(row.get("value"), bool)
-            and math.isfinite(float(row["value"]))
-        )
-        if not ok:
-            raise ConfigError(
-                f"--credit {shown}:{lineno}: not a credit row (expected "
-                '{"unit": ..., "id": ..., "value": <number>}); give the output of '
-                "`orchestrace credit TRACE --json`"
-            )
-        assert isinstance(row, dict)
-        rows.append(row)
-    if not rows:
-        raise ConfigError(
-            f"--credit {shown}: holds no credit rows; write it with "
-            "`orchestrace credit TRACE --json > FILE`"
-        )
-    known = 0
-    for unit in {r["unit"] for r in rows}:
-        ids = set(unit_members(view.trace, unit))
-        known += sum(1 for r in rows if r["unit"] == unit and r["id"] in ids)
-    if not known:
-        raise ConfigError(
-            f"--credit {shown}: none of its {len(rows)} rows names a unit of trace "
-            f"{view.trace.trace_id[:80]!r}; compute it for this trace with "
-            f"`orchestrace credit {view.source} --json`"
-        )
-    return rows

@@ -33,13 +33,9 @@ from typing import Any
 
 from orchestrace._safe import bounded, redact
 from orchestrace.errors import ConfigError, OrchestraceError
-from orchestrace.viewer.data import (
-    OVERLAYS,
-    TraceView,
-    diff_traces,
-    load_credit_file,
-    load_views,
-)
+from orchestrace.viewer.data import OVERLAYS, TraceView
+from orchestrace.viewer.diff import diff_traces
+from orchestrace.viewer.load import load_credit_file, load_views
 
 __all__ = ["CSP", "ViewerState", "create_app", "error_line", "serve", "static_dir"]
 
