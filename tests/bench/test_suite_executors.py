@@ -88,3 +88,59 @@ def test_a_failed_run_is_listed_and_the_others_kept(monkeypatch: pytest.MonkeyPa
         n.startswith("missing run critic_loop/arith-mapreduce-v0 seed 1: ValueError")
         for n in rep["notes"]
     )
+
+
+def dies_on_critic_seed_1(spec: dict[str, Any]) -> dict[str, Any]:
+    """``run_one``, except that one run kills its worker process (a crash mid-task)."""
+    import os
+
+    if spec["topology"] == "critic_loop" and spec["seed"] == 1 and spec["fault"] is None:
+        os._exit(3)
+    return suite_mod.run_one(spec)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["process", "ray"])
+def test_a_run_whose_worker_dies_is_listed_and_the_others_kept(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrace.bench.report import markdown
+    from orchestrace.executors import shutdown_ray
+
+    monkeypatch.setattr(suite_mod, "run_one", dies_on_critic_seed_1)
+    ex = _ray_or_skip() if name == "ray" else make_executor("process", 2)
+    try:
+        with ex:
+            rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
+    finally:
+        shutdown_ray()
+    assert len(rep["runs"]) == 7
+    (lost,) = rep["missing"]["runs"]
+    assert (lost["topology"], lost["seed"], lost["fault"]) == ("critic_loop", 1, None)
+    assert lost["kind"] == "worker-died" and lost["attempts"] >= 2
+    md = markdown(rep)
+    assert (
+        "## Missing runs" in md
+        and "| critic_loop | arith-mapreduce-v0 | 1 | - | worker-died |" in md
+    )
+
+
+def test_an_envelope_only_report_has_no_empty_tables() -> None:
+    from orchestrace.bench.report import markdown
+
+    only = Suite(
+        "env-only-v1",
+        topologies=(),
+        tasks=(),
+        seeds=1,
+        envelope_agents=(2,),
+        envelope_lengths=(40,),
+        envelope_industry=False,
+        envelope_isolate=False,
+    )
+    rep = run_suite(only, executor="local", progress=False)
+    md = markdown(rep)
+    assert rep["envelope"] and "## Scale envelope" in md
+    assert "Scale envelope only: 1 point in" in md
+    for absent in ("E1-E3", "E4", "Failure taxonomy", "Missing runs", "seeds per cell"):
+        assert absent not in md

@@ -62,3 +62,79 @@ def test_rollouts_are_the_same_on_every_executor() -> None:
 def test_bad_env_options_are_refused_before_any_episode() -> None:
     with pytest.raises(ConfigError, match="max_rounds and max_workers must be >= 1"):
         rollouts(FixedN(n=1), [0], "stop-v0", env_options={"max_rounds": 0})
+
+
+class BreaksOnSeed(FixedN):
+    """Fixed-N, except on the episode of seed ``bad``: it raises there (or, with ``die``, kills
+    its worker process: a crash mid-episode)."""
+
+    def __init__(self, n: int, bad: int, die: bool = False) -> None:
+        super().__init__(n=n)
+        self.bad, self.die, self.parent = bad, die, os.getpid()
+
+    def act(self, obs, info, env):  # type: ignore[no-untyped-def]
+        if env.seed == self.bad:
+            if self.die and os.getpid() != self.parent:
+                os._exit(3)
+            raise ValueError(f"policy fails on seed {self.bad}")
+        return super().act(obs, info, env)
+
+
+def _check(results: list, failed: list, good: list, died: bool) -> None:  # type: ignore[type-arg]
+    assert [r for r in results if r is not None] == [r for r in good if r["seed"] != 2]
+    assert results[2] is None and [f["seed"] for f in failed] == [2]
+    if died:
+        assert failed[0]["kind"] == "worker-died" and failed[0]["attempts"] >= 2
+    else:
+        assert failed[0]["error"] == "ValueError: policy fails on seed 2"
+
+
+def test_a_failed_episode_keeps_the_others_and_is_named() -> None:
+    from orchestrace.learn.env import RolloutsFailed
+
+    good = rollouts(FixedN(n=2), range(5), "stop-v0", env_options=OPTS)
+    with pytest.raises(RolloutsFailed) as err:
+        rollouts(BreaksOnSeed(2, 2), range(5), "stop-v0", env_options=OPTS)
+    assert str(err.value) == (
+        "1 of 5 episodes failed (seed 2: ValueError: policy fails on seed 2); the other 4 finished"
+    )
+    _check(err.value.results, err.value.failures, good, died=False)
+    recorded = rollouts(
+        BreaksOnSeed(2, 2), range(5), "stop-v0", env_options=OPTS, on_error="record"
+    )
+    assert recorded[2] == {
+        "seed": 2,
+        "error": "ValueError: policy fails on seed 2",
+        "attempts": 1,
+        "kind": "raised",
+    }
+
+
+@pytest.mark.slow
+def test_failed_and_crashed_episodes_on_process_and_ray() -> None:
+    from orchestrace.learn.env import RolloutsFailed
+
+    good = rollouts(FixedN(n=2), range(5), "stop-v0", env_options=OPTS)
+    names = ["process"]
+    try:
+        import ray  # noqa: F401
+
+        names.append("ray")
+    except ImportError:
+        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
+            raise
+    try:
+        for name in names:
+            with make_executor(name, 2) as ex:
+                for die in (False, True):
+                    with pytest.raises(RolloutsFailed) as err:
+                        rollouts(
+                            BreaksOnSeed(2, 2, die),
+                            range(5),
+                            "stop-v0",
+                            env_options=OPTS,
+                            executor=ex,
+                        )
+                    _check(err.value.results, err.value.failures, good, died=die)
+    finally:
+        shutdown_ray()

@@ -55,3 +55,47 @@ def test_study_is_the_same_on_every_executor() -> None:
     finally:
         shutdown_ray()
     assert local == on_ray
+
+
+def _fail_replicate_1(task: str, r: int, cfg: StudyConfig, ev: Any) -> dict[str, Any]:
+    from orchestrace.learn import stopping
+
+    if r == 1:
+        raise ValueError("replicate 1 cannot train")
+    return stopping._REAL_REPLICATE(task, r, cfg, ev)  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.mark.slow
+def test_a_failed_job_leaves_the_rest_of_the_study_and_is_listed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from orchestrace.learn import stopping
+
+    monkeypatch.setattr(stopping, "_REAL_REPLICATE", stopping._job_replicate, raising=False)
+    monkeypatch.setattr(stopping, "_job_replicate", _fail_replicate_1)
+    study = run_study(["multihop"], config=TINY, jobs=1, out=tmp_path / "study")
+    assert study["missing"] == [
+        {
+            "task": "multihop-v0",
+            "job": "replicate 1",
+            "error": "ValueError: replicate 1 cannot train",
+            "attempts": 1,
+            "kind": "raised",
+        }
+    ]
+    res = study["tasks"]["multihop-v0"]
+    assert res["replicates"] == [0] and res["live_check"]["mismatches"] == 0
+    md = (tmp_path / "study" / "results.md").read_text()
+    assert "## Missing" in md and "| multihop-v0 | replicate 1 | raised | 1 |" in md
+    assert stopping.missing_note(study).startswith(
+        "1 study job failed (multihop-v0 replicate 1: ValueError: replicate 1 cannot train); "
+        "tasks left out: none"
+    )
+
+    def no_bank(task: str, seeds: list[int]) -> Any:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(stopping, "_job_bank", no_bank)
+    study = run_study(["multihop"], config=TINY, jobs=1)
+    assert study["tasks"] == {} and study["missing"][0]["job"] == "evaluation bank"
+    assert "tasks left out: multihop-v0" in stopping.missing_note(study)

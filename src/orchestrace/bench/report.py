@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.bench.envelope import envelope_markdown, scale_gap_figure
+from orchestrace.io._output import report_dir, report_file
 
 __all__ = ["markdown", "write_report"]
 
@@ -40,19 +41,63 @@ def _e2(cell: dict[str, Any]) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """The report as Markdown tables."""
     s = report["suite"]
-    out = [
-        f"# Benchmark report: {s['id']}",
-        "",
-        s.get("description", ""),
-        "",
-        f"Backend `{report['config']['backend']}`, {s['seeds']} seeds per cell, team size "
-        f"{s['agents']}, faults at rate {s['fault_rate']}; {len(report['runs'])} runs in "
-        f"{report['wall_s']:.0f} s wall ({report['config']['jobs']} processes).",
-        "",
-    ]
+    runs = report["runs"]
+    where = f"{report['wall_s']:.0f} s wall ({report['config']['jobs']} processes)"
+    if runs or report["cells"] or s.get("topologies"):
+        scope = (
+            f"Backend `{report['config']['backend']}`, {s['seeds']} seeds per cell, team size "
+            f"{s['agents']}, faults at rate {s['fault_rate']}; {len(runs)} runs in {where}."
+        )
+    else:  # a suite of envelope points alone
+        n = len(report["envelope"])
+        scope = f"Scale envelope only: {n} point{'s' if n != 1 else ''} in {where}."
+    out = [f"# Benchmark report: {s['id']}", "", s.get("description", ""), "", scope, ""]
     for note in report.get("notes", []):
         out.append(f"* note: {note}")
+    lost = (report.get("missing") or {}).get("runs") or []
+    if lost:
+        out += [
+            "",
+            "## Missing runs",
+            "",
+            f"{len(lost)} of {len(lost) + len(runs)} runs failed; every cell is aggregated over "
+            "the runs it has.",
+            "",
+            "| topology | task | seed | fault | kind | attempts | error |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        out += [
+            f"| {m['topology']} | {m['task']} | {m['seed']} | {m['fault'] or '-'} | "
+            f"{m['kind']} | {m['attempts']} | {m['error'].replace('|', '/')} |"
+            for m in lost
+        ]
+        empty = [
+            f"{c['topology']}/{c['task']}"
+            for c in report["missing"].get("cells", [])
+            if not c.get("aggregated", True)
+        ]
+        if empty:
+            out += ["", f"Cells with no run left (no row in the tables below): {', '.join(empty)}."]
+    if report["cells"]:
+        out += _cells_markdown(report["cells"])
+    out += _envelope_section(report)
     out += [
+        "",
+        "## Configuration",
+        "",
+        "```json",
+        json.dumps(
+            {"suite": s, "config": report["config"], "environment": report["environment"]}, indent=1
+        ),
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _cells_markdown(cells: list[dict[str, Any]]) -> list[str]:
+    """E1-E3, E4 and the failure taxonomy, one row per cell (only the sections with data)."""
+    out = [
         "",
         "## E1-E3 per topology and task",
         "",
@@ -65,7 +110,7 @@ def markdown(report: dict[str, Any]) -> str:
         "depth | length | credit unit (units) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for c in report["cells"]:
+    for c in cells:
         out.append(
             f"| {c['topology']} | {c['task']} | {_e1(c)} | {c['E2_speedup']:.2f} / "
             f"{c['E2_ideal']:.0f} ({_e2(c)}) | "
@@ -74,7 +119,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{c['shape']['width']:.1f} | {c['shape']['depth']:.1f} | "
             f"{c['shape']['length']:.0f} | {c['credit_unit']} ({c['credit_units']:.1f}) |"
         )
-    faults = sorted({f for c in report["cells"] for f in c["E4"]})
+    faults = sorted({f for c in cells for f in c["E4"]})
     if faults:
         out += [
             "",
@@ -90,7 +135,7 @@ def markdown(report: dict[str, Any]) -> str:
             + " |",
             "| --- | --- | --- | " + " | ".join("---" for _ in faults) + " |",
         ]
-        for c in report["cells"]:
+        for c in cells:
             cols = []
             for f in faults:
                 e = c["E4"].get(f)
@@ -105,7 +150,7 @@ def markdown(report: dict[str, Any]) -> str:
                 + " | ".join(cols)
                 + " |"
             )
-    modes = list(report["cells"][0]["failure_rate"]) if report["cells"] else []
+    modes = list(cells[0]["failure_rate"]) if cells else []
     if modes:
         out += [
             "",
@@ -114,12 +159,18 @@ def markdown(report: dict[str, Any]) -> str:
             "| topology | task | " + " | ".join(modes) + " |",
             "| --- | --- | " + " | ".join("---" for _ in modes) + " |",
         ]
-        for c in report["cells"]:
+        for c in cells:
             out.append(
                 f"| {c['topology']} | {c['task']} | "
                 + " | ".join(f"{c['failure_rate'][m]:.2f}" for m in modes)
                 + " |"
             )
+    return out
+
+
+def _envelope_section(report: dict[str, Any]) -> list[str]:
+    """The scale envelope's table and infeasible points (nothing when it has neither)."""
+    out: list[str] = []
     if report["envelope"]:
         out += [
             "",
@@ -132,23 +183,12 @@ def markdown(report: dict[str, Any]) -> str:
             "",
         ]
         out += envelope_markdown(report["envelope"])
-        if report.get("envelope_infeasible"):
-            pts = ", ".join(
-                f"{p['agents']}x{p['target_length']}" for p in report["envelope_infeasible"]
-            )
-            out += ["", f"Infeasible points (every agent needs a few events): {pts}."]
-    out += [
-        "",
-        "## Configuration",
-        "",
-        "```json",
-        json.dumps(
-            {"suite": s, "config": report["config"], "environment": report["environment"]}, indent=1
-        ),
-        "```",
-        "",
-    ]
-    return "\n".join(out)
+    if report.get("envelope_infeasible"):
+        pts = ", ".join(
+            f"{p['agents']}x{p['target_length']}" for p in report["envelope_infeasible"]
+        )
+        out += ["", f"Infeasible envelope points (every agent needs a few events): {pts}."]
+    return out
 
 
 def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False) -> Path:
@@ -161,8 +201,6 @@ def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False
     Raises:
         orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
     """
-    from orchestrace.io._output import report_dir, report_file
-
     with report_dir(out, force=force, report="bench") as target:
         with report_file(target / "report.json", "w") as fh:
             fh.write(json.dumps(report, indent=1, default=str))
@@ -173,8 +211,6 @@ def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False
 
 
 def _savefig(fig: Any, path: Path) -> None:
-    from orchestrace.io._output import report_file
-
     with report_file(path) as fh:
         fig.savefig(fh, format="png", dpi=100)
 

@@ -67,10 +67,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.errors import ConfigError
-from orchestrace.executors import Executor
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.executors import Executor, JobFailure, LocalExecutor, failures
 from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
+from orchestrace.runtime.backends import make_backend
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import VirtualTimeLoop
 from orchestrace.runtime.config import RunConfig
@@ -95,6 +96,7 @@ __all__ = [
     "SPAWNS",
     "EnvConfig",
     "OrchestrationEnv",
+    "RolloutsFailed",
     "make_env",
     "rollouts",
 ]
@@ -374,8 +376,6 @@ class OrchestrationEnv:
             opts = {**base, **cfg.backend_options}
             return loop, SimBackend(seed=seed, **opts)
         if self._real is None:
-            from orchestrace.runtime.backends import make_backend
-
             self._real = (
                 asyncio.new_event_loop(),
                 make_backend(cfg.backend, **cfg.backend_options),
@@ -624,6 +624,35 @@ def make_env(env_id: str, **kw: Any) -> OrchestrationEnv:
     raise ConfigError(f"unknown environment {env_id!r}; use one of: {', '.join(ENV_IDS)}")
 
 
+class RolloutsFailed(RuntimeError_):
+    """Episodes of :func:`rollouts` that failed; the finished ones are kept.
+
+    Attributes:
+        results: Per seed, in seed order: the episode's result, or ``None`` where it failed.
+        failures: Per failed episode: ``seed``, ``error``, ``attempts``, ``kind``
+            (``raised`` or ``worker-died``).
+
+    Example:
+        >>> err = RolloutsFailed([{"seed": 0}, None], [{"seed": 1, "error": "ValueError: x",
+        ...                       "attempts": 1, "kind": "raised"}])
+        >>> str(err)
+        '1 of 2 episodes failed (seed 1: ValueError: x); the other 1 finished'
+    """
+
+    def __init__(self, results: list[dict[str, Any] | None], failures: list[dict[str, Any]]):
+        self.results = results
+        self.failures = failures
+        seeds = ", ".join(str(f["seed"]) for f in failures[:5])
+        more = f" and {len(failures) - 5} more" if len(failures) > 5 else ""
+        first = failures[0]
+        tries = f" after {first['attempts']} attempts" if first["attempts"] > 1 else ""
+        super().__init__(
+            f"{len(failures)} of {len(results)} episodes failed (seed{'s' if len(failures) > 1 else ''} "
+            f"{seeds}{more}: {first['error']}{tries}); the other "
+            f"{len(results) - len(failures)} finished"
+        )
+
+
 def rollouts(
     policy: Any,
     seeds: Sequence[int],
@@ -632,12 +661,14 @@ def rollouts(
     env_options: Mapping[str, Any] | None = None,
     executor: Executor | None = None,
     traces: bool = False,
+    on_error: str = "raise",
 ) -> list[dict[str, Any]]:
     """One episode per seed, as independent jobs on ``executor``; results in seed order.
 
     Each episode runs on a fresh environment (``make_env(env_id, **env_options)``) reset with
     its seed, so an episode's result depends on its seed alone and is the same on every
-    executor (:mod:`orchestrace.executors`; default: this process).
+    executor (:mod:`orchestrace.executors`; default: this process). An episode that fails
+    (it raised, or its worker died on every attempt) does not stop the others.
 
     Args:
         policy: Anything with ``act(obs, info, env)`` (a heuristic, a torch policy); its
@@ -647,6 +678,10 @@ def rollouts(
         env_options: :class:`EnvConfig` settings.
         executor: Where the episodes run.
         traces: Also return each episode's trace.
+        on_error: ``raise`` (default): once every episode has run, raise
+            :class:`RolloutsFailed` (it holds the finished episodes) if any failed;
+            ``record``: a failed episode's place holds ``seed``, ``error``, ``attempts``
+            and ``kind`` (and no ``return``).
 
     Returns:
         Per episode: ``seed``, ``return`` (sum of rewards), ``steps``, ``terminated``,
@@ -654,7 +689,7 @@ def rollouts(
         with ``traces``, ``trace``.
 
     Raises:
-        RuntimeError_: An episode failed (the message names its seed).
+        RolloutsFailed: An episode failed (the message names its seed and error).
 
     Example:
         >>> from orchestrace.learn.policies.heuristic import FixedN
@@ -662,12 +697,21 @@ def rollouts(
         >>> [r["seed"] for r in out], [r["info"]["answers"] for r in out]
         ([0, 1], [2, 2])
     """
+    if on_error not in ("raise", "record"):
+        raise ConfigError(f"on_error must be 'raise' or 'record', got {on_error!r}")
     make_env(env_id, **dict(env_options or {})).close()  # bad settings: refused here
     shared = (policy, env_id, dict(env_options or {}), traces)
     specs = [int(s) for s in seeds]
-    if executor is None or executor.name == "local":
-        return [_rollout(shared, s) for s in specs]
-    return executor.map(_rollout, specs, shared=shared)
+    out = (executor or LocalExecutor()).map(_rollout, specs, shared=shared, on_error="record")
+    lost = [{"seed": specs[f.index], **f.to_dict()} for f in failures(out)]
+    for f in lost:
+        del f["index"]
+    if not lost:
+        return out
+    if on_error == "raise":
+        raise RolloutsFailed([None if isinstance(r, JobFailure) else r for r in out], lost)
+    by_seed = iter(lost)
+    return [next(by_seed) if isinstance(r, JobFailure) else r for r in out]
 
 
 def _rollout(shared: tuple[Any, str, dict[str, Any], bool], seed: int) -> dict[str, Any]:
