@@ -100,6 +100,7 @@ def test_message_credit_is_the_counterfactual_credit_of_the_messages_a_call_sent
         group=4,
     )
     seen = 0
+    scales = []
     for ep, tr in zip(res.calls, res.traces, strict=True):
         decisions = [
             e for e in tr.events if e.type == "orchestrator_decision" and "turn" in e.attrs
@@ -109,13 +110,17 @@ def test_message_credit_is_the_counterfactual_credit_of_the_messages_a_call_sent
             # dropping a message removes the revision that read it: the reward loses 0.1 each
             assert c["credit"] == pytest.approx(0.1 * len(sent)), (t, c)
             seen += bool(sent)
-        # the advantage is the episode's plus the credit over one positive scale
-        base = [c["advantage"] - c["credit"] * k for c in ep for k in [0.0]]
-        if len({round(c["credit"], 9) for c in ep}) > 1:
-            hi = max(ep, key=lambda c: c["credit"])
-            lo = min(ep, key=lambda c: c["credit"])
-            assert hi["advantage"] > lo["advantage"]
-        assert base
+        # advantage = the episode's advantage + credit / s, one positive s for the batch
+        for c in ep[1:]:
+            if abs(c["credit"] - ep[0]["credit"]) > 1e-9:
+                scales.append(
+                    (c["credit"] - ep[0]["credit"]) / (c["advantage"] - ep[0]["advantage"])
+                )
+            else:
+                assert c["advantage"] == pytest.approx(ep[0]["advantage"])
+    assert scales and min(scales) > 0
+    assert max(scales) == pytest.approx(min(scales))
+    assert scales[0] == pytest.approx(spread(calls_made(res.traces)))  # the rewards' spread
     assert seen, "no call sent a message"
 
 
@@ -210,11 +215,17 @@ def test_frozen_workers_answer_the_workers_and_never_change(tmp_path):
 
 @pytest.mark.slow
 def test_self_workers_are_the_policy_with_role_prompts(tmp_path):
+    from orchestrace.credit.base import agent_roles
+    from orchestrace.trace.tokens import token_table
+
     res = _run(tmp_path, workers="self", worker_max_tokens=4)
     tr = res.traces[0]
     assert tr.meta["backend"]["name"] == "hf" and res.worker_model is None
     worker_calls = [e for e in tr.events if e.type == "llm_call" and e.agent != "orchestrator"]
-    assert worker_calls and all(e.role == "worker" for e in worker_calls)
+    roles = agent_roles(tr)
+    assert worker_calls and all(roles[e.agent] == "worker" for e in worker_calls)
+    table = token_table(tr)  # answered by the policy's backend: every call has a token record
+    assert all(e.id in table for e in worker_calls)
 
 
 @pytest.mark.slow
