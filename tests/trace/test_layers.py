@@ -27,6 +27,7 @@ def imported_modules(name: str) -> set[str]:
         ("steps", {"orchestrace.trace.model", "orchestrace.trace.graph"}),
         ("enums", {"orchestrace.trace.model", "orchestrace.trace.graph"}),
         ("_ids", {"orchestrace.trace.model", "orchestrace.trace.graph"}),
+        ("records", {"orchestrace.trace.model", "orchestrace.trace.graph"}),
     ],
 )
 def test_lower_modules_never_import_upper_ones(module, forbidden):

@@ -8,10 +8,13 @@ Every algorithm here is linear in events plus edges (sorts are skipped when edge
 arrive in order). PARL Critical Steps live in :mod:`orchestrace.trace.steps`.
 
 This module does not import the records of :mod:`orchestrace.trace.model`: it compiles
-anything shaped like them, described by the structural protocols :class:`TraceRecords`,
-:class:`EventRecord` and :class:`EdgeRecord`, and the functions accept a graph or anything with
+anything shaped like them, described by the structural protocols of
+:mod:`orchestrace.trace.records`, and the functions accept a graph or anything with
 a ``graph`` (:class:`HasGraph`). The dependency runs one way: the model owns the cached
 ``Trace.graph`` accessor and imports this module.
+
+At about 650 lines the module stays whole: it is one concern, the :class:`TraceGraph` whose
+columns and caches every algorithm here shares, plus their functional forms.
 
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
@@ -50,6 +53,7 @@ from orchestrace.trace.enums import (
     EdgeType,
     EventType,
 )
+from orchestrace.trace.records import EventRecord, TraceRecords
 from orchestrace.trace.steps import StepStructure, step_structure
 
 __all__ = [
@@ -99,90 +103,6 @@ COLUMNS: dict[str, tuple[Any, Any]] = {
     "tokens_out": (np.int64, 0),
     "cost": (np.float64, 0.0),
 }
-
-
-class EventRecord(Protocol):
-    """The fields of an event a :class:`TraceGraph` reads (an :class:`~orchestrace.Event`)."""
-
-    @property
-    def id(self) -> str:
-        """Event id."""
-
-    @property
-    def t(self) -> float:
-        """Start time."""
-
-    @property
-    def dur(self) -> float:
-        """Duration."""
-
-    @property
-    def type(self) -> str:
-        """Event type name."""
-
-    @property
-    def agent(self) -> str:
-        """Producing agent."""
-
-    @property
-    def to(self) -> str | None:
-        """Receiver or spawned child."""
-
-    @property
-    def role(self) -> str | None:
-        """Agent role."""
-
-    @property
-    def tool(self) -> str | None:
-        """Tool (or model) name."""
-
-    @property
-    def decision(self) -> str | None:
-        """Decision name."""
-
-    @property
-    def step(self) -> int | None:
-        """Agent-local step."""
-
-    @property
-    def tokens_in(self) -> int:
-        """Prompt tokens."""
-
-    @property
-    def tokens_out(self) -> int:
-        """Completion tokens."""
-
-    @property
-    def cost(self) -> float:
-        """Cost."""
-
-
-class EdgeRecord(Protocol):
-    """The fields of an edge a :class:`TraceGraph` reads (an :class:`~orchestrace.Edge`)."""
-
-    @property
-    def src(self) -> str:
-        """Source event id."""
-
-    @property
-    def dst(self) -> str:
-        """Destination event id."""
-
-    @property
-    def type(self) -> str:
-        """Edge type name."""
-
-
-class TraceRecords(Protocol):
-    """What :meth:`TraceGraph.from_trace` compiles (a :class:`~orchestrace.Trace`)."""
-
-    @property
-    def events(self) -> Sequence[EventRecord]:
-        """The events, in recording order."""
-
-    @property
-    def edges(self) -> Sequence[EdgeRecord]:
-        """The edges."""
 
 
 class CycleError(TraceError, ValueError):
