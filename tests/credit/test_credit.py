@@ -17,16 +17,14 @@ from orchestrace.credit import (
     agentwise,
     by_task,
     check_credit,
-    glove_game,
     group_relative,
-    hoeffding_bound,
     llm_descendants,
-    majority_game,
     make_assigner,
     shapley_exact,
     shapley_mc,
     unit_members,
 )
+from orchestrace.credit.shapley import glove_game, hoeffding_bound, majority_game
 from orchestrace.runtime import TOPOLOGIES, Runtime, make_task, run
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import run_virtual

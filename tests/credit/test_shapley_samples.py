@@ -9,12 +9,11 @@ from orchestrace.cli import main
 from orchestrace.credit import (
     LeaveOneOutCredit,
     ShapleyCredit,
-    TraceGame,
     check_credit,
     shapley_exact,
 )
 from orchestrace.credit.reward import counterfactual_reward
-from orchestrace.credit.shapley import downstream_llm_keys, redraw, unit_starts
+from orchestrace.credit.shapley import TraceGame, downstream_llm_keys, redraw, unit_starts
 from orchestrace.io import dump
 from orchestrace.runtime import run
 from orchestrace.runtime.replay import DropMessage, Silence, backend_for, fork

@@ -41,6 +41,12 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrace.bench.metrics import run_metrics
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.io.parquet_stream import ParquetExporter
+from orchestrace.runtime import run
+from orchestrace.trace.check import check_trace
+
 __all__ = ["ENVELOPE_POINTS", "INDUSTRY", "envelope_point", "industry_point", "measure_point"]
 
 #: The industry configuration of :func:`industry_point` (``run`` keyword arguments).
@@ -79,9 +85,6 @@ def _finish(
     parquet: str | os.PathLike[str] | None,
 ) -> dict[str, Any]:
     """Validate and analyse a recorded run; the point's row."""
-    from orchestrace.bench.metrics import run_metrics
-    from orchestrace.trace.check import check_trace
-
     tr = res.trace
     t0 = time.process_time()
     problems = check_trace(tr)
@@ -131,7 +134,6 @@ def _finish(
 def _processors(parquet: str | os.PathLike[str] | None, overwrite: bool) -> list[Any]:
     if parquet is None:
         return []
-    from orchestrace.io.parquet_stream import ParquetExporter
 
     return [ParquetExporter(parquet, overwrite=overwrite)]
 
@@ -157,8 +159,6 @@ def envelope_point(
         The point's row, or ``None`` when the run cannot be that short (every agent needs a
         few events).
     """
-    from orchestrace.runtime import run
-
     per_agent = length / agents
     if per_agent < 4:
         return None
@@ -197,8 +197,6 @@ def industry_point(
         overwrite: Replace an existing dataset at ``parquet``.
         **changes: Overrides of :data:`INDUSTRY` (``agents``, ``stages``, ``tool_failure_rate``...).
     """
-    from orchestrace.runtime import run
-
     cfg = {**INDUSTRY, **changes}
     topology, task = cfg.pop("topology"), cfg.pop("task")
     procs = _processors(parquet, overwrite)
@@ -243,8 +241,6 @@ def measure_point(kind: str, *, isolate: bool = True, **args: Any) -> dict[str, 
         ConfigError: Unknown ``kind``.
         RuntimeError_: The point's process failed (the message ends with its last line).
     """
-    from orchestrace.errors import ConfigError
-
     if kind not in ("swarm", "industry"):
         raise ConfigError(f"unknown envelope point kind {kind!r}; use 'swarm' or 'industry'")
     if not isolate:
@@ -264,8 +260,6 @@ def measure_point(kind: str, *, isolate: bool = True, **args: Any) -> dict[str, 
         check=False,
     )
     if proc.returncode != 0:
-        from orchestrace.errors import RuntimeError_
-
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         raise RuntimeError_(
             f"envelope point {kind} {dict(args)} failed in its process (exit "

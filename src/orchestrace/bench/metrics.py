@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.bench.taxonomy import detect, taxonomy_counts
+from orchestrace.credit import make_assigner
 from orchestrace.trace.analyze import summarize
 from orchestrace.trace.model import Trace
 
@@ -50,8 +51,6 @@ def run_metrics(trace: Trace, *, credit_unit: str = "agent") -> dict[str, Any]:
         credit_unit: The credit unit this cell exercises; uniform credit is assigned at it and
             the number of units recorded.
     """
-    from orchestrace.credit import make_assigner
-
     s = summarize(trace)
     workers = max(1, int(s["team_size"]) - 1)  # everyone but the root orchestrator
     speedup = float(s["speedup"])

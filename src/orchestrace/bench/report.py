@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.bench.envelope import envelope_markdown, scale_gap_figure
+from orchestrace.io._output import report_dir, report_file
 
 __all__ = ["markdown", "write_report"]
 
@@ -200,8 +201,6 @@ def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False
     Raises:
         orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
     """
-    from orchestrace.io._output import report_dir, report_file
-
     with report_dir(out, force=force, report="bench") as target:
         with report_file(target / "report.json", "w") as fh:
             fh.write(json.dumps(report, indent=1, default=str))
@@ -212,8 +211,6 @@ def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False
 
 
 def _savefig(fig: Any, path: Path) -> None:
-    from orchestrace.io._output import report_file
-
     with report_file(path) as fh:
         fig.savefig(fh, format="png", dpi=100)
 

@@ -37,9 +37,15 @@ from typing import Any
 import numpy as np
 
 from orchestrace._safe import redact
+from orchestrace._version import __version__
 from orchestrace.bench.envelope import ENVELOPE_POINTS, envelope_point, measure_point
+from orchestrace.bench.faults import DropMessages, WrongAnswers
+from orchestrace.bench.metrics import run_metrics
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor, JobFailure, failures, make_executor
+from orchestrace.runtime import run
+from orchestrace.runtime.backends import make_backend
+from orchestrace.runtime.tasks import make_task
 from orchestrace.stats import mean_ci, wilson_interval
 
 __all__ = ["SUITES", "Suite", "run_one", "run_suite"]
@@ -172,11 +178,6 @@ def public_options(options: dict[str, Any] | None) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------------- single runs
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One benchmark run: ``{topology, task, agents, seed, fault, rate, backend}``."""
-    from orchestrace.bench.faults import DropMessages, WrongAnswers
-    from orchestrace.bench.metrics import run_metrics
-    from orchestrace.runtime import run
-    from orchestrace.runtime.backends import make_backend
-
     fault, rate = spec.get("fault"), float(spec.get("rate", 0.0))
     interventions: list[Any] = []
     kw: dict[str, Any] = {}
@@ -345,8 +346,6 @@ def _missing_cells(
 
 
 def _available_tasks(suite: Suite) -> tuple[Suite, list[str]]:
-    from orchestrace.runtime.tasks import make_task
-
     keep, notes = [], []
     for task in suite.tasks:
         try:
@@ -387,8 +386,6 @@ def run_suite(
         seeds: Override the suite's seed count.
         envelope: Also sweep the scale envelope (sim backend only).
     """
-    from orchestrace._version import __version__
-
     suite = name if isinstance(name, Suite) else get_suite(name)
     if seeds is not None:
         if seeds < 1:

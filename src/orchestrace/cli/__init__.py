@@ -15,9 +15,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrace import __version__
+from orchestrace import __version__, _startup
 from orchestrace._safe import bounded, guarded_output, redact
 from orchestrace.errors import ConfigError, OrchestraceError
+from orchestrace.io._output import FORCE_HINT
+from orchestrace.runtime.config import MAX_INT, check_seed
 
 __all__ = ["COMMANDS", "main"]
 
@@ -94,8 +96,6 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _check_seeds(args: argparse.Namespace) -> None:
     """Every seed option of every command: an integer from 0 to 2**63-1."""
-    from orchestrace.runtime.config import MAX_INT, check_seed
-
     for name in ("seed", "task_seed", "train_seed"):
         value = getattr(args, name, None)
         if value is not None:
@@ -124,13 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if argv is None:
         _maybe_tune_malloc(args_list)
-    from orchestrace.io._output import FORCE_HINT
 
     token = FORCE_HINT.set("--force")
     previous: Any = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        from orchestrace import _startup
 
         if signal.getsignal(signal.SIGINT) is _startup._quiet_exit:
             signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrace.rewards.base import VerdictWarning
+
 __all__ = ["add_rerun_checks", "verdict_warnings"]
 
 RERUN_HELP = (
@@ -29,8 +31,6 @@ def verdict_warnings() -> Iterator[None]:
 
     Other warnings keep their usual handling.
     """
-    from orchestrace.rewards.base import VerdictWarning
-
     seen: set[str] = set()
     with warnings.catch_warnings():
         warnings.simplefilter("always", VerdictWarning)

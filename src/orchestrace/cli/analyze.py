@@ -15,7 +15,7 @@ from orchestrace.io._common import read_bytes
 from orchestrace.io.json import parse
 from orchestrace.io.parquet import header_of, parse_parquet, trace_ids
 from orchestrace.trace.analyze import summarize
-from orchestrace.trace.check import check_graph
+from orchestrace.trace.check import check_graph, check_trace
 from orchestrace.trace.model import Trace
 
 
@@ -114,8 +114,6 @@ def _warn_semantic(problems: list[Problem]) -> None:
 
 
 def _checked(trace: Trace, source: str) -> Trace:
-    from orchestrace.trace.check import check_trace
-
     problems = check_trace(trace, partial=True)
     if any(p.severity == "error" for p in problems):
         raise TraceValidationError(problems, source=source)

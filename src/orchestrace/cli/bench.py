@@ -7,9 +7,12 @@ import json
 import sys
 from typing import Any
 
-from orchestrace.bench.security import SECURITY_SUITES
-from orchestrace.bench.suite import SUITES
-from orchestrace.executors import add_executor_flags
+from orchestrace.bench.report import write_report
+from orchestrace.bench.security import SECURITY_SUITES, run_security_suite, write_security_report
+from orchestrace.bench.suite import SUITES, run_suite
+from orchestrace.errors import ConfigError
+from orchestrace.executors import add_executor_flags, executor_from_args
+from orchestrace.io._output import report_dir
 from orchestrace.runtime.backends import BACKENDS
 
 
@@ -52,14 +55,8 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run, write, summarise."""
-    from orchestrace.bench.report import write_report
-    from orchestrace.bench.suite import run_suite
-    from orchestrace.errors import ConfigError
-
     if args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
-    from orchestrace.executors import executor_from_args
-    from orchestrace.io._output import report_dir
 
     opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
     if args.suite in SECURITY_SUITES:
@@ -106,9 +103,6 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _security(args: argparse.Namespace, opts: dict[str, Any] | None) -> int:
     """``--suite security-*``: attacks x defenses x topologies."""
-    from orchestrace.bench.security import run_security_suite, write_security_report
-    from orchestrace.io._output import report_dir
-
     with report_dir(args.output, force=args.force, report="bench"):
         report = run_security_suite(
             args.suite,

@@ -8,6 +8,9 @@ from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.learn.env import ENV_IDS
+from orchestrace.learn.evaluate import compare, format_table
+from orchestrace.learn.policies import heuristics
+from orchestrace.learn.policies.torch_policy import load_policy
 
 
 def add_parser(sub: Any) -> None:
@@ -35,15 +38,10 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Evaluate and print."""
-    from orchestrace.learn.evaluate import compare, format_table
-    from orchestrace.learn.policies import heuristics
-
     if args.seeds < 1 or args.episodes < 1:
         raise ConfigError("--seeds and --episodes must be >= 1")
     pols: dict[str, Any] = {}
     if args.policies:
-        from orchestrace.learn.policies.torch_policy import load_policy
-
         for path in args.policies:
             pols[path] = load_policy(path)
     if args.heuristics != "none":

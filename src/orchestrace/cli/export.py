@@ -12,6 +12,7 @@ from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.errors import ConfigError
 from orchestrace.io import load
+from orchestrace.io._output import check_output
 from orchestrace.learn.export import FORMATS, export
 
 
@@ -46,8 +47,6 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Load, export, report."""
-    from orchestrace.io._output import check_output
-
     check_output(args.output, force=args.force, kind="file", inputs=args.traces)
     suffix = Path(args.output).suffix.lower()
     want = ".parquet" if args.to == "verl" else ".jsonl"

@@ -12,6 +12,11 @@ import sys
 from typing import Any
 
 from orchestrace.io._output import atomic_write, check_output
+from orchestrace.papers.check import load_pool, read_pool
+from orchestrace.papers.links import coverage, coverage_markdown
+from orchestrace.papers.plots import plot_pool
+from orchestrace.papers.stats import pool_stats, stats_markdown
+from orchestrace.papers.taxonomy import EXCLUDED_COLUMNS, OPTIONAL_COLUMNS, PAPER_COLUMNS, describe
 
 
 def add_parser(sub: Any) -> None:
@@ -97,8 +102,6 @@ def _inputs(args: argparse.Namespace) -> list[str]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from orchestrace.papers.check import read_pool
-
     pool, problems = read_pool(args.papers, args.excluded)
     for p in problems:
         print(str(p))
@@ -113,13 +116,6 @@ def _check(args: argparse.Namespace) -> int:
 
 def _taxonomy(args: argparse.Namespace) -> int:
     from dataclasses import asdict
-
-    from orchestrace.papers.taxonomy import (
-        EXCLUDED_COLUMNS,
-        OPTIONAL_COLUMNS,
-        PAPER_COLUMNS,
-        describe,
-    )
 
     if args.json:
         doc = {
@@ -137,9 +133,6 @@ def _taxonomy(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from orchestrace.papers.check import load_pool
-    from orchestrace.papers.stats import pool_stats, stats_markdown
-
     if args.output is not None:
         check_output(args.output, force=args.force, inputs=_inputs(args))
     stats = pool_stats(load_pool(args.papers, args.excluded))
@@ -149,9 +142,6 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from orchestrace.papers.check import load_pool
-    from orchestrace.papers.plots import plot_pool
-
     pool = load_pool(args.papers, args.excluded)
     written, notes = plot_pool(
         pool, args.output, bench=args.bench, since=args.since, force=args.force
@@ -164,9 +154,6 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _coverage(args: argparse.Namespace) -> int:
-    from orchestrace.papers.check import load_pool
-    from orchestrace.papers.links import coverage, coverage_markdown
-
     if args.output is not None:
         check_output(args.output, force=args.force, inputs=_inputs(args))
     cov = coverage(load_pool(args.papers))

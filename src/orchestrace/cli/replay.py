@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrace.cli._backend import add_backend_flags, backend_args, given
 from orchestrace.cli._verdicts import add_rerun_checks
+from orchestrace.credit.counterfactual import _greedy
 from orchestrace.errors import ConfigError
 from orchestrace.io import check_dump_target, dump, dumps, load
 from orchestrace.rewards.base import executes_code
@@ -176,8 +177,6 @@ def run_cmd(args: argparse.Namespace) -> int:
                 )
             }
         if args.resample_message:
-            from orchestrace.credit.counterfactual import _greedy
-
             warning = _greedy(chosen["backend"])
             if warning:
                 print(f"warning: {warning}", file=sys.stderr)

@@ -10,10 +10,15 @@ import sys
 from typing import Any
 
 from orchestrace._safe import display
+from orchestrace.cli.analyze import _text
 from orchestrace.errors import ConfigError
+from orchestrace.io import check_dump_target, dump
 from orchestrace.runtime import TASKS, TOPOLOGIES, RunConfig, run
 from orchestrace.runtime.backends import BACKENDS
+from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.security import defenses_from
+from orchestrace.runtime.topologies import team_note
+from orchestrace.trace.analyze import summarize
 
 
 def add_parser(sub: Any) -> None:
@@ -132,8 +137,6 @@ def config_from(args: argparse.Namespace) -> RunConfig:
 
 def sim_option_names() -> list[str]:
     """The simulator options ``--sim-option`` can set (every option that changes results)."""
-    from orchestrace.runtime.backends.sim import SimBackend
-
     fixed = {"name", "virtual", "calls", "seed"}  # seed: --seed
     return sorted(f.name for f in dataclasses.fields(SimBackend) if f.name not in fixed)
 
@@ -145,8 +148,6 @@ def sim_options(pairs: list[str]) -> dict[str, Any]:
         ConfigError: A malformed pair, an unknown option (the message lists the valid ones),
             or a value of the wrong type.
     """
-    from orchestrace.runtime.backends.sim import SimBackend
-
     defaults = SimBackend()
     names = sim_option_names()
     out: dict[str, Any] = {}
@@ -237,8 +238,6 @@ def result_lines(res: Any, output: str | None) -> list[str]:
 
 def _print_team_note(args: argparse.Namespace, meta: Any) -> None:
     """Say on stderr when the topology used another team size than ``--agents``."""
-    from orchestrace.runtime.topologies import team_note
-
     task = meta.get("task") if isinstance(meta, dict) else None
     if not isinstance(task, dict):
         return
@@ -258,10 +257,6 @@ def _print_team_note(args: argparse.Namespace, meta: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run and report."""
-    from orchestrace.cli.analyze import _text
-    from orchestrace.io import check_dump_target, dump
-    from orchestrace.trace.analyze import summarize
-
     cfg = config_from(args)
     fmt: str | None = None
     if args.output:  # checked before anything runs

@@ -6,6 +6,10 @@ import argparse
 import json
 from typing import Any
 
+from orchestrace.errors import ConfigError
+from orchestrace.io._output import check_output, report_dir
+from orchestrace.learn.algorithms import TrainConfig, make_trainer
+from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, train_llm
 from orchestrace.learn.env import ENV_IDS
 
 
@@ -70,9 +74,6 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Train and report."""
-    from orchestrace.io._output import check_output, report_dir
-    from orchestrace.learn.algorithms import TrainConfig, make_trainer
-
     check_output(args.output, force=args.force, kind="dir", report="train")  # before any work
     if args.policy is not None:
         return _train_llm(args)
@@ -118,9 +119,6 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _train_llm(args: argparse.Namespace) -> int:
     """Online GRPO/PPO of an LLM orchestrator (orchestrace.learn.algorithms.llm_grpo)."""
-    from orchestrace.errors import ConfigError
-    from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, train_llm
-
     if args.algo == "reinforce":
         raise ConfigError("--policy trains with --algo grpo or ppo, not reinforce")
     task = "arith" if args.task == "arith-mapreduce-v0" else args.task

@@ -9,6 +9,9 @@ from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.io import FORMATS, IMPORT_FORMATS
+from orchestrace.io._output import check_output
+from orchestrace.viewer.html import write_html
+from orchestrace.viewer.server import ViewerState, serve
 
 
 def add_parser(sub: Any) -> None:
@@ -59,12 +62,10 @@ def run(args: argparse.Namespace) -> int:
         if args.port or args.open:
             flag = "--port" if args.port else "--open"
             raise ConfigError(f"{flag} applies to the server, not to --html; leave it out")
-        from orchestrace.io._output import check_output
 
         check_output(args.html, force=args.force, inputs=inputs)
     elif args.force:
         raise ConfigError("--force applies to --html OUT; leave it out")
-    from orchestrace.viewer.server import ViewerState
 
     state = ViewerState(
         args.trace,
@@ -78,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
         if src.view.note:
             print(f"note: {src.view.note}", file=sys.stderr)
     if args.html is not None:
-        from orchestrace.viewer.html import write_html
-
         size = write_html(state, args.html, force=args.force, inputs=inputs)
         n = sum(s.view.n for s in state.sources)
         print(
@@ -87,7 +86,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
-    from orchestrace.viewer.server import serve
 
     def ready(url: str) -> None:
         print(f"orchestrace viewer: {url}  (Ctrl-C to stop)", flush=True)

@@ -22,7 +22,6 @@ from orchestrace.credit.base import (
     Credit,
     CreditAssigner,
     CreditTable,
-    agent_roles,
     root_agents,
     unit_members,
 )
@@ -36,10 +35,6 @@ from orchestrace.credit.discounted import DiscountedCredit
 from orchestrace.credit.normalize import agentwise, by_task, group_relative
 from orchestrace.credit.shapley import (
     ShapleyCredit,
-    TraceGame,
-    glove_game,
-    hoeffding_bound,
-    majority_game,
     shapley_exact,
     shapley_mc,
 )
@@ -56,17 +51,12 @@ __all__ = [
     "DiscountedCredit",
     "LeaveOneOutCredit",
     "ShapleyCredit",
-    "TraceGame",
     "UniformCredit",
-    "agent_roles",
     "agentwise",
     "by_task",
     "check_credit",
-    "glove_game",
     "group_relative",
-    "hoeffding_bound",
     "llm_descendants",
-    "majority_game",
     "make_assigner",
     "root_agents",
     "shapley_exact",

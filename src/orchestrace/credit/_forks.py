@@ -14,8 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace.credit.reward import counterfactual_reward
+from orchestrace.credit.shapley import SampleBackends
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.executors import Executor, JobFailure, _one_line
+from orchestrace.runtime import replay
 from orchestrace.trace.model import Trace
 
 #: A fork job: the interventions and the sample whose backend answers the changed calls.
@@ -40,7 +43,6 @@ class ForkContext:
             from orchestrace.credit.counterfactual import _Backends
 
             return _Backends(self.backend, self.backend_options)
-        from orchestrace.credit.shapley import SampleBackends
 
         return SampleBackends(self.backend, self.backend_options)
 
@@ -66,11 +68,8 @@ def fork_job(ctx: ForkContext, job: ForkJob) -> tuple[int, float]:
 def _fork(
     ctx: ForkContext, factory: Callable[[Trace, int], Any], job: ForkJob
 ) -> tuple[int, float]:
-    from orchestrace.credit.reward import counterfactual_reward
-    from orchestrace.runtime.replay import fork
-
     ivs, k = job
-    res = fork(ctx.trace, ivs, backend=factory(ctx.trace, k), rerun_checks=ctx.rerun_checks)
+    res = replay.fork(ctx.trace, ivs, backend=factory(ctx.trace, k), rerun_checks=ctx.rerun_checks)
     reward = counterfactual_reward(res.trace, ctx.reward_fn, rerun_checks=ctx.rerun_checks)
     return res.backend_calls, reward
 

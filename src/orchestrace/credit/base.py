@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import CreditUnit, Trace
+from orchestrace.trace.tokens import token_table
 
 __all__ = [
     "UNITS",
@@ -201,7 +202,6 @@ def unit_members(trace: Trace, unit: str) -> dict[str, list[int]]:
             if events[j].type == "tool_call":
                 out.setdefault(events[j].id, []).append(i)
         return out
-    from orchestrace.trace.tokens import token_table
 
     recorded = token_table(trace)  # real token ids of trainable calls, where recorded
     for i, e in enumerate(events):  # token

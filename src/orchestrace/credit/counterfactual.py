@@ -82,6 +82,20 @@ from orchestrace.credit.loo import LeaveOneOutCredit
 from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.executors import Executor
+from orchestrace.runtime.backends.base import backend_spec
+from orchestrace.runtime.backends.openai import OpenAIBackend
+from orchestrace.runtime.replay import (
+    DropMessage,
+    ForceDecision,
+    ForceStop,
+    RedrawDownstream,
+    ReplaceMessage,
+    ResampleMessage,
+    backend_for,
+    check_replayable,
+    message_readers,
+    recorded_decisions,
+)
 from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
@@ -138,7 +152,6 @@ def _reseedable(backend: Any) -> bool:
     """
     if getattr(backend, "name", "") == "sim":
         return True
-    from orchestrace.runtime.backends.openai import OpenAIBackend
 
     return (
         isinstance(backend, OpenAIBackend)
@@ -160,8 +173,6 @@ class _Backends:
         self._built: dict[tuple[str, int], Any] = {}
 
     def __call__(self, trace: Trace, k: int = 0) -> Any:
-        from orchestrace.runtime.replay import backend_for
-
         first = self._built.get((trace.trace_id, 0))
         if first is None:
             first = backend_for(trace, self.backend, **self.options)
@@ -221,8 +232,6 @@ def deterministic_backend(backend: Any, *, assume: bool = False) -> bool:
         >>> deterministic_backend(OpenAIBackend(model="m"), assume=True)
         True
     """
-    from orchestrace.runtime.backends.base import backend_spec
-
     if assume:
         return True
     name = getattr(backend, "name", "")
@@ -316,14 +325,6 @@ class CounterfactualMessageCredit:
 
     def _arms(self, trace: Trace, mid: str) -> tuple[list[Any], list[Any]] | None:
         """The kept and intervened arms' interventions; ``None`` when nothing can change."""
-        from orchestrace.runtime.replay import (
-            DropMessage,
-            RedrawDownstream,
-            ReplaceMessage,
-            ResampleMessage,
-            message_readers,
-        )
-
         if not message_readers(trace, mid):
             return None  # nobody read it: neither arm can differ from the recorded run
         if self.intervention == "resample":
@@ -340,13 +341,6 @@ class CounterfactualMessageCredit:
 
     def _turn_arms(self, trace: Trace) -> dict[str, tuple[list[Any], list[Any]]]:
         """Kept and intervened arms of each turn a turn intervention applies to, by turn id."""
-        from orchestrace.runtime.replay import (
-            ForceDecision,
-            ForceStop,
-            RedrawDownstream,
-            recorded_decisions,
-        )
-
         firsts: dict[tuple[str, int], str] = {}
         for e in trace.events:
             if e.type != "tool_result" and e.step is not None:
@@ -378,8 +372,6 @@ class CounterfactualMessageCredit:
         self, trace: Trace, unit: str = "message", reward: float | None = None
     ) -> CreditTable:
         """Credit table at ``message`` (message interventions) or ``turn`` (turn ones)."""
-        from orchestrace.runtime.replay import check_replayable
-
         check_replayable(trace)
         turns = self.intervention in TURN_INTERVENTIONS
         if check_unit(unit) != ("turn" if turns else "message"):
@@ -535,8 +527,6 @@ _NOT_BOUNDED = ("spawn-one-more", "resample")
 
 def _greedy(backend: Any) -> str | None:
     """A one-line warning when ``backend`` decodes greedily (temperature 0), else ``None``."""
-    from orchestrace.runtime.backends.base import backend_spec
-
     try:
         spec = backend_spec(backend)
     except Exception:  # a custom backend without a spec

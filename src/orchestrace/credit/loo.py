@@ -40,6 +40,7 @@ from orchestrace.credit.shapley import (
 )
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor
+from orchestrace.runtime.replay import DropMessage, Silence, check_replayable
 from orchestrace.trace.model import Trace
 
 __all__ = ["LeaveOneOutCredit"]
@@ -87,7 +88,6 @@ class LeaveOneOutCredit:
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``, with an estimate per row."""
         from orchestrace.credit.counterfactual import CounterfactualTable
-        from orchestrace.runtime.replay import DropMessage, Silence, check_replayable
 
         unit = check_unit(unit)
         check_replayable(trace)

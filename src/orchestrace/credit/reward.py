@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrace.errors import ConfigError
+from orchestrace.rewards.base import outcome_known, team_reward
 from orchestrace.trace.model import Trace
 
 __all__ = [
@@ -31,8 +32,6 @@ def _takes_kw(fn: RewardLike) -> bool:
 
 def _value(trace: Trace, reward_fn: RewardLike | None, rerun_checks: bool) -> float | None:
     if reward_fn is None:
-        from orchestrace.rewards.base import team_reward
-
         reward_fn = team_reward()
     kw = {"rerun_checks": True} if rerun_checks and _takes_kw(reward_fn) else {}
     value = reward_fn([trace], **kw)[0]
@@ -71,8 +70,6 @@ def counterfactual_reward(
         ConfigError: The reward does not apply because the run's outcome is unknown: its
             task judges answers by running them as code, and no verdict covers this answer.
     """
-    from orchestrace.rewards.base import outcome_known
-
     value = _value(trace, reward_fn, rerun_checks)
     if value is None and not outcome_known(trace, rerun_checks=rerun_checks):
         spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None

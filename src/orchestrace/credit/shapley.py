@@ -47,8 +47,18 @@ from orchestrace.credit.base import (
     unit_members,
 )
 from orchestrace.credit.reward import RewardLike, counterfactual_reward
-from orchestrace.errors import ConfigError
-from orchestrace.executors import Executor
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.executors import Executor, JobFailure
+from orchestrace.runtime import replay
+from orchestrace.runtime.backends.openai import OpenAIBackend
+from orchestrace.runtime.replay import (
+    DropMessage,
+    Intervention,
+    Silence,
+    backend_for,
+    check_replayable,
+    message_readers,
+)
 from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
@@ -141,7 +151,6 @@ def unit_starts(trace: Trace, unit: str, key: str) -> list[int]:
     """Where a unit's influence on a run starts: an agent's events, a message's readers."""
     if unit == "agent":
         return [i for i, e in enumerate(trace.events) if e.agent == key]
-    from orchestrace.runtime.replay import message_readers
 
     return message_readers(trace, key)
 
@@ -149,8 +158,6 @@ def unit_starts(trace: Trace, unit: str, key: str) -> list[int]:
 @functools.cache
 def _redraw_class() -> type:
     from dataclasses import dataclass
-
-    from orchestrace.runtime.replay import Intervention
 
     @dataclass
     class RedrawCalls(Intervention):
@@ -205,8 +212,6 @@ class SampleBackends:
 
     def __call__(self, trace: Trace, k: int = 0) -> Any:
         """The backend of draw ``k``."""
-        from orchestrace.runtime.replay import backend_for
-
         first: Any = self._built.get(0)
         if first is None:
             first = self._built[0] = backend_for(trace, self.backend, **self.options)
@@ -231,7 +236,6 @@ class SampleBackends:
         name = getattr(first, "name", "")
         if name == "sim":
             return True
-        from orchestrace.runtime.backends.openai import OpenAIBackend
 
         return (
             isinstance(first, OpenAIBackend)
@@ -397,7 +401,6 @@ class TraceGame:
                 "trace games are played by agents or messages; for other units "
                 "use uniform or discounted credit"
             )
-        from orchestrace.runtime.replay import check_replayable
 
         check_replayable(trace)
         self.trace = trace
@@ -435,8 +438,6 @@ class TraceGame:
 
     def _interventions(self, coalition: frozenset[Any], k: int) -> list[Any]:
         """What draw ``k`` of ``coalition`` changes (nothing: the recorded run)."""
-        from orchestrace.runtime.replay import DropMessage, Silence
-
         out = [p for p in self.players if p not in coalition]
         ivs: list[Any] = (
             [Silence(p) for p in out]
@@ -450,8 +451,6 @@ class TraceGame:
     def prefetch(self, coalitions: Iterable[frozenset[Any]], executor: Executor | None) -> None:
         """Draw many coalitions at once: their forks are independent jobs on ``executor``."""
         from orchestrace.credit._forks import ForkContext, _ok, run_forks
-        from orchestrace.errors import RuntimeError_
-        from orchestrace.executors import JobFailure
 
         todo = [c for c in dict.fromkeys(map(frozenset, coalitions)) if c not in self._cache]
         where: list[tuple[frozenset[Any], int]] = []
@@ -490,14 +489,12 @@ class TraceGame:
             ]
 
     def _value(self, coalition: frozenset[Any], k: int) -> float:
-        from orchestrace.runtime.replay import fork
-
         ivs = self._interventions(coalition, k)
         if not ivs:  # draw 0 of the grand coalition: the recorded run
             return counterfactual_reward(
                 self.trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=False
             )
-        res = fork(
+        res = replay.fork(
             self.trace, ivs, backend=self.backends(self.trace, k), rerun_checks=self.rerun_checks
         )
         self.backend_calls += res.backend_calls

@@ -71,6 +71,7 @@ from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure, LocalExecutor, failures
 from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
+from orchestrace.runtime.backends import make_backend
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import VirtualTimeLoop
 from orchestrace.runtime.config import RunConfig
@@ -375,8 +376,6 @@ class OrchestrationEnv:
             opts = {**base, **cfg.backend_options}
             return loop, SimBackend(seed=seed, **opts)
         if self._real is None:
-            from orchestrace.runtime.backends import make_backend
-
             self._real = (
                 asyncio.new_event_loop(),
                 make_backend(cfg.backend, **cfg.backend_options),

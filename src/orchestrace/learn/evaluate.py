@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace.errors import ConfigError
 from orchestrace.learn.env import make_env
 from orchestrace.stats import mean_ci, t95
 
@@ -78,8 +79,6 @@ def evaluate(
         ConfigError: ``seeds`` or ``episodes`` below 1, or more than :data:`MAX_EPISODES`
             episodes in all.
     """
-    from orchestrace.errors import ConfigError
-
     if seeds < 1 or episodes < 1:
         raise ConfigError(f"seeds and episodes must be >= 1, got {seeds} and {episodes}")
     if seeds * episodes > MAX_EPISODES:

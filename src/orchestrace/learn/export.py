@@ -51,8 +51,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrace.credit import make_assigner
 from orchestrace.credit.base import root_agents
+from orchestrace.credit.normalize import agentwise, group_relative
 from orchestrace.errors import ConfigError, OrchestraceError, TraceError
+from orchestrace.io._output import atomic_write, check_output
+from orchestrace.learn.verl_reward import DATA_SOURCE_PREFIX
+from orchestrace.rewards import make
+from orchestrace.rewards.base import VerdictWarning, outcome_known
+from orchestrace.runtime.tasks import TASKS, make_task
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [
@@ -74,8 +81,6 @@ def _question(trace: Trace) -> str:
     spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
     if isinstance(spec, dict) and spec.get("name"):
         try:
-            from orchestrace.runtime.tasks import make_task
-
             kw = {k: spec[k] for k in ("seed", "size") if spec.get(k) is not None}
             return str(make_task(str(spec["name"]), **kw).question)
         except (OrchestraceError, TypeError, ValueError):  # not re-creatable: name the task id
@@ -202,8 +207,6 @@ def ground_truth(trace: Trace) -> tuple[str, dict[str, Any], Any]:
         >>> name, truth == trace.meta["result"]["truth"]
         ('arith-mapreduce-v0', True)
     """
-    from orchestrace.runtime.tasks import TASKS, make_task
-
     meta = trace.meta if isinstance(trace.meta, dict) else {}
     spec = meta.get("task")
     where = f"trace {trace.trace_id[:80]!r}"
@@ -242,9 +245,6 @@ def ground_truth(trace: Trace) -> tuple[str, dict[str, Any], Any]:
 
 def _rewards(traces: Sequence[Trace], reward: str, rerun_checks: bool) -> list[float | None]:
     """Each run's reward (``None``: the run's outcome is unknown; 0 when not applicable)."""
-    from orchestrace.rewards import make
-    from orchestrace.rewards.base import outcome_known
-
     values = make(reward)(list(traces), rerun_checks=rerun_checks)
     return [
         None
@@ -281,13 +281,9 @@ def export_rows(
     Raises:
         ConfigError: Unknown mode, reward or method.
     """
-    from orchestrace.credit.normalize import agentwise, group_relative
-
     if mode not in ("group", "credit"):
         raise ConfigError(f"unknown advantage mode {mode!r}; use 'group' or 'credit'")
     import warnings
-
-    from orchestrace.rewards.base import VerdictWarning
 
     scored = _rewards(list(traces), reward, rerun_checks)
     for t, r in zip(traces, scored, strict=True):
@@ -312,8 +308,6 @@ def export_rows(
                 run_adv[i] = a
         turn_adv = list(run_adv)
     else:
-        from orchestrace.credit import make_assigner
-
         assigner = make_assigner(method, rerun_checks=rerun_checks)
         tables = [
             assigner.assign(t, "turn", reward=r) for t, r in zip(traces, rewards, strict=True)
@@ -364,8 +358,6 @@ def export(
         OutputError: ``out`` exists (without ``overwrite``), cannot hold a file, or writing
             failed (the previous file is kept).
     """
-    from orchestrace.io._output import atomic_write, check_output
-
     if to not in FORMATS:
         raise ConfigError(f"unknown export format {to!r}; use one of: {', '.join(FORMATS)}")
     check_output(out, force=overwrite, kind="file")
@@ -382,8 +374,6 @@ def export(
         return len(kept)
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from orchestrace.learn.verl_reward import DATA_SOURCE_PREFIX
 
     records = []
     for i, r in enumerate(rows):

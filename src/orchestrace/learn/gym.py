@@ -33,6 +33,8 @@ import importlib.util
 from typing import Any, ClassVar
 
 from orchestrace.errors import ConfigError
+from orchestrace.learn.env import OrchestrationEnv, make_env
+from orchestrace.learn.spaces import Discrete, MultiDiscrete
 
 __all__ = ["GYM_IDS", "env_class", "gym_env", "register"]
 
@@ -73,8 +75,6 @@ def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
         ...     print("Discrete(2)")
         Discrete(2)
     """
-    from orchestrace.learn.env import make_env
-
     cls = env_class()
     return cls(make_env(GYM_IDS.get(env_id, env_id), **kw))
 
@@ -97,9 +97,6 @@ def env_class() -> type:
     """
     gymnasium = _gymnasium()
     import numpy as np
-
-    from orchestrace.learn.env import OrchestrationEnv
-    from orchestrace.learn.spaces import Discrete, MultiDiscrete
 
     spaces = gymnasium.spaces
 

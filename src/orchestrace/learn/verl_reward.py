@@ -31,6 +31,8 @@ import warnings
 from typing import Any
 
 from orchestrace.errors import ConfigError
+from orchestrace.runtime.tasks import TASKS, make_task
+from orchestrace.runtime.tasks.base import parse_answer
 
 __all__ = ["DATA_SOURCE_PREFIX", "compute_score", "data_sources", "score_details"]
 
@@ -45,15 +47,11 @@ def data_sources() -> list[str]:
         >>> "orchestrace/multihop-v0" in data_sources()
         True
     """
-    from orchestrace.runtime.tasks import TASKS
-
     return [DATA_SOURCE_PREFIX + name for name in sorted(TASKS)]
 
 
 @functools.lru_cache(maxsize=64)
 def _task(name: str, seed: int | None, size: int | None) -> Any:
-    from orchestrace.runtime.tasks import make_task
-
     if seed is None:
         seed = 0
     return make_task(name, seed, size)
@@ -87,9 +85,6 @@ def score_details(
         >>> score_details("orchestrace/math-v0", "ANSWER: 7", "8")
         (0.0, 'rejected by the math-v0 checker')
     """
-    from orchestrace.runtime.tasks import TASKS
-    from orchestrace.runtime.tasks.base import parse_answer
-
     name = (
         data_source[len(DATA_SOURCE_PREFIX) :] if data_source.startswith(DATA_SOURCE_PREFIX) else ""
     )

@@ -25,8 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrace.credit import UNITS, UniformCredit
+from orchestrace.errors import OrchestraceError
+from orchestrace.learn.env import EnvConfig, make_env
 from orchestrace.papers.check import Pool
 from orchestrace.papers.taxonomy import NA, OPTIONAL_COLUMNS, PAPER_COLUMNS
+from orchestrace.rewards import REGISTRY, make
+from orchestrace.runtime import run
+from orchestrace.runtime.topologies import TOPOLOGIES
 
 __all__ = [
     "AXES",
@@ -133,11 +139,6 @@ LINKS: dict[str, dict[str, Link]] = _links()
 
 
 def _registries() -> dict[str, set[str]]:
-    from orchestrace.credit import UNITS
-    from orchestrace.learn.env import EnvConfig
-    from orchestrace.rewards import REGISTRY
-    from orchestrace.runtime.topologies import TOPOLOGIES
-
     return {
         "reward_type": set(REGISTRY),
         "credit_granularity": set(UNITS),
@@ -167,9 +168,6 @@ class _Runner:
         self._learnable: dict[str, bool] = {}
 
     def _trace(self, topology: str, task: str) -> Any:
-        from orchestrace.errors import OrchestraceError
-        from orchestrace.runtime import run
-
         key = (topology, task)
         if key not in self._traces:
             try:
@@ -181,9 +179,6 @@ class _Runner:
     def learnable(self, code: str) -> bool:
         """Whether the orchestration environment takes a step learning decision ``code``."""
         if code not in self._learnable:
-            from orchestrace.errors import OrchestraceError
-            from orchestrace.learn.env import make_env
-
             ok = False
             try:
                 env = make_env("orchestrate-v0", learn=(code,))
@@ -206,11 +201,6 @@ class _Runner:
         settings ran when the reward family gives a value on that trace and credit at the
         unit, for that reward, reaches at least one unit.
         """
-        from orchestrace.credit import UniformCredit
-        from orchestrace.errors import OrchestraceError
-        from orchestrace.rewards import make
-        from orchestrace.runtime.topologies import TOPOLOGIES
-
         topo = settings.get("orchestration_form")
         family = settings.get("reward_type")
         unit = settings.get("credit_granularity")

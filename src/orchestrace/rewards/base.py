@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from orchestrace.errors import ConfigError
+from orchestrace.runtime.core import ROOT
+from orchestrace.runtime.tasks import make_task, task_class
+from orchestrace.runtime.tasks.base import answer_digest
 from orchestrace.trace.model import Event, Trace
 
 if TYPE_CHECKING:
@@ -140,7 +143,6 @@ def orchestrators(trace: Trace) -> list[str]:
     agent that no spawn created was added to the trace afterwards.
     """
     from orchestrace.credit.base import root_agents
-    from orchestrace.runtime.core import ROOT
 
     roots = root_agents(trace)
     if isinstance(trace.meta, dict) and isinstance(trace.meta.get("runner"), dict):
@@ -200,8 +202,6 @@ def recorded_verdict(trace: Trace) -> Verdict | None:
 
 def executes_code(trace: Trace) -> bool:
     """Whether the trace's task (``meta.task.name``) checks answers by running them as code."""
-    from orchestrace.runtime.tasks import task_class
-
     spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
     cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
     return bool(cls is not None and cls.executes_code)
@@ -213,8 +213,6 @@ def outcome_known(trace: Trace, *, rerun_checks: bool = False) -> bool:
     False only for a task whose check runs code, when the trace records no verdict (or an
     unknown one) and ``rerun_checks`` is off.
     """
-    from orchestrace.runtime.tasks.base import answer_digest
-
     if rerun_checks or not executes_code(trace):
         return True
     v = recorded_verdict(trace)
@@ -256,8 +254,6 @@ def outcome(
     answer = answer_of(trace)
     if checker is not None:
         return bool(checker(trace, answer))
-    from orchestrace.runtime.tasks import make_task, task_class
-    from orchestrace.runtime.tasks.base import answer_digest
 
     recorded = recorded_verdict(trace)
     spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None

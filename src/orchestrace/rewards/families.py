@@ -36,6 +36,8 @@ from orchestrace.rewards.base import (
     team_reward,
     truth_of,
 )
+from orchestrace.runtime.tasks import make_task
+from orchestrace.trace.graph import speedup
 from orchestrace.trace.model import MAX_INT, Event, Trace
 
 __all__ = [
@@ -250,7 +252,6 @@ def _task(trace: Trace) -> Any:
     spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
     if not isinstance(spec, dict):
         return None
-    from orchestrace.runtime.tasks import make_task
 
     try:
         return make_task(spec["name"], seed=spec.get("seed", 0), size=spec.get("size"))
@@ -381,8 +382,6 @@ def aggregation_quality(trace: Trace) -> float | None:
 
 def parallel_efficiency(trace: Trace, ideal: int | None = None) -> float | None:
     """Speedup (work / critical path) over the ideal for the team size, capped at 1."""
-    from orchestrace.trace.graph import speedup
-
     team = len({e.to for e in trace.events if e.type == "spawn" and e.to})
     best = ideal or team
     if best <= 0:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import check_output
+from orchestrace.io.parquet_stream import ParquetExporter
 from orchestrace.runtime.backends import Backend, make_backend
 from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_real, run_virtual
@@ -186,8 +187,6 @@ def run(
     )
     procs = list(processors)
     if output is not None and parquet:
-        from orchestrace.io.parquet_stream import ParquetExporter
-
         exporter: Any = ParquetExporter(output, overwrite=overwrite)
         procs.insert(0, exporter)
     elif output is not None:

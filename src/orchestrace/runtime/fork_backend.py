@@ -24,6 +24,7 @@ from typing import Any
 
 from orchestrace._safe import display, redact
 from orchestrace.errors import ConfigError
+from orchestrace.runtime.backends import backend_from_spec, make_backend
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -88,8 +89,6 @@ def backend_for(
         ConfigError: The trace records no backend, or not enough to rebuild it, or the
             rebuilt backend cannot answer; the message names the flag to pass.
     """
-    from orchestrace.runtime.backends import backend_from_spec, make_backend
-
     if backend is not None and not isinstance(backend, str):
         if not callable(getattr(backend, "complete", None)) or not hasattr(backend, "virtual"):
             raise ConfigError(

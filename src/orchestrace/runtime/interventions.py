@@ -32,6 +32,7 @@ from typing import Any
 from orchestrace._safe import display
 from orchestrace.errors import TraceError
 from orchestrace.runtime.core import ROOT
+from orchestrace.runtime.prompts import parse
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [
@@ -217,8 +218,6 @@ class ReplaceMessage(Intervention):
 
 def _text_value(text: str) -> Any:
     """The value a message text states: after ``ANSWER:``, else the text (an int if it is one)."""
-    from orchestrace.runtime.prompts import parse
-
     found = parse(text)
     if found is not None:
         return found

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.runtime.backends.base import BackendError, LLMRequest, LLMResponse
+from orchestrace.runtime.backends.hf import require_transformers
 from orchestrace.runtime.prompts import parse
 from orchestrace.testing.server import ChatServer, SeededArithmeticModel
 from orchestrace.trace.generate import generate_trace
@@ -78,8 +79,6 @@ def tiny_causal_lm(path: str | Path, *, vocab: Sequence[str] | None = None, seed
 
     Needs the ``[hf]`` extra. Returns ``path``, loadable by ``HFBackend(model=path)``.
     """
-    from orchestrace.runtime.backends.hf import require_transformers
-
     torch, transformers = require_transformers()
     from tokenizers import Tokenizer, models, pre_tokenizers
 

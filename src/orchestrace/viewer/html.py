@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import ConfigError
+from orchestrace.io._output import atomic_write
 from orchestrace.viewer.data import OVERLAYS, TraceView
+from orchestrace.viewer.server import static_dir
 
 __all__ = ["HTML_CONTENT_CHARS", "build_bundle", "render_html", "write_html"]
 
@@ -138,8 +140,6 @@ def render_html(state: Any) -> str:
     Raises:
         ConfigError: The package's built front-end is missing (reinstall orchestrace).
     """
-    from orchestrace.viewer.server import static_dir
-
     d = static_dir()
     try:
         page = (d / "index.html").read_text(encoding="utf-8")
@@ -184,8 +184,6 @@ def write_html(
     Raises:
         OutputError: ``path`` exists (without ``force``), is an input, or cannot be written.
     """
-    from orchestrace.io._output import atomic_write
-
     data = render_html(state).encode("utf-8")
     with atomic_write(path, force=force, inputs=inputs) as fh:
         fh.write(data)

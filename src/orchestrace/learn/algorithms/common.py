@@ -14,6 +14,7 @@ import numpy as np
 
 from orchestrace._safe import redact
 from orchestrace.errors import ConfigError
+from orchestrace.io._output import report_dir, report_file
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.policies.torch_policy import MLPPolicy
 
@@ -155,8 +156,6 @@ class Trainer:
         minutes = (time.perf_counter() - t0) / 60
         out = None
         if cfg.out:
-            from orchestrace.io._output import report_dir
-
             # an explicit output replaces an earlier training report, never anything else
             with report_dir(cfg.out, force=True, report="train"):
                 out = self.write()
@@ -168,8 +167,6 @@ class Trainer:
         ``out`` defaults to the config's; ``suffix`` goes before each extension
         (``train-arith.csv``...), so several runs can share a directory.
         """
-        from orchestrace.io._output import report_file
-
         out = Path(out or self.cfg.out or ".")
         with report_file(out / f"train{suffix}.csv", "w") as fh:
             w = csv.DictWriter(fh, fieldnames=list(self.log[0]))
@@ -205,7 +202,6 @@ def plot_curve(log: list[dict[str, float]], path: Path, title: str) -> None:
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    from orchestrace.io._output import report_file
 
     try:
         with report_file(path) as fh:

@@ -21,6 +21,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrace.io._output import report_dir, report_file
+
 if TYPE_CHECKING:
     from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig
 
@@ -83,8 +85,6 @@ def _write_now(
 ) -> Path:
     import io
 
-    from orchestrace.io._output import report_dir, report_file
-
     out = Path(str(cfg.out))
     with report_dir(out, force=True, report="train"):
         with report_file(out / "train.csv", "w") as fh:
@@ -126,7 +126,6 @@ def _plot(log: list[dict[str, float]], path: Path, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    from orchestrace.io._output import report_file
 
     keys = ("reward", "success", "tokens", "critical_steps", "kl", "invalid_rate")
     fig, axes = plt.subplots(2, 3, figsize=(11, 6))

@@ -32,6 +32,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrace.credit import CounterfactualMessageCredit, DiscountedCredit
 from orchestrace.trace.model import Trace
 
 __all__ = [
@@ -77,8 +78,6 @@ def turn_weights(trace: Trace, n: int, gamma: float) -> list[float]:
         >>> round(sum(w), 9), w[0] != w[1]
         (2.0, True)
     """
-    from orchestrace.credit import DiscountedCredit
-
     if n == 0:
         return []
     shares = DiscountedCredit(gamma=gamma).assign(trace, "turn", reward=1.0).by_unit("turn")
@@ -104,8 +103,6 @@ def message_credits(
     the decisions in a fork keep their recorded values (open loop). Returns the per-call sums
     and the per-message credits.
     """
-    from orchestrace.credit import CounterfactualMessageCredit
-
     if n == 0:
         return [], {}
     messages = [e for e in trace.events if e.type == "message"]

@@ -39,6 +39,7 @@ from orchestrace.errors import ConfigError
 from orchestrace.learn.env import OrchestrationEnv
 from orchestrace.learn.policies.heuristic import Heuristic
 from orchestrace.runtime.backends.sim import DEFAULT_SKILLS
+from orchestrace.runtime.tasks import make_task, task_class
 
 __all__ = ["PosteriorStop", "SimModel"]
 
@@ -80,8 +81,6 @@ class SimModel:
         spread: float = 0.03,
         conf_sd: float = 0.12,
     ) -> None:
-        from orchestrace.runtime.tasks import make_task, task_class
-
         cls = task_class(task)
         if cls is None:
             raise ConfigError(f"unknown task {task!r}; use arith, search or multihop")

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace.errors import ConfigError
+from orchestrace.io._output import report_file
 from orchestrace.learn.env import OrchestrationEnv
 from orchestrace.learn.spaces import Discrete
 
@@ -136,8 +138,6 @@ class MLPPolicy:
         """
         import io
 
-        from orchestrace.io._output import report_file
-
         buf = io.BytesIO()
         self.torch.save(
             {
@@ -170,8 +170,6 @@ def load_policy(path: str | Path) -> MLPPolicy:
         EOFError,
         pickle.UnpicklingError,
     ) as err:
-        from orchestrace.errors import ConfigError
-
         raise ConfigError(
             f"cannot load policy {path}: {err}; pass a checkpoint written by `orchestrace train`"
         ) from None
