@@ -8,6 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrace.errors import ConfigError
+from orchestrace.executors import add_executor_flags, executor_from_args
+from orchestrace.io._output import report_dir
+from orchestrace.learn.stopping import StudyConfig, missing_note, run_study, summary_table
+
 
 def add_parser(sub: Any) -> None:
     """Register the command."""
@@ -50,7 +55,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--jobs", type=int, default=2, help="processes when --executor is not given (1: this one)"
     )
-    from orchestrace.executors import add_executor_flags
 
     add_executor_flags(p, "the study's jobs (evaluation banks, training replicates)")
     p.add_argument("-o", "--output", default="runs/learned-stopping", help="report directory")
@@ -64,9 +68,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from orchestrace.errors import ConfigError
-    from orchestrace.learn.stopping import StudyConfig
-
     base = StudyConfig.quick() if args.quick else StudyConfig()
     kw: dict[str, Any] = {k: v for k, v in vars(base).items()}
     for flag, key in (
@@ -100,15 +101,10 @@ def _config(args: argparse.Namespace) -> Any:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run the study and print the summary table."""
-    from orchestrace.errors import ConfigError
-    from orchestrace.io._output import report_dir
-    from orchestrace.learn.stopping import missing_note, run_study, summary_table
-
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
     cfg = _config(args)
-    from orchestrace.executors import executor_from_args
 
     given = args.executor or args.workers is not None or args.ray_address
     executor = executor_from_args(args, default="process") if given else None
