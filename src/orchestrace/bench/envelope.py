@@ -32,9 +32,11 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import resource
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -248,8 +250,6 @@ def measure_point(kind: str, *, isolate: bool = True, **args: Any) -> dict[str, 
         if row is not None:
             row["peak_rss_mb"] = row["base_rss_mb"] = None
         return row
-    import json
-    import subprocess
 
     code = "from orchestrace.bench.envelope import _child_main; _child_main()"
     proc = subprocess.run(
@@ -271,8 +271,6 @@ def measure_point(kind: str, *, isolate: bool = True, **args: Any) -> dict[str, 
 
 def _child_main() -> None:
     """Entry point of the process :func:`measure_point` starts (JSON in, JSON out)."""
-    import json
-
     job = json.loads(sys.stdin.read())
     row = _child(job["kind"], job["args"])
     sys.stdout.write(json.dumps(row, default=str))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from orchestrace.io._output import atomic_write, check_output
@@ -115,8 +116,6 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _taxonomy(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     if args.json:
         doc = {
             name: [asdict(c) for c in cols.values()]

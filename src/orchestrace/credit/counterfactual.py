@@ -70,6 +70,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -186,8 +187,6 @@ class _Backends:
                     trace, self.backend, seed_offset=k, check=False, **self.options
                 )
             else:
-                import dataclasses
-
                 seeded: Any = first
                 self._built[key] = dataclasses.replace(
                     seeded, seed=seeded.seed + k, _client=None, _sem=None

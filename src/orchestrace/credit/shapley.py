@@ -30,9 +30,11 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from math import factorial
 from typing import Any
@@ -157,8 +159,6 @@ def unit_starts(trace: Trace, unit: str, key: str) -> list[int]:
 
 @functools.cache
 def _redraw_class() -> type:
-    from dataclasses import dataclass
-
     @dataclass
     class RedrawCalls(Intervention):
         """Draw again the recorded LLM calls with these replay keys."""
@@ -223,8 +223,6 @@ class SampleBackends:
                     trace, self.backend, seed_offset=k, check=False, **self.options
                 )
             else:
-                import dataclasses
-
                 self._built[k] = dataclasses.replace(
                     first, seed=first.seed + k, _client=None, _sem=None
                 )

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -61,8 +62,6 @@ if TYPE_CHECKING:  # made on first use (they subclass LangChain's BaseTracer)
 
 
 def _require(module: str) -> Any:
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as err:

@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -283,7 +284,6 @@ def export_rows(
     """
     if mode not in ("group", "credit"):
         raise ConfigError(f"unknown advantage mode {mode!r}; use 'group' or 'credit'")
-    import warnings
 
     scored = _rewards(list(traces), reward, rerun_checks)
     for t, r in zip(traces, scored, strict=True):

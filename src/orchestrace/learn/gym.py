@@ -32,6 +32,8 @@ import functools
 import importlib.util
 from typing import Any, ClassVar
 
+import numpy as np
+
 from orchestrace.errors import ConfigError
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.spaces import Discrete, MultiDiscrete
@@ -96,7 +98,6 @@ def env_class() -> type:
         True
     """
     gymnasium = _gymnasium()
-    import numpy as np
 
     spaces = gymnasium.spaces
 

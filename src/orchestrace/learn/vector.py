@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -193,8 +194,6 @@ class VectorEnv:
             Per episode: ``seed``, ``return``, ``steps``, ``terminated``, ``truncated``,
             ``info`` (JSON-ready, without its trace) and, with ``traces``, ``trace``.
         """
-        import copy
-
         queue = [int(s) for s in seeds]
         results: dict[int, dict[str, Any]] = {}
         slots: list[dict[str, Any] | None] = [None] * self.num_envs

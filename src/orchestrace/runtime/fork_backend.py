@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import socket
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from orchestrace._safe import display, redact
 from orchestrace.errors import ConfigError
@@ -96,8 +99,6 @@ def backend_for(
                 f"a backend object with complete() and virtual (got {display(repr(backend), 60)})"
             )
         if seed_offset and isinstance(backend, SimBackend):
-            import dataclasses
-
             return dataclasses.replace(backend, seed=backend.seed + seed_offset, calls=0)
         return backend
     given = {k: v for k, v in options.items() if v is not None}
@@ -165,15 +166,12 @@ def _trusted_url(backend: Any) -> bool | None:
     """
     if getattr(backend, "name", "") not in _HTTP or getattr(backend, "mode", "server") != "server":
         return None
-    import os
 
     url = str(getattr(backend, "base_url", "")).rstrip("/")
     return any((os.environ.get(n) or "").rstrip("/") == url for n in _URL_ENV if os.environ.get(n))
 
 
 def _key_withheld(backend: Any) -> bool:
-    import os
-
     return (
         getattr(backend, "name", "") in _HTTP
         and getattr(backend, "api_key", None) is None
@@ -203,9 +201,6 @@ def _check_can_answer(backend: Any, how: str) -> None:
     name = getattr(backend, "name", "")
     server = getattr(backend, "mode", "server") == "server"
     if name in _HTTP and server and getattr(backend, "transport", None) is None:
-        import socket
-        from urllib.parse import urlsplit
-
         url = urlsplit(str(backend.base_url))
         try:
             port = url.port or (443 if url.scheme == "https" else 80)

@@ -48,6 +48,7 @@ import msgspec
 
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
+from orchestrace.rewards.base import recorded_verdict
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -279,8 +280,6 @@ def _encoded(value: Any) -> bytes | None:
 
 def _recorded(trace: Trace) -> tuple[bool, Any, Verdict | None]:
     """Whether the trace records an answer; the answer; its recorded verdict."""
-    from orchestrace.rewards.base import recorded_verdict
-
     result = trace.meta.get("result")
     if not isinstance(result, dict) or "answer" not in result:
         return False, None, None

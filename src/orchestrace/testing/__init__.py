@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,8 +60,6 @@ class MockModel:
             text = self.script[self.calls % len(self.script)]
         self.calls += 1
         if not self.virtual and self.latency:
-            import asyncio
-
             await asyncio.sleep(self.latency)  # real time passes on a real-time run
         if isinstance(text, BaseException):
             raise BackendError(str(text))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
 from collections.abc import Callable
 from importlib import resources
@@ -452,8 +453,6 @@ def serve(
         ImportError: uvicorn is not installed (the message says what to install).
         ConfigError: The port cannot be bound.
     """
-    import socket
-
     try:
         import uvicorn
     except ImportError:

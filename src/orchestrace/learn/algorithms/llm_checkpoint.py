@@ -14,8 +14,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import io
 import json
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -64,9 +67,6 @@ def sigint_held() -> Iterator[None]:
 
     Outside the main thread (where no signal handler can be set) the block runs as is.
     """
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -83,8 +83,6 @@ def sigint_held() -> Iterator[None]:
 def _write_now(
     cfg: LLMTrainConfig, log: list[dict[str, float]], backend: Any, model: Any, head: Any
 ) -> Path:
-    import io
-
     out = Path(str(cfg.out))
     with report_dir(out, force=True, report="train"):
         with report_file(out / "train.csv", "w") as fh:

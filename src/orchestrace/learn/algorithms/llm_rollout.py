@@ -14,8 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from orchestrace.learn.algorithms.llm_credit import decision_events
 from orchestrace.learn.env import make_env
@@ -80,7 +83,6 @@ def make_rollout_env(cfg: LLMTrainConfig, workers: Any) -> Any:
             reward_fn=cfg.reward_fn,
             **cfg.env_options,
         )
-    import asyncio
 
     env = make_env(
         cfg.env,
@@ -207,8 +209,6 @@ def c3_siblings(
 
 def _with_tokens(trace: Trace, records: list[tuple[dict[str, Any], str, str | None]]) -> Trace:
     """The trace with each decision's token record, text and parse error on its event."""
-    import msgspec
-
     table = {}
     notes = {}
     for ev, (rec, text, error) in zip(decision_events(trace), records, strict=False):

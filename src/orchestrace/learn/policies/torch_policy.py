@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import pickle
 from pathlib import Path
 from typing import Any
@@ -136,8 +137,6 @@ class MLPPolicy:
         Raises:
             orchestrace.io._output.OutputError: Writing failed (disk full, permission denied).
         """
-        import io
-
         buf = io.BytesIO()
         self.torch.save(
             {
