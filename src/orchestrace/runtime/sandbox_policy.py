@@ -1,4 +1,4 @@
-"""Sandbox limits and results: what a sandbox may use, and what running in one gives back.
+"""Sandbox limits and results: what a sandbox may use and see, and what running in one gives back.
 
 Example:
     >>> SandboxPolicy(wall_s=5.0).wall_s, Isolation("root", "/usr/bin/python3").label
@@ -7,6 +7,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -126,3 +128,61 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict."""
         return asdict(self)
+
+
+# -- what a sandbox sees of the machine ---------------------------------------------------------
+
+
+def _binds(python: str) -> list[str]:
+    """Directories the interpreter needs, bound read-only (outermost only)."""
+    import sysconfig
+
+    cands = [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/lib32",
+        "/libx32",
+        "/bin",
+        "/sbin",
+        os.path.realpath(sys.base_prefix),
+        os.path.realpath(sys.base_exec_prefix),
+        os.path.dirname(python),
+        os.path.realpath(sysconfig.get_paths()["stdlib"]),
+    ]
+    out: list[str] = []
+    for p in sorted(set(cands), key=len):
+        if p == "/" or not os.path.lexists(p):
+            continue
+        if os.path.islink(p) and os.path.dirname(p) != "/":
+            p = os.path.realpath(p)
+        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def _hidden(binds: list[str], extra: tuple[str, ...]) -> list[str]:
+    """Package directories (and ``extra``) under the binds, to cover inside the sandbox."""
+    import site
+    import sysconfig
+
+    cands = [*extra, *site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])]
+    for scheme_vars in ({"base": sys.base_prefix, "platbase": sys.base_exec_prefix},):
+        paths = sysconfig.get_paths(vars=scheme_vars)
+        cands += [paths["purelib"], paths["platlib"]]
+    cands += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    for root in ("/usr/lib", "/usr/local/lib", "/usr/lib64", "/usr/local/lib64", "/usr/share"):
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for n in names:
+            if n.startswith("python"):
+                cands += [f"{root}/{n}/dist-packages", f"{root}/{n}/site-packages"]
+    out: list[str] = []
+    for c in cands:
+        p = os.path.realpath(c)
+        inside = any(p.startswith(b.rstrip("/") + "/") for b in binds)
+        if inside and os.path.isdir(p) and p not in out:
+            out.append(p)
+    return out
