@@ -388,3 +388,22 @@ def test_a_parquet_row_group_that_cannot_be_written_stops_the_run(tmp_path):
     assert proc.stdout.startswith(f"OutputError {out} cannot write {out}: "), proc.stderr
     assert "nothing of this run was kept there" in proc.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_given_up_on_a_second_signal_still_flushes_and_shuts_down():
+    class Signaller(Calls):
+        def on_event(self, event, edges):
+            super().on_event(event, edges)
+            if self.calls.count("on_event") == 20:
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)
+
+    calls = Signaller()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run("debate", agents=4, rounds=200, processors=[calls], stop_on_signals=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "on_end" not in calls.calls  # the trace was never finished
+    assert calls.calls[-2:] == ["force_flush", "shutdown"]
