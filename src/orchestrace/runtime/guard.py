@@ -63,9 +63,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CapabilityDenied", "Guard", "TaintBlocked"]
 
-#: Decisions that tainted data may not drive without an endorsement.
-GATED = ("spawn", "delegate", "stop", "aggregate", "tool")
-
 
 class CapabilityDenied(RuntimeError_):
     """An agent tried an action its role may not take (recorded as a ``safety_event``)."""
