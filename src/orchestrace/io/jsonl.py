@@ -12,6 +12,9 @@ Two layouts share the ``.jsonl`` suffix and are told apart by the first line:
 A damaged line stops reading with an error naming its line; with ``keep_going=True`` it is
 reported and skipped, and every other record is read.
 
+This module reads; the writers (:class:`StreamWriter`, :func:`write_jsonl`) live in
+:mod:`orchestrace.io._jsonl_write` and are re-exported here.
+
 Example:
     >>> import tempfile, os
     >>> from orchestrace.trace.generate import generate_trace
@@ -28,29 +31,24 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
 from orchestrace.io import _common
-from orchestrace.io._common import PathLike, atomic_write, format_error
-from orchestrace.io._output import OutputError, StreamTarget, write_error
+from orchestrace.io._common import PathLike, format_error
+from orchestrace.io._jsonl_write import _ENC, StreamWriter, _Footer, _Header, _Line, write_jsonl
 from orchestrace.io.json import _check_duplicate_keys, duplicate_key
 from orchestrace.trace.check import check_trace
 from orchestrace.trace.diagnose import knock_on
 from orchestrace.trace.model import (
-    SCHEMA_VERSION,
     Edge,
     Event,
-    TopologyName,
     Trace,
 )
 
@@ -63,32 +61,8 @@ __all__ = [
 ]
 
 
-class _Header(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    trace_id: str
-    task_id: str
-    system: str | None = None
-    topology: TopologyName | None = None
-    schema_version: str = SCHEMA_VERSION
-    meta: dict[str, Any] = {}
-
-
-class _Footer(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    rewards: dict[str, float] = {}
-    costs: dict[str, float] = {}
-    metrics: dict[str, float] = {}
-    meta: dict[str, Any] = {}
-
-
-class _Line(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    header: _Header | None = None
-    event: Event | None = None
-    edge: Edge | None = None
-    footer: _Footer | None = None
-
-
 _LINE = msgspec.json.Decoder(_Line)
 _TRACE = msgspec.json.Decoder(Trace)
-_ENC = msgspec.json.Encoder()
 
 
 @dataclass
@@ -104,198 +78,6 @@ class JsonlItem:
     trace: Trace | None
     problems: list[Problem] = field(default_factory=list)
     line: int = 0
-
-
-# ---------------------------------------------------------------------- writing
-def write_jsonl(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> int:
-    """Write traces one per line, atomically. Returns how many were written.
-
-    Args:
-        traces: The traces.
-        path: The output file.
-        overwrite: Replace ``path`` if it exists (otherwise an existing file is an error).
-
-    Raises:
-        OutputError: The file exists (without ``overwrite``), the path cannot hold it, or
-            writing failed; nothing is left half-written.
-    """
-    n = 0
-    with atomic_write(path, force=overwrite) as fh:
-        for tr in traces:
-            fh.write(_ENC.encode(tr))
-            fh.write(b"\n")
-            n += 1
-    return n
-
-
-class StreamWriter:
-    """Append a trace to a JSONL record stream as it is recorded (crash-safe).
-
-    Every record is one complete line, written with a single ``write`` and flushed, so a crash
-    (even ``kill -9``) loses at most the line being written. ``close`` writes the footer.
-
-    A new file is created (an existing one is never truncated) and locked while it is written,
-    so a second writer on the same path is refused. With ``overwrite=True`` an existing file is
-    replaced: the recording goes to a temporary sibling renamed into place by ``close``, and
-    the previous file stays whole until then.
-
-    Args:
-        path: File to create (or append to, with ``append=True``).
-        trace_id: Id of the trace.
-        task_id: Id of its task.
-        system: Producing system.
-        topology: Topology name.
-        meta: Run information for the header.
-        fsync: Also ``fsync`` after each record (survives power loss; slower).
-        append: Add this trace after the traces already in the file.
-        overwrite: Replace ``path`` if it exists.
-        target: An output already opened with :class:`~orchestrace.io._output.StreamTarget`
-            (``path``, ``append`` and ``overwrite`` are then taken from it).
-
-    Raises:
-        OutputError: The file exists (without ``overwrite``), another process writes it, the
-            path cannot hold it, or writing failed.
-    """
-
-    def __init__(
-        self,
-        path: PathLike,
-        *,
-        trace_id: str,
-        task_id: str,
-        system: str | None = "orchestrace",
-        topology: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        fsync: bool = False,
-        append: bool = False,
-        overwrite: bool = False,
-        target: StreamTarget | None = None,
-    ) -> None:
-        self.path = Path(path)
-        self._target = target or StreamTarget(path, force=overwrite, append=append)
-        self._fd = self._target.fd
-        self._fsync = fsync
-        self.closed = False
-        self.records = 0
-        self._end = os.lseek(self._fd, 0, os.SEEK_END)  # where the last whole record ends
-        header = _Header(
-            trace_id=trace_id,
-            task_id=task_id,
-            system=system,
-            topology=topology,  # type: ignore[arg-type]
-            meta=dict(meta or {}),
-        )
-        self._write(_Line(header=header))
-
-    def _write(self, rec: _Line) -> None:
-        if self.closed:
-            raise TraceFormatError(
-                str(self.path),
-                "stream",
-                "writer is closed",
-                "open a new StreamWriter to record another trace",
-            )
-        data = _ENC.encode(rec) + b"\n"
-        view = memoryview(data)
-        try:
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-            if self._fsync:
-                os.fsync(self._fd)
-        except OSError as err:
-            raise self._failed(err) from None
-        self._end += len(data)
-        self.records += 1
-
-    def _failed(self, err: OSError) -> OutputError:
-        """Close after a failed write, keeping the whole records written before it.
-
-        The part of the record that was being written is cut off, so the file ends on a whole
-        line and reads back as a partial trace. A recording holding no event is removed (as is
-        a recording that was to replace a file, which stays).
-        """
-        error = write_error(self.path, err)
-        kept = self.records - 1  # records after the header
-        if kept < 1 or self._target._tmp is not None:  # nothing to keep, or a replacement
-            self.discard()
-            return error
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, self._end)
-        self.abandon()
-        return OutputError(
-            self.path,
-            f"{error}; the {kept} whole records written before are kept in {self.path} "
-            "(a partial recording: read it with --partial)",
-        )
-
-    def flush(self) -> None:
-        """Make every record written so far durable (``fsync``).
-
-        Raises:
-            OutputError: The file could not be synced (its records may not be on disk).
-        """
-        if self.closed:
-            return
-        try:
-            os.fsync(self._fd)
-        except OSError as err:
-            raise write_error(self.path, err) from None
-
-    def event(self, event: Event) -> None:
-        """Append one event record."""
-        self._write(_Line(event=event))
-
-    def edge(self, edge: Edge) -> None:
-        """Append one edge record."""
-        self._write(_Line(edge=edge))
-
-    def close(
-        self,
-        *,
-        rewards: Mapping[str, float] | None = None,
-        costs: Mapping[str, float] | None = None,
-        metrics: Mapping[str, float] | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Write the footer and close the file. Closing twice does nothing.
-
-        Raises:
-            OutputError: The footer could not be written (the recording is removed, and a
-                file it was to replace is kept).
-        """
-        if self.closed:
-            return
-        self._write(
-            _Line(
-                footer=_Footer(
-                    rewards=dict(rewards or {}),
-                    costs=dict(costs or {}),
-                    metrics=dict(metrics or {}),
-                    meta=dict(meta or {}),
-                )
-            )
-        )
-        self.closed = True
-        self._target.commit()
-
-    def abandon(self) -> None:
-        """Close the file without a footer (the trace stays marked partial).
-
-        A recording that was to replace an existing file is dropped instead, keeping that file.
-        """
-        if not self.closed:
-            self.closed = True
-            self._target.close_partial()
-
-    def discard(self) -> None:
-        """Close and remove the recording (it cannot be completed).
-
-        A file it was to replace is kept.
-        """
-        if not self.closed:
-            self.closed = True
-            self._target.discard(remove_new=True)
 
 
 # ---------------------------------------------------------------------- reading
