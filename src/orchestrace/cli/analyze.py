@@ -10,12 +10,13 @@ from typing import Any
 from orchestrace._safe import bounded, display
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, warning_line
-from orchestrace.io import detect_format, foreign_format, iter_traces, load_all, read_graph
+from orchestrace.io import detect_format, foreign_format, iter_traces, load_all
 from orchestrace.io._common import read_bytes
 from orchestrace.io.json import parse
-from orchestrace.io.parquet import header_of, parse_parquet, trace_ids
+from orchestrace.io.parquet import trace_ids
+from orchestrace.io.parquet._columns import scan_parquet
 from orchestrace.trace.analyze import summarize
-from orchestrace.trace.check import check_graph, check_trace
+from orchestrace.trace.check import check_trace
 from orchestrace.trace.model import Trace
 
 
@@ -27,8 +28,8 @@ def add_parser(sub: Any) -> None:
         description="Analyse a trace: events and agents by type, team size, length, spawn depth, "
         "work, critical path (and its events), parallel speedup, PARL Critical Steps, tokens, "
         "messages, tool calls and errors. A file holding several traces gives one result per "
-        "trace, each named by its trace_id. A Parquet dataset of one trace (or the one "
-        "--trace-id picks) is analysed column-wise, without loading event objects.",
+        "trace, each named by its trace_id. A Parquet dataset is checked and analysed "
+        "column-wise, without loading event objects.",
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument(
@@ -80,28 +81,21 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _parquet(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
-    """Each trace of a dataset: column-wise for one trace, else trace by trace."""
+    """Each trace of a dataset, checked and analysed column-wise (no event objects)."""
     ids = trace_ids(args.file)
     if args.trace_id is not None and args.trace_id not in ids:
         return []
-    if args.trace_id is None and len(ids) > 1:
-        out = []
-        for label, trace, problems in parse_parquet(args.file, partial=True, check=True):
-            if trace is None or any(p.severity == "error" for p in problems):
-                raise TraceValidationError(problems, source=f"{args.file}[{label}]")
-            warn_truncated(args.file, [trace], partial=args.partial)
-            out.append((trace.trace_id, summarize(trace)))
-        return out
-    graph, header = read_graph(args.file, trace_id=args.trace_id)
-    head, problems = header_of(header)
-    if head is not None:
-        warn_truncated(args.file, [head], partial=args.partial)
-        problems = check_graph(graph, head, partial=True)
-    if head is None or any(p.severity == "error" for p in problems):
-        raise TraceValidationError(problems, source=f"{args.file}[{header['trace_id']}]")
-    summary = summarize(graph)
-    summary["errors"] = header["n_errors"]
-    return [(header["trace_id"], summary)]
+    out = []
+    for scanned in scan_parquet(args.file, partial=True, all_columns=False, trace_id=args.trace_id):
+        problems = scanned.problems
+        if scanned.graph is None or any(p.severity == "error" for p in problems):
+            raise TraceValidationError(problems, source=f"{args.file}[{scanned.label}]")
+        if scanned.header is not None:
+            warn_truncated(args.file, [scanned.header], partial=args.partial)
+        summary = summarize(scanned.graph)
+        summary["errors"] = scanned.n_errors
+        out.append((scanned.label, summary))
+    return out
 
 
 def _warn_semantic(problems: list[Problem]) -> None:

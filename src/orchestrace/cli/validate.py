@@ -20,7 +20,7 @@ from orchestrace.errors import Problem, TraceFormatError
 from orchestrace.io import detect_format, foreign_format, import_path, iter_jsonl, parse
 from orchestrace.io._common import BOM, format_error, read_bytes
 from orchestrace.io.json import _check_duplicate_keys
-from orchestrace.io.parquet import parse_parquet
+from orchestrace.io.parquet._columns import scan_parquet
 from orchestrace.io.upstream import from_upstream, schema_problems
 
 #: Problems an import reports that are survey-schema rules (reported as such by the schema).
@@ -83,11 +83,11 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
     if fmt == "parquet":
         problems = []
         n_traces = n_events = 0
-        for label, trace, found in parse_parquet(path, partial=args.partial):
-            problems.extend(p.at(f"{path}[{label}]") for p in found)
-            if trace is not None:
+        for scanned in scan_parquet(path, partial=args.partial):
+            problems.extend(p.at(f"{path}[{scanned.label}]") for p in scanned.problems)
+            if scanned.graph is not None:
                 n_traces += 1
-                n_events += trace.n_events
+                n_events += scanned.n_events
         return problems, f"{n_traces} trace(s), {n_events} events"
     try:
         trace, problems = parse(read_bytes(path), source=path, partial=args.partial)

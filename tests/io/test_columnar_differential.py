@@ -1,0 +1,207 @@
+"""The column-wise dataset reader rejects exactly what the object reader rejects, in the same words.
+
+Every bad dataset of the corpus (the faults of ``test_bad_inputs``, graph rules broken by
+traces written as Parquet, the hostile corpus's Parquet inputs and each hostile JSON trace that
+decodes, written as Parquet) goes through :func:`~orchestrace.io.parquet.parse_parquet` plus
+``check_trace`` and through :func:`~orchestrace.io.parquet._columns.scan_parquet`; both must
+give the same problems, or raise the same error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrace import Edge, EdgeType, Event, EventType
+from orchestrace.errors import OrchestraceError
+from orchestrace.io import detect_format, parse
+from orchestrace.io.parquet import parse_parquet, write_parquet
+from orchestrace.io.parquet._columns import scan_parquet
+from orchestrace.trace.generate import generate_trace
+from orchestrace.trace.model import Trace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bad_inputs() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "_parquet_bad_inputs", Path(__file__).with_name("test_bad_inputs.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_BAD = _bad_inputs()
+PARQUET_FAULTS, corrupt = _BAD.PARQUET_FAULTS, _BAD.corrupt
+
+
+@pytest.fixture
+def dataset(tmp_path, small_trace):
+    ds = tmp_path / "d.parquet"
+    write_parquet([small_trace], ds)
+    return ds
+
+
+def _object_side(path: Path, partial: bool) -> object:
+    try:
+        return [
+            (label, trace is not None, [str(p) for p in problems])
+            for label, trace, problems in parse_parquet(path, partial=partial)
+        ]
+    except OrchestraceError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def _columnar_side(path: Path, partial: bool, all_columns: bool = True) -> object:
+    try:
+        return [
+            (s.label, s.graph is not None, [str(p) for p in s.problems])
+            for s in scan_parquet(path, partial=partial, all_columns=all_columns)
+        ]
+    except OrchestraceError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def _same(path: Path) -> object:
+    for partial in (False, True):
+        want = _object_side(path, partial)
+        assert _columnar_side(path, partial) == want, (path, partial)
+    return want
+
+
+@pytest.mark.parametrize("kind", sorted(PARQUET_FAULTS))
+def test_column_faults_agree(dataset, kind):
+    corrupt(dataset, kind)
+    result = _same(dataset)
+    # the corpus holds bad datasets: each side must reject it
+    assert isinstance(result, str) or any(p for _, _, p in result), result
+
+
+def _graph_faults(small: Trace) -> dict[str, Trace]:
+    ev = list(small.events)
+    first, last = ev[0], ev[-1]
+    return {
+        "dangling-edge": small.replace(edges=(*small.edges, Edge(first.id, "nowhere", "causal"))),
+        "duplicate-id": small.replace(events=(*ev, ev[1])),
+        "cycle": small.replace(edges=(*small.edges, Edge(last.id, first.id, EdgeType.CAUSAL))),
+        "return-without-spawn": small.replace(
+            events=(*ev, Event(id="rx", t=50.0, type=EventType.RETURN, agent="ghost", to="lead"))
+        ),
+        "edge-back-in-time": small.replace(
+            events=(
+                *ev,
+                Event(id="late", t=0.0, type=EventType.MESSAGE, agent="lead", to="w0"),
+            ),
+            edges=(*small.edges, Edge(last.id, "late", EdgeType.CAUSAL)),
+        ),
+        "truncated": small.replace(meta={**small.meta, "partial": True, "truncated": "crash"}),
+        "no-costs": small.replace(costs={}),
+        "no-events": small.replace(events=(), edges=()),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dangling-edge",
+        "duplicate-id",
+        "cycle",
+        "return-without-spawn",
+        "edge-back-in-time",
+        "truncated",
+        "no-costs",
+        "no-events",
+    ],
+)
+def test_graph_rules_agree(tmp_path, small_trace, kind):
+    bad = _graph_faults(small_trace)[kind]
+    good = generate_trace(agents=3, steps=25, seed=4)
+    for name, traces in (("alone", [bad]), ("among", [good, bad, good.replace(trace_id="x")])):
+        ds = tmp_path / f"{name}.parquet"
+        write_parquet(traces, ds)
+        result = _same(ds)
+        assert isinstance(result, list) and any(p for _, _, p in result), (kind, result)
+
+
+def test_good_datasets_agree(tmp_path):
+    traces = [generate_trace(agents=5, steps=300, depth=2, seed=s) for s in range(3)]
+    ds = tmp_path / "good.parquet"
+    write_parquet(traces, ds)
+    result = _same(ds)
+    assert result == [(t.trace_id, True, []) for t in traces]
+    assert _columnar_side(ds, False, all_columns=False) == result
+
+
+@pytest.fixture(scope="module")
+def hostile_inputs(tmp_path_factory):
+    """The hostile corpus's inputs: Parquet datasets as they are, decodable JSON as Parquet."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from hostile.corpus import CASES, make_seeds
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    root = tmp_path_factory.mktemp("hostile")
+    seeds = make_seeds(root / "seeds")
+    out: list[tuple[str, Path]] = []
+    for case in CASES:
+        if case.special or case.pipe_data is not None or case.unprivileged:
+            continue
+        try:
+            path = case.materialize(seeds, root / "cases")
+        except Exception:  # noqa: BLE001 - a case this machine cannot build
+            continue
+        try:
+            fmt = detect_format(path)
+        except OrchestraceError:
+            continue
+        if fmt == "parquet":
+            out.append((case.name, path))
+        elif fmt == "json" and path.is_file() and path.stat().st_size < 5_000_000:
+            try:
+                trace, _ = parse(path.read_bytes(), source=str(path), partial=True)
+            except (OrchestraceError, RecursionError, ValueError):
+                continue
+            if trace is None:
+                continue
+            ds = root / "as-parquet" / f"{case.name.replace('/', '__')}.parquet"
+            ds.parent.mkdir(exist_ok=True)
+            try:
+                write_parquet([trace], ds)
+            except OrchestraceError:
+                continue
+            out.append((f"{case.name} (as Parquet)", ds))
+    return out
+
+
+@pytest.mark.slow
+def test_hostile_corpus_agrees(hostile_inputs):
+    assert len(hostile_inputs) >= 10, [n for n, _ in hostile_inputs]
+    for name, path in hostile_inputs:
+        try:
+            _same(path)
+        except AssertionError as err:
+            raise AssertionError(f"{name}: {err}") from None
+
+
+def test_validate_command_agrees_with_objects(tmp_path, small_trace):
+    """``orchestrace validate`` of a dataset prints what the object reader finds."""
+    bad = _graph_faults(small_trace)["dangling-edge"]
+    ds = tmp_path / "d.parquet"
+    write_parquet([bad], ds)
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrace", "validate", str(ds)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 1
+    ((label, _, problems),) = json.loads(json.dumps(_object_side(ds, False)))
+    assert out.stdout.splitlines() == [f"{ds}[{label}]: {p}" for p in problems]
