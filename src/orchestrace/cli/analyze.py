@@ -12,6 +12,7 @@ from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, warning_line
 from orchestrace.io import detect_format, foreign_format, iter_traces, load_all
 from orchestrace.io._common import read_bytes
+from orchestrace.io._json_size import check_json_size
 from orchestrace.io.json import parse
 from orchestrace.io.parquet import trace_ids
 from orchestrace.io.parquet._columns import scan_parquet
@@ -60,6 +61,7 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
             warn_truncated(args.file, [tr], partial=args.partial)
             out.append((tr.trace_id, summarize(_checked(tr, args.file))))
         return out
+    check_json_size(args.file)
     try:
         trace, problems = parse(read_bytes(args.file), source=args.file, partial=True)
     except TraceFormatError:

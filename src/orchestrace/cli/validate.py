@@ -19,6 +19,7 @@ from orchestrace._safe import bounded, display
 from orchestrace.errors import Problem, TraceFormatError
 from orchestrace.io import detect_format, foreign_format, import_path, iter_jsonl, parse
 from orchestrace.io._common import BOM, format_error, read_bytes
+from orchestrace.io._json_size import check_json_size
 from orchestrace.io.json import _check_duplicate_keys
 from orchestrace.io.parquet._columns import scan_parquet
 from orchestrace.io.upstream import from_upstream, schema_problems
@@ -89,6 +90,7 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
                 n_traces += 1
                 n_events += scanned.n_events
         return problems, f"{n_traces} trace(s), {n_events} events"
+    check_json_size(path)
     try:
         trace, problems = parse(read_bytes(path), source=path, partial=args.partial)
     except TraceFormatError:
@@ -128,6 +130,8 @@ def _validate_upstream(path: str, fmt: str) -> tuple[list[Problem], str]:
             "the survey schema describes JSON documents, and this is a Parquet dataset",
             "validate it without --schema, or convert it with `--to upstream` first",
         )
+    if fmt == "json":
+        check_json_size(path)
     data = bytes(read_bytes(path))
     if data.startswith(BOM):
         data = data[len(BOM) :]

@@ -1,0 +1,186 @@
+"""Columnar traces end to end: ``validate`` and ``analyze --json`` of a Parquet dataset and a JSON file.
+
+Every measurement runs in its own fresh process pinned to one core (``taskset -c 0`` where
+available, Arrow and BLAS limited to one thread), repeated ``--reps`` times; the parent reads
+the child's CPU time and peak RSS from ``os.wait4`` (``resource`` usage of that child alone).
+Floors measured in the same run, under the same conditions: ``pyarrow.parquet.read_table`` of
+the dataset's three tables and ``msgspec.json.decode`` of the JSON file. Reported: median and
+range of wall time, CPU time and peak RSS, the ratio of each command to its floor (medians),
+and the load average before and after (the figures are only as quiet as the machine).
+
+    python benchmarks/bench_columnar.py [--events 1000000] [--reps 5] [--no-json] [--out FILE]
+
+Inputs are generated once with ``orchestrace generate`` into ``benchmarks/.data``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / ".data"
+CLI = [sys.executable, "-m", "orchestrace"]
+READ_TABLE = (
+    "import sys, pyarrow.parquet as pq\n"
+    "for f in ('events', 'edges', 'traces'):\n"
+    "    pq.read_table(f'{sys.argv[1]}/{f}.parquet')\n"
+)
+DECODE = "import sys, msgspec\nmsgspec.json.decode(open(sys.argv[1], 'rb').read())\n"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ARROW_NUM_THREADS"):
+        env[key] = "1"
+    env["ARROW_IO_THREADS"] = "1"
+    return env
+
+
+def _pin() -> list[str]:
+    return ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+
+def measure(argv: list[str]) -> dict[str, float]:
+    """Run ``argv`` once in a fresh process; wall s, CPU s and peak RSS (MB) of that child."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [*_pin(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env()
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err[-500:]}")
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
+    }
+
+
+def repeated(name: str, argv: list[str], reps: int) -> dict[str, Any]:
+    runs = [measure(argv) for _ in range(reps)]
+    out: dict[str, Any] = {"name": name, "reps": reps}
+    for key in ("wall_s", "cpu_s", "rss_mb"):
+        values = [r[key] for r in runs]
+        out[key] = {
+            "median": statistics.median(values),
+            "min": min(values),
+            "max": max(values),
+        }
+    print(
+        f"  {name:<28} wall {out['wall_s']['median']:7.3f} s "
+        f"[{out['wall_s']['min']:.3f}-{out['wall_s']['max']:.3f}]  "
+        f"cpu {out['cpu_s']['median']:7.3f} s "
+        f"[{out['cpu_s']['min']:.3f}-{out['cpu_s']['max']:.3f}]  "
+        f"rss {out['rss_mb']['median']:7.0f} MB",
+        flush=True,
+    )
+    return out
+
+
+def inputs(events: int, with_json: bool) -> dict[str, Path]:
+    DATA.mkdir(exist_ok=True)
+    agents = 100 if events >= 10_000 else 10
+    out = {"parquet": DATA / f"columnar-{events}.parquet"}
+    if with_json:
+        out["json"] = DATA / f"columnar-{events}.json"
+    for path in out.values():
+        if not path.exists():
+            print(f"generating {path} ...", flush=True)
+            subprocess.run(
+                [
+                    *CLI,
+                    "generate",
+                    "-k",
+                    str(agents),
+                    "-l",
+                    str(events),
+                    "-d",
+                    "3",
+                    "-o",
+                    str(path),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-json", action="store_true", help="skip the JSON file and msgspec")
+    ap.add_argument("--out", help="also write the figures as JSON here")
+    args = ap.parse_args()
+    files = inputs(args.events, not args.no_json)
+    load_before = os.getloadavg()
+    print(
+        f"{args.events:,} events, {args.reps} reps, one core ({'taskset' if _pin() else 'unpinned'}); "
+        f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} "
+        f"on {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    pq_path = str(files["parquet"])
+    rows = [
+        repeated("read_table (floor)", [sys.executable, "-c", READ_TABLE, pq_path], args.reps),
+        repeated("validate parquet", [*CLI, "validate", "-q", pq_path], args.reps),
+        repeated("analyze --json parquet", [*CLI, "analyze", "--json", pq_path], args.reps),
+    ]
+    if "json" in files:
+        js = str(files["json"])
+        rows += [
+            repeated("msgspec decode (floor)", [sys.executable, "-c", DECODE, js], args.reps),
+            repeated("validate json", [*CLI, "validate", "-q", js], args.reps),
+            repeated("analyze --json json", [*CLI, "analyze", "--json", js], args.reps),
+        ]
+    by = {r["name"]: r for r in rows}
+    ratios = {}
+    for name, floor in (
+        ("validate parquet", "read_table (floor)"),
+        ("analyze --json parquet", "read_table (floor)"),
+        ("validate json", "msgspec decode (floor)"),
+        ("analyze --json json", "msgspec decode (floor)"),
+    ):
+        if name in by:
+            for key in ("wall_s", "cpu_s"):
+                ratios[f"{name} / {floor} ({key})"] = (
+                    by[name][key]["median"] / by[floor][key]["median"]
+                )
+    for k, v in ratios.items():
+        print(f"  {k:<62} {v:6.2f}x")
+    load_after = os.getloadavg()
+    print(
+        f"load average after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; "
+        "wall times include waiting for a core when the load exceeds the CPUs: compare CPU "
+        "times and ratios measured in the same run",
+        flush=True,
+    )
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "events": args.events,
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "rows": rows,
+                    "ratios": ratios,
+                },
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
