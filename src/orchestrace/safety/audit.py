@@ -26,6 +26,10 @@ Each check yields :class:`~orchestrace.errors.Problem` records naming the event 
 * :func:`check_answer`: a run answer (``meta.result.answer``) that is not the orchestrator's
   final stop decision, or an answer only a non-orchestrator gave.
 
+The taint checks live in :mod:`orchestrace.safety._taint`, the indexes the checks share in
+:mod:`orchestrace.safety._audit_view`; this module re-exports :func:`check_taint` and
+:func:`derive_taint`.
+
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
     >>> b = TraceBuilder(task_id="demo")
@@ -37,14 +41,14 @@ Example:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterator, Mapping
-from functools import cached_property
 from typing import Any, cast
 
-from orchestrace.errors import ConfigError, Problem
+from orchestrace.errors import Problem
 from orchestrace.runtime.aggregate import text_of
-from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, Defenses, Keyring, RunSecret
+from orchestrace.runtime.security import ROOT_ROLE, Keyring, RunSecret
+from orchestrace.safety._audit_view import _actions, _attrs, _View, _view
+from orchestrace.safety._taint import _tainted, check_taint, derive_taint
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [
@@ -60,101 +64,6 @@ __all__ = [
     "check_taint",
     "derive_taint",
 ]
-
-_DECISIONS = ("spawn", "delegate", "stop", "aggregate")
-
-
-class _View:
-    """What the checks share: indexes over one trace."""
-
-    def __init__(self, trace: Trace, secret: RunSecret | None = None) -> None:
-        self.trace = trace
-        self.secret = secret
-        self.index = {e.id: i for i, e in enumerate(trace.events)}
-        self.by_id = {e.id: e for e in trace.events}
-        self.preds: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        self.succs: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for ed in trace.edges:
-            self.preds[ed.dst].append((ed.src, str(ed.type)))
-            self.succs[ed.src].append((ed.dst, str(ed.type)))
-
-    @cached_property
-    def config(self) -> dict[str, Any]:
-        meta = self.trace.meta if isinstance(self.trace.meta, dict) else {}
-        cfg = meta.get("config")
-        return cfg if isinstance(cfg, dict) else {}
-
-    @cached_property
-    def defenses(self) -> Defenses:
-        raw = self.config.get("defenses")
-        if raw is None:
-            return Defenses.none()
-        try:
-            return Defenses.from_dict(raw, source="meta.config.defenses")
-        except (ConfigError, TypeError) as err:
-            raise ConfigError(f"cannot audit: {err}") from None
-
-    @cached_property
-    def policy(self) -> CapabilityPolicy:
-        return self.defenses.capabilities or CapabilityPolicy.default_policy()
-
-    @cached_property
-    def spawned_by(self) -> dict[str, Event]:
-        """Agent -> the spawn event that created it."""
-        return {e.to: e for e in self.trace.events if e.type == "spawn" and e.to}
-
-    @cached_property
-    def tools(self) -> set[str]:
-        return {e.agent for e in self.trace.events if e.type == "tool_result"}
-
-    @cached_property
-    def roots(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for e in self.trace.events:
-            if e.agent not in self.spawned_by and e.agent not in self.tools:
-                seen.setdefault(e.agent)
-        return list(seen)
-
-    @cached_property
-    def roles(self) -> dict[str, str]:
-        out = {name: str(ev.role or "") for name, ev in self.spawned_by.items()}
-        for e in self.trace.events:
-            if e.agent not in out and e.role and e.type != "tool_result":
-                out[e.agent] = e.role
-        for r in self.roots:
-            out.setdefault(r, ROOT_ROLE if r == "orchestrator" else "")
-        return out
-
-    @cached_property
-    def orchestrators(self) -> set[str]:
-        roots = [r for r in self.roots if r not in self.spawned_by]
-        named = [r for r in roots if r == "orchestrator" or self.roles.get(r) == ROOT_ROLE]
-        return set(named or roots[:1])
-
-    @cached_property
-    def task(self) -> Any:
-        """The task rebuilt from ``meta.task`` (``None`` when it cannot be, or runs code)."""
-        return _task(self)
-
-    def safety(self, kind: str) -> list[Event]:
-        return [
-            e
-            for e in self.trace.events
-            if e.type == "safety_event"
-            and isinstance(e.attrs, dict)
-            and e.attrs.get("kind") == kind
-        ]
-
-    def problem(self, e: Event, code: str, message: str, fix: str) -> Problem:
-        return Problem(code, message, fix, f"$.events[{self.index[e.id]}]", e.id)
-
-
-def _view(trace: Trace | _View) -> _View:
-    return trace if isinstance(trace, _View) else _View(trace)
-
-
-def _attrs(e: Event) -> dict[str, Any]:
-    return e.attrs if isinstance(e.attrs, dict) else {}
 
 
 # ---------------------------------------------------------------------- senders & signatures
@@ -238,21 +147,6 @@ def check_signatures(trace: Trace | _View) -> Iterator[Problem]:
 
 
 # ---------------------------------------------------------------------- capabilities
-def _actions(e: Event) -> list[tuple[str, str | None]]:
-    """The capability-ruled actions an event enacts: (action, tool)."""
-    if e.type == "spawn":
-        return [("spawn", None)]
-    if e.type == "aggregate":
-        return [("aggregate", None)]
-    if e.type == "tool_call":
-        return [("tool", e.tool or "")]
-    if e.type == "message" and e.decision == "delegate":
-        return [("delegate", None)]
-    if e.type == "orchestrator_decision" and e.decision in _DECISIONS:
-        return [(str(e.decision), None)]
-    return []
-
-
 def check_capabilities(trace: Trace | _View) -> Iterator[Problem]:
     """Actions outside a role's capabilities under the recorded (else the default) policy."""
     v = _view(trace)
@@ -298,186 +192,7 @@ def check_capabilities(trace: Trace | _View) -> Iterator[Problem]:
             )
 
 
-# ---------------------------------------------------------------------- taint
-def _tainted(e: Event, taint_on: bool) -> bool:
-    if _attrs(e).get("taint"):
-        return True
-    return taint_on and e.type == "tool_result"
-
-
-def _is_decision(e: Event, side: tuple[str, ...]) -> bool:
-    acts = _actions(e)
-    return any(a != "tool" or t in side for a, t in acts)
-
-
-def check_taint(trace: Trace | _View) -> Iterator[Problem]:
-    """Tool results marked trusted; tainted data driving decisions; labels dropped.
-
-    With taint tracking on (``meta.config.defenses.taint``) the runtime's labels are checked.
-    Without it (a run recorded with taint tracking off, or a trace imported from another
-    framework) the taint is derived from the trace graph itself (:func:`derive_taint`), so
-    untrusted data driving a decision is flagged on any trace.
-    """
-    v = _view(trace)
-    for e in v.trace.events:
-        if e.type == "tool_result" and e.trusted is True:
-            yield v.problem(
-                e,
-                "trusted-tool-output",
-                f"tool result '{e.id}' of {e.agent!r} is marked trusted",
-                "tool output is untrusted data: record it with trusted=false",
-            )
-    d = v.defenses
-    if not d.taint:
-        yield from _derived_taint_findings(v)
-        return
-    side = tuple(d.capabilities.side_effect_tools) if d.capabilities else ()
-    covered = _covered(v)
-    for e in v.trace.events:
-        if e.type in ("tool_result", "safety_event"):
-            continue
-        srcs = [s for s, t in v.preds[e.id] if t != "safety_flow" and s in v.by_id]
-        live = [s for s in srcs if s not in covered and _tainted(v.by_id[s], True)]
-        if _is_decision(e, side):
-            bad = live or ([e.id] if _tainted(e, True) else [])
-            if bad:
-                yield v.problem(
-                    e,
-                    "tainted-decision",
-                    f"{e.type} '{e.id}' of {e.agent!r} is driven by tainted data "
-                    f"({', '.join(repr(b) for b in bad[:3])}) with no endorsement",
-                    _TAINT_FIX,
-                )
-        elif live and not _tainted(e, True):
-            yield v.problem(
-                e,
-                "taint-dropped",
-                f"{e.type} '{e.id}' consumed tainted '{live[0]}' but carries no taint label",
-                "taint propagates along edges: label the event (trusted=false, attrs.taint)",
-            )
-
-
-_TAINT_FIX = (
-    "tainted content may drive spawn, stop, aggregate or side-effecting tools only after an "
-    "endorsement step (a safety_event with kind 'endorsement'); run with "
-    "Defenses(taint=True) so the runtime gates it"
-)
-
-
-def _covered(v: _View) -> set[str]:
-    """Events an endorsement cleared, or a ``taint_blocked`` event kept out of a decision."""
-    covered: set[str] = set()
-    for kind, key in (("endorsement", "endorses"), ("taint_blocked", "blocked")):
-        for s in v.safety(kind):
-            ids = _attrs(s).get(key)
-            if isinstance(ids, list):
-                covered.update(str(i) for i in ids)
-            elif kind == "endorsement":  # an endorsement names what it endorses by its edges
-                covered.update(src for src, t in v.preds[s.id] if t == "safety_flow")
-    return covered
-
-
-def _untrusted_source(v: _View, e: Event) -> bool:
-    """Whether untrusted data enters the run at ``e``.
-
-    Tool results (and retrieved documents), events recorded ``trusted=false``, and messages
-    or returns of agents whose role the policy distrusts.
-    """
-    if e.type == "tool_result" or e.trusted is False or _attrs(e).get("taint"):
-        return True
-    if e.type in ("message", "return"):
-        role = v.roles.get(e.agent, "")
-        return e.agent not in v.orchestrators and not v.policy.role(role).trusted
-    return False
-
-
-def derive_taint(trace: Trace | _View) -> dict[str, frozenset[str]]:
-    """Taint derived from the trace graph: event id -> the untrusted sources that reach it.
-
-    Sources are tool results (retrieved documents arrive as tool results), events recorded
-    ``trusted=false`` or with ``attrs.taint``, and messages and returns of agents whose role
-    the recorded policy marks untrusted. Taint propagates along every edge but
-    ``safety_flow``; an event an ``endorsement`` safety event endorsed (``attrs.endorses``,
-    else its ``safety_flow`` sources), or one a ``taint_blocked`` event kept out, passes none
-    on. Only tainted events are listed.
-
-    Example:
-        >>> from orchestrace.trace.build import TraceBuilder
-        >>> b = TraceBuilder(task_id="demo")
-        >>> call = b.add("tool_call", "orchestrator", tool="search")
-        >>> res = b.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
-        >>> stop = b.add("orchestrator_decision", "orchestrator", decision="stop",
-        ...              after=[(res, "causal")])
-        >>> sorted(derive_taint(b.build())[stop])
-        ['e2']
-    """
-    v = _view(trace)
-    covered = _covered(v)
-    taint: dict[str, frozenset[str]] = {}
-    order = sorted(v.trace.events, key=lambda e: v.index[e.id])
-    changed = True
-    rounds = 0
-    while changed and rounds < 4:  # edges go forward in time; a few passes cover the rest
-        changed = False
-        rounds += 1
-        for e in order:
-            if e.type == "safety_event":
-                continue
-            got: set[str] = {e.id} if _untrusted_source(v, e) else set()
-            for s, t in v.preds[e.id]:
-                if t != "safety_flow" and s not in covered and s in taint:
-                    got |= taint[s]
-            new = frozenset(got)
-            if new and taint.get(e.id) != new:
-                taint[e.id] = new
-                changed = True
-    return taint
-
-
-def _derived_taint_findings(v: _View) -> Iterator[Problem]:
-    taint = derive_taint(v)
-    if not taint:
-        return
-    side = tuple(v.policy.side_effect_tools)
-    covered = _covered(v)
-    for e in v.trace.events:
-        if e.type in ("tool_result", "safety_event") or not _is_decision(e, side):
-            continue
-        srcs: set[str] = set()
-        for s, t in v.preds[e.id]:
-            if t != "safety_flow" and s not in covered and s in taint:
-                srcs |= taint[s]
-        if _untrusted_source(v, e):
-            srcs.add(e.id)
-        if not srcs:
-            continue
-        shown = sorted(srcs, key=lambda i: v.index.get(i, -1))
-        yield v.problem(
-            e,
-            "tainted-decision",
-            f"{e.type} '{e.id}' of {e.agent!r} is driven by untrusted data from "
-            f"{', '.join(repr(b) for b in shown[:3])}"
-            + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
-            + " with no endorsement (taint derived from the trace: the run did not track it)",
-            _TAINT_FIX,
-        )
-
-
 # ---------------------------------------------------------------------- aggregates
-def _task(v: _View) -> Any:
-    meta = v.trace.meta if isinstance(v.trace.meta, dict) else {}
-    spec = meta.get("task")
-    if not isinstance(spec, dict) or set(spec) - {"name", "seed", "size"}:
-        return None
-    from orchestrace.runtime.tasks import make_task
-
-    try:
-        task = make_task(str(spec.get("name")), seed=int(spec["seed"]), size=spec.get("size"))
-    except Exception:
-        return None
-    return None if getattr(task, "executes_code", False) else task
-
-
 def _recompute(
     v: _View, e: Event, method: str, srcs: list[Event], values: list[Any], oks: list[bool]
 ) -> Any:
