@@ -205,3 +205,26 @@ def test_validate_command_agrees_with_objects(tmp_path, small_trace):
     assert out.returncode == 1
     ((label, _, problems),) = json.loads(json.dumps(_object_side(ds, False)))
     assert out.stdout.splitlines() == [f"{ds}[{label}]: {p}" for p in problems]
+
+
+@pytest.mark.slow
+def test_bad_values_across_batches_agree(tmp_path):
+    """Problems past the first batch, and the cap of 100 rows per rule, match the object reader."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    traces = [generate_trace(agents=4, steps=40_000, depth=2, seed=s) for s in (1, 2)]
+    ds = tmp_path / "big.parquet"
+    write_parquet(traces, ds)
+    table = pq.read_table(ds / "events.parquet")
+    step = table.column("step").to_pylist()
+    attrs = table.column("attrs").to_pylist()
+    for i in range(300, len(step), 499):
+        step[i] = -1
+    for i in (70_000, 79_999):
+        attrs[i] = "[1]"
+    table = table.set_column(table.schema.get_field_index("step"), "step", pa.array(step))
+    table = table.set_column(table.schema.get_field_index("attrs"), "attrs", pa.array(attrs))
+    pq.write_table(table, ds / "events.parquet", row_group_size=30_000)
+    result = _same(ds)
+    assert isinstance(result, list) and all(p for _, _, p in result)

@@ -35,13 +35,16 @@ from orchestrace.io.parquet._check import (
     _EVENT_KINDS,
     _EVENT_MEMBERS,
     _REWRITE,
+    _TRACE_KINDS,
+    _check_dataset,
+    _check_schema,
     _json_object,
     _located,
     _value_problems,
     header_of,
 )
-from orchestrace.io.parquet._layout import _pa
-from orchestrace.io.parquet._read import _no_traces, read_tables, read_token_tables
+from orchestrace.io.parquet._layout import _FILES, _pa
+from orchestrace.io.parquet._read import _no_traces, _read_error, read_token_tables
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Trace
 from orchestrace.trace.tokens import TOKENS_KEY
@@ -102,7 +105,9 @@ def scan_parquet(
 
     Reports exactly what :func:`~orchestrace.io.parquet.parse_parquet` reports (with
     ``check``, the problems of ``check_trace``), raising the same errors for a damaged
-    dataset, but builds no event objects.
+    dataset, but builds no event objects. The tables are read batch by batch (a row group
+    at a time): what stays in memory is the compiled graph of the current trace, about 100
+    bytes per event and edge.
 
     Args:
         path: The dataset directory.
@@ -113,22 +118,32 @@ def scan_parquet(
         trace_id: Only this trace (the dataset-wide checks still run).
 
     Yields:
-        One :class:`ScannedTrace` per trace, in the order written.
+        One :class:`ScannedTrace` per trace, in the order written. A damage found while
+        streaming raises the error the object reader raises, so collect the traces before
+        reporting them when that matters.
 
     Raises:
         TraceFormatError: Not a dataset, unreadable, a column missing or of the wrong kind,
             or the tables disagree on how many events and edges each trace has.
     """
-    pa, _ = _pa()
+    pa, pq = _pa()
     import pyarrow.compute as pc
 
     from orchestrace.trace.check import check_graph
 
-    events, edges, traces = read_tables(path, columns=None if all_columns else GRAPH_COLUMNS)
+    p = _check_dataset(path)
     src = str(path)
+    try:
+        schemas = [pq.read_schema(p / name) for name in _FILES]
+        for name, kinds, schema in zip(
+            _FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), schemas, strict=True
+        ):
+            _check_schema(schema, kinds, name, src)
+        files = [pq.ParquetFile(p / name, pre_buffer=False) for name in _FILES[:2]]
+        traces = pq.read_table(p / _FILES[2])
+    except (pa.ArrowException, OSError) as err:
+        raise _read_error(path, "dataset", err) from None
     tokens = read_token_tables(path)
-    ev_found = _value_problems(events, _EVENT_KINDS, "events", _EVENT_MEMBERS)
-    ed_found = _value_problems(edges, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
     rows = traces.to_pylist()
     if not rows:
         raise _no_traces(src)
@@ -137,61 +152,169 @@ def scan_parquet(
         raise TraceFormatError(
             src, "traces.parquet", "n_events and n_edges must be counts >= 0", _REWRITE
         )
-    if sum(a for a, _ in counts) != events.num_rows or sum(b for _, b in counts) != edges.num_rows:
+    n_rows = [f.metadata.num_rows for f in files]
+    if sum(a for a, _ in counts) != n_rows[0] or sum(b for _, b in counts) != n_rows[1]:
         raise TraceFormatError(
             src,
             "traces.parquet",
             "n_events/n_edges do not match the rows of events.parquet/edges.parquet",
             _REWRITE,
         )
-    ev_tid = events.column("trace_id")
-    ed_tid = edges.column("trace_id")
-    for k, row in enumerate(rows):
-        n_ev, n_ed = row["n_events"], row["n_edges"]
-        tid = row["trace_id"]
-        ev_pos, ed_pos = sum(a for a, _ in counts[:k]), sum(b for _, b in counts[:k])
-        if not _all_equal(pc, pa, ev_tid.slice(ev_pos, n_ev), tid) or not _all_equal(
-            pc, pa, ed_tid.slice(ed_pos, n_ed), tid
-        ):
-            raise TraceFormatError(
-                src, "events.parquet", "events or edges are not grouped by trace", _REWRITE
-            )
-    ev_pos = ed_pos = 0
+    ids = [r["trace_id"] for r in rows]
+    for k, f in enumerate(files):
+        stream = _Rows(pa, f, ["trace_id"], path)
+        for tid, c in zip(ids, (n[k] for n in counts), strict=True):
+            for batch in stream.take(c):
+                if not _all_equal(pc, pa, batch.column(0), tid):
+                    raise TraceFormatError(
+                        src, "events.parquet", "events or edges are not grouped by trace", _REWRITE
+                    )
+    ev_columns = [n for n in schemas[0].names if all_columns or n in GRAPH_COLUMNS]
+    ev_columns = [n for n in ev_columns if n in _EVENT_KINDS]
+    if "trace_id" not in ev_columns:
+        ev_columns.insert(0, "trace_id")
+    ev_rows = _Rows(pa, files[0], ev_columns, path)
+    ed_rows = _Rows(pa, files[1], ["trace_id", "src", "dst", "type"], path)
+    caps: dict[tuple[str, str], int] = {}
+    ed_lo = 0
     for k, row in enumerate(rows):
         n_ev, n_ed = row["n_events"], row["n_edges"]
         label = row["trace_id"] if isinstance(row["trace_id"], str) else f"#{k}"
-        if trace_id is not None and label != trace_id:
-            ev_pos += n_ev
-            ed_pos += n_ed
-            continue
+        wanted = trace_id is None or label == trace_id
         header, problems = header_of(row)
         if header is not None and row["trace_id"] in tokens:
             header = header.replace(meta={**header.meta, TOKENS_KEY: tokens[row["trace_id"]]})
-        problems += _located(ev_found, ev_pos, ev_pos + n_ev)
-        problems += _located(ed_found, ed_pos, ed_pos + n_ed)
-        ev = events.slice(ev_pos, n_ev)
-        problems += _attrs_problems(pc, ev.column("attrs"))
-        n_errors = n_ev - ev.column("error").null_count
+        ev_found: list[tuple[int, Problem]] = []
+        ed_found: list[tuple[int, Problem]] = []
+        attrs: list[Problem] = []
+        n_errors = [0]
+
+        def events(
+            stream: Iterator[Any],
+            found: list[tuple[int, Problem]],
+            attrs: list[Problem],
+            n_errors: list[int],
+        ) -> Iterator[dict[str, Any]]:
+            pos = 0
+            for batch in stream:
+                _capped(
+                    caps, found, pos, _value_problems(batch, _EVENT_KINDS, "events", _EVENT_MEMBERS)
+                )
+                attrs += _attrs_problems(pc, batch.column("attrs"), pos)
+                n_errors[0] += batch.num_rows - batch.column("error").null_count
+                pos += batch.num_rows
+                if not found and not attrs:
+                    yield {c: batch.column(c) for c in GRAPH_COLUMNS if c not in ("error", "attrs")}
+
+        def edges(
+            stream: Iterator[Any], found: list[tuple[int, Problem]]
+        ) -> Iterator[dict[str, Any]]:
+            pos = 0
+            for batch in stream:
+                _capped(
+                    caps, found, pos, _value_problems(batch, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
+                )
+                pos += batch.num_rows
+                if not found:
+                    yield {c: batch.column(c) for c in ("src", "dst", "type")}
+
+        ev_stream = ev_rows.take(n_ev)
+        ed_stream = ed_rows.take(n_ed)
         graph: TraceGraph | None = None
-        if header is not None and not problems:
-            cols = {c: ev.column(c) for c in GRAPH_COLUMNS if c not in ("error", "attrs")}
-            ed = edges.slice(ed_pos, n_ed)
+        if wanted and header is not None and not problems:
             try:
                 graph = from_batches(
-                    [cols],
-                    [{c: ed.column(c) for c in ("src", "dst", "type")}],
+                    events(ev_stream, ev_found, attrs, n_errors),
+                    edges(ed_stream, ed_found),
                     n_events=n_ev,
                     n_edges=n_ed,
+                    edge_refs=_EdgeRefs(pq, p / _FILES[1], ed_lo),
                 )
-            except ValueError as err:  # every value was checked above: a number too large
-                raise TraceFormatError(
-                    src, "events.parquet", str(err), "fix the values or rewrite the dataset"
-                ) from None
-            if check:
-                problems += check_graph(graph, header, partial=partial)
-        yield ScannedTrace(label, header, graph, problems, n_ev, n_errors)
-        ev_pos += n_ev
-        ed_pos += n_ed
+            except ValueError as err:
+                if not (ev_found or attrs or ed_found):  # every value was checked: too large
+                    raise TraceFormatError(
+                        src, "events.parquet", str(err), "fix the values or rewrite the dataset"
+                    ) from None
+                graph = None
+        # what was not read yet (after a bad value, or for a trace not compiled)
+        for _ in events(ev_stream, ev_found, attrs, n_errors):
+            pass
+        for _ in edges(ed_stream, ed_found):
+            pass
+        ed_lo += n_ed
+        if not wanted:
+            continue
+        problems += _located(ev_found, 0, n_ev)
+        problems += _located(ed_found, 0, n_ed)
+        problems += attrs
+        if problems:
+            graph = None
+        elif graph is not None and check:
+            problems += check_graph(graph, header, partial=partial)
+        yield ScannedTrace(label, header, graph, problems, n_ev, n_errors[0])
+
+
+def _capped(
+    caps: dict[tuple[str, str], int],
+    out: list[tuple[int, Problem]],
+    pos: int,
+    found: list[tuple[int, Problem]],
+) -> None:
+    """Add a batch's problems at row offset ``pos``, each kind capped at 100 dataset-wide.
+
+    The object reader finds at most 100 rows per column and rule in the whole table; the
+    same cap over the batches, taken in order, keeps the same rows.
+    """
+    for r, q in found:
+        key = (q.path, q.code)
+        seen = caps.get(key, 0)
+        if seen < 100:
+            caps[key] = seen + 1
+            out.append((r + pos, q))
+
+
+class _Rows:
+    """A Parquet file's rows, read batch by batch and handed out in consecutive ranges."""
+
+    def __init__(self, pa: Any, file: Any, columns: list[str], path: Any) -> None:
+        self._pa = pa
+        self._path = path
+        self._batches = file.iter_batches(batch_size=1 << 16, columns=columns, use_threads=False)
+        self._left: Any = None
+
+    def _next(self) -> Any:
+        try:
+            return next(self._batches)
+        except StopIteration:
+            return None
+        except (self._pa.ArrowException, OSError) as err:
+            raise _read_error(self._path, "dataset", err) from None
+
+    def take(self, count: int) -> Iterator[Any]:
+        """Batches covering the next ``count`` rows (drain it before the next call)."""
+        while count > 0:
+            batch = self._left if self._left is not None else self._next()
+            self._left = None
+            if batch is None:
+                return
+            if batch.num_rows > count:
+                self._left = batch.slice(count)
+                batch = batch.slice(0, count)
+            count -= batch.num_rows
+            yield batch
+
+
+class _EdgeRefs:
+    """Edge ends as written, read from the edges table only when a message names one."""
+
+    def __init__(self, pq: Any, file: Any, lo: int) -> None:
+        self._pq, self._file, self._lo = pq, file, lo
+        self._cols: dict[str, Any] = {}
+
+    def __call__(self, k: int, end: str) -> str:
+        if end not in self._cols:
+            self._cols[end] = self._pq.read_table(self._file, columns=[end]).column(end)
+        return str(self._cols[end][self._lo + k].as_py())
 
 
 def _all_equal(pc: Any, pa: Any, column: Any, value: Any) -> bool:
@@ -204,7 +327,7 @@ def _all_equal(pc: Any, pa: Any, column: Any, value: Any) -> bool:
     return bool(pc.all(pc.fill_null(same, False)).as_py())
 
 
-def _attrs_problems(pc: Any, column: Any) -> list[Problem]:
+def _attrs_problems(pc: Any, column: Any, pos: int = 0) -> list[Problem]:
     """``attrs`` values that are not JSON objects; only the non-null ones are decoded."""
     if column.null_count == len(column):
         return []
@@ -212,7 +335,7 @@ def _attrs_problems(pc: Any, column: Any) -> list[Problem]:
     rows = np.flatnonzero(valid)
     texts = pc.filter(column, pc.is_valid(column)).to_pylist()
     out = []
-    for i, text in zip(rows.tolist(), texts, strict=True):
+    for i, text in zip((rows + pos).tolist(), texts, strict=True):
         _, problem = _json_object(text, f"$.events[{i}].attrs")
         if problem is not None:
             out.append(problem)
