@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace.credit._draws import SampleBackends
 from orchestrace.credit.reward import counterfactual_reward
-from orchestrace.credit.shapley import SampleBackends
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.executors import Executor, JobFailure, _one_line
 from orchestrace.runtime import replay

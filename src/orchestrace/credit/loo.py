@@ -26,10 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
-from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
-from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
-from orchestrace.credit.shapley import (
+from orchestrace.credit._draws import (
     SampleBackends,
     check_samples,
     downstream_llm_keys,
@@ -38,6 +35,9 @@ from orchestrace.credit.shapley import (
     sample_stats,
     unit_starts,
 )
+from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
+from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
+from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor
 from orchestrace.runtime.replay import DropMessage, Silence, check_replayable
