@@ -162,8 +162,7 @@ class _Died:
     how: str
 
 
-#: What a submitted chunk comes back as: its jobs' ``(ok, value)``, a dead worker, or one
-#: line saying why the chunk could not be sent or its result not received.
+#: A chunk's outcome: its jobs' ``(ok, value)``, a dead worker, or why it could not be sent back.
 _Outcome = list[tuple[bool, Any]] | _Died | str
 
 
@@ -189,8 +188,7 @@ class _Progress:
 class Executor:
     """Runs independent jobs and returns their results in job order (see the module docstring).
 
-    Every executor shares one scheduling and failure path (:meth:`map`); an executor supplies
-    how a chunk of jobs is submitted, awaited and cancelled.
+    One scheduling and failure path (:meth:`map`); executors supply how chunks run.
 
     Attributes:
         name: ``local``, ``process`` or ``ray``.
