@@ -1,13 +1,24 @@
-"""Runtime figures: recording overhead per event, the 300-agent swarm on virtual time (CPU time,
-and the makespan = critical path invariant as a check), framework overhead against LangGraph,
-and the cost of a counterfactual fork on a debate (representative) and a swarm (best case).
+"""Runtime figures: recording overhead per event, cost per event across team sizes (swarm and
+hierarchical, 300 to 3,000 agents, with the scaling exponent), the 300-agent swarm on virtual
+time (CPU time, and the makespan = critical path invariant as a check), framework overhead
+against LangGraph, and the cost of a counterfactual fork on a debate (representative) and a
+swarm (best case).
 
-    python benchmarks/bench_runtime.py [--quick]
+    python benchmarks/bench_runtime.py [--quick]          # everything
+    python benchmarks/bench_runtime.py --only overhead    # overhead and scaling only
+
+Overhead and scaling are CPU time of this process (``time.process_time``), so other jobs on a
+loaded machine slow them less than wall time; ours and the baseline are measured interleaved
+(one run of each in turn) with the collector paused for both, and the load average is printed
+with the figures.
 """
 
 import argparse
 import asyncio
+import gc
+import math
 import operator
+import os
 import statistics
 import time
 from typing import Annotated, Any, TypedDict
@@ -20,7 +31,7 @@ from orchestrace.runtime.prompts import render
 from orchestrace.runtime.topologies import get_topology
 from orchestrace.trace.analyze import summarize
 
-from _common import best_of, check, report
+from _common import check, report
 
 
 # ---------------------------------------------------------------------- overhead per event
@@ -69,7 +80,39 @@ def _bare_swarm(task: Any, backend: SimBackend, n: int) -> Any:
     return run_virtual(main())
 
 
-def bench_overhead(n: int) -> None:
+def _load() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:  # not available on this platform
+        return "load average unknown"
+    return f"load average {one:.1f} (1 min) / {five:.1f} (5 min) on {os.cpu_count()} CPUs"
+
+
+def _cpu(fn: Any) -> tuple[float, Any]:
+    """CPU seconds of ``fn()`` with the cyclic collector paused (as a simulated run does)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        out = fn()
+        return time.process_time() - t0, out
+    finally:
+        if was:
+            gc.enable()
+
+
+def _spread(xs: list[float]) -> str:
+    """Median and the interquartile range of ``xs`` (microseconds)."""
+    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
+    return f"median {statistics.median(xs):.1f}, IQR {q[0]:.1f}-{q[2]:.1f}"
+
+
+def bench_overhead(n: int, repeat: int = 15) -> None:
+    """Runtime overhead per recorded event against a bare asyncio program doing the same awaits.
+
+    The two are run interleaved ``repeat`` times; per repetition the overhead is our CPU time
+    minus the baseline's, over our recorded events. Reported: medians and spread.
+    """
     task = make_task("wide-search-v0", seed=1, size=4 * n)
     spec = get_topology("swarm")
 
@@ -82,18 +125,79 @@ def bench_overhead(n: int) -> None:
         )
         return run_virtual(rt.run(spec.root))
 
-    t_bare, _ = best_of(lambda: _bare_swarm(task, SimBackend(seed=1, latency_scale=0.0), n), 5)
-    t_ours, trace = best_of(ours, 5)
-    per_event = (t_ours - t_bare) / trace.n_events * 1e6
+    def bare() -> Any:
+        return _bare_swarm(task, SimBackend(seed=1, latency_scale=0.0), n)
+
+    events = ours().n_events  # warm up both
+    bare()
+    per_ours, per_bare, over, ratio = [], [], [], []
+    for _ in range(repeat):
+        t_ours, _ = _cpu(ours)
+        t_bare, _ = _cpu(bare)
+        per_ours.append(t_ours / events * 1e6)
+        per_bare.append(t_bare / events * 1e6)
+        over.append((t_ours - t_bare) / events * 1e6)
+        ratio.append(t_ours / t_bare)
+    med = statistics.median(over)
     report(
-        f"runtime overhead per recorded event ({trace.n_events:,} events, sim, zero latency)",
-        per_event,
+        f"runtime overhead per recorded event ({events:,} events, swarm of {n}, sim, zero latency)",
+        med,
         "us",
-        target="<=20 us",
-        ok=per_event <= 20,
-        note=f"orchestrace {t_ours * 1e3:.0f} ms vs bare asyncio {t_bare * 1e3:.0f} ms "
-        "doing the same calls",
+        target="<=10 us over bare asyncio",
+        ok=med <= 10,
+        note=f"CPU per event: orchestrace {_spread(per_ours)} us, bare asyncio "
+        f"{_spread(per_bare)} us; overhead {_spread(over)} us; ratio median "
+        f"{statistics.median(ratio):.2f}x (min {min(ratio):.2f}, max {max(ratio):.2f}); "
+        f"{repeat} interleaved repetitions, {_load()}",
     )
+
+
+def _scaled_run(topology: str, n: int, options: dict[str, Any]) -> tuple[float, int]:
+    task = make_task("wide-search-v0", seed=1, size=4 * n)
+    rt = Runtime(
+        task=task,
+        backend=SimBackend(seed=1),
+        config=RunConfig(agents=n, seed=1, max_agents=max(1000, 4 * n), options=options),
+        topology=topology,
+    )
+    t, trace = _cpu(lambda: run_virtual(rt.run(get_topology(topology).root)))
+    return t, trace.n_events
+
+
+def bench_scaling(sizes: tuple[int, ...] = (300, 1000, 3000), repeat: int = 3) -> None:
+    """Cost per recorded event across team sizes, and the exponent of CPU time in events.
+
+    Sizes are interleaved (one run of each size in turn, ``repeat`` rounds), so load from
+    other jobs falls on every size alike. An exponent of 1 is a flat cost per event.
+    """
+    for topology, options in (("swarm", {"gossip": 0.5, "chunks": 4}), ("hierarchical", {})):
+        cpu: dict[int, list[float]] = {n: [] for n in sizes}
+        events: dict[int, int] = {}
+        for _ in range(repeat):
+            for n in sizes:
+                t, events[n] = _scaled_run(topology, n, options)
+                cpu[n].append(t)
+        per = {n: [t / events[n] * 1e6 for t in cpu[n]] for n in sizes}
+        xs = [math.log(events[n]) for n in sizes]
+        ys = [math.log(statistics.median(cpu[n])) for n in sizes]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+            (x - mx) ** 2 for x in xs
+        )
+        lo, hi = sizes[0], sizes[-1]
+        growth = statistics.median(per[hi]) / statistics.median(per[lo])
+        report(
+            f"{topology} {lo:,} -> {hi:,} agents: exponent of CPU time in events",
+            slope,
+            "",
+            target="<=1.05 (flat cost per event)",
+            ok=slope <= 1.05,
+            note="; ".join(
+                f"{n:,} agents / {events[n]:,} events: {_spread(per[n])} us/event" for n in sizes
+            )
+            + f"; per-event cost x{growth:.2f} from {lo:,} to {hi:,}; {repeat} interleaved "
+            f"rounds, CPU time, {_load()}",
+        )
 
 
 # ---------------------------------------------------------------------- scale
@@ -249,9 +353,12 @@ def bench_fork() -> None:
     )
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, only: str | None = None) -> None:
     print("runtime")
-    bench_overhead(100 if quick else 300)
+    bench_overhead(100 if quick else 300, repeat=7 if quick else 15)
+    bench_scaling((100, 300, 1000) if quick else (300, 1000, 3000), repeat=2 if quick else 3)
+    if only == "overhead":
+        return
     bench_swarm_scale()
     bench_langgraph(100, repeat=3 if quick else 7)
     bench_fork_debate()
@@ -261,4 +368,8 @@ def main(quick: bool = False) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    main(ap.parse_args().quick)
+    ap.add_argument(
+        "--only", choices=["overhead"], help="overhead: only the overhead and scaling figures"
+    )
+    args = ap.parse_args()
+    main(args.quick, args.only)

@@ -131,7 +131,6 @@ class AgentState:
     depth: int
     spawn_event: str | None
     handle_future: asyncio.Future[Result] | None
-    inbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
     step: int = -1
     turn_open: bool = False
     last: str | None = None
@@ -143,6 +142,20 @@ class AgentState:
     sent: dict[int, int] = field(default_factory=dict)
     draws: int = 0
     best: Any = None
+    _inbox: asyncio.Queue[Message] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def inbox(self) -> asyncio.Queue[Message]:
+        """Messages delivered to this agent and not yet received (made on first use)."""
+        q = self._inbox
+        if q is None:
+            q = self._inbox = asyncio.Queue()
+        return q
+
+    def has_mail(self) -> bool:
+        """Whether a delivered message waits in the inbox."""
+        q = self._inbox
+        return q is not None and not q.empty()
 
     def occurrence(self, kind: CallKind, inputs: str) -> int:
         """How many times this agent made this exact call before (and count this one)."""
@@ -352,7 +365,9 @@ class Context:
     def poll(self) -> list[Message]:
         """Every message already delivered, without waiting (they feed the next event)."""
         a = self._a
-        out = []
+        out: list[Message] = []
+        if not a.has_mail():
+            return out
         while not a.inbox.empty():
             msg = a.inbox.get_nowait()
             a.pending.append((msg.event_id, "message"))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -54,6 +55,7 @@ from orchestrace.runtime.backends.base import (
     backend_spec,
 )
 from orchestrace.runtime.cache import ReplayCache
+from orchestrace.runtime.clock import VirtualTimeLoop
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.context import (
     AgentFn,
@@ -139,6 +141,9 @@ class Runtime:
         self.config = config or RunConfig()
         self.tools: dict[str, Callable[[dict[str, Any]], Any]] = {**task.tools(), **(tools or {})}
         self.recorder = recorder or Recorder()
+        # a Recorder without processors does nothing per event: its call is skipped (unless
+        # a subclass records events its own way)
+        self._custom_recorder = type(self.recorder).event is not Recorder.event
         self.interventions = list(interventions)
         if cache is not None and not isinstance(cache, ReplayCache):
             raise ConfigError(
@@ -160,6 +165,8 @@ class Runtime:
         self.stop_reason: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._t0 = 0.0
+        self._now_raw = float("nan")  # the loop time now() last rounded (nan: none yet)
+        self._now = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Future[str] | None = None
         #: Enforces ``config.defenses`` (``None`` when every defense is off).
@@ -170,8 +177,15 @@ class Runtime:
     # ------------------------------------------------------------------ time & budgets
     def now(self) -> float:
         """Seconds since the run started."""
-        assert self._loop is not None
-        return round(self._loop.time() - self._t0, 9)
+        raw = self._time()
+        if raw != self._now_raw:  # the clock moved: round once per distinct time
+            self._now_raw = raw
+            self._now = round(raw - self._t0, 9)
+        return self._now
+
+    def _time(self) -> float:
+        # replaced by the running loop's ``time`` when the run starts
+        raise RuntimeError_("the runtime has not started: await Runtime.run(root) first")
 
     def check_alive(self, a: AgentState) -> None:
         """Refuse actions of agents that already returned, or after the run stopped."""
@@ -224,31 +238,39 @@ class Runtime:
         **fields: Any,
     ) -> str:
         """Record one event of agent ``a`` that started at ``t`` and ends now."""
-        eid = f"e{len(self.events) + 1}"
-        dur = max(0.0, round(self.now() - t, 9))
-        if a.last is None and a.parent is None and "role" not in fields:
+        events = self.events
+        eid = f"e{len(events) + 1}"
+        now = self.now()
+        dur = 0.0 if now == t else max(0.0, round(now - t, 9))
+        last = a.last
+        pending = a.pending
+        if last is None and a.parent is None and "role" not in fields:
             fields["role"] = a.role  # the root has no spawn event to carry its role
         fields = scrub_known(fields)  # a secret echoed by a server never reaches the trace
         if self.guard is not None:
-            first = a.last if a.last is not None else a.spawn_event
-            srcs = [s for s in (first, *(s for s, _ in a.pending), *(s for s, _ in extra)) if s]
+            first = last if last is not None else a.spawn_event
+            srcs = [s for s in (first, *(s for s, _ in pending), *(s for s, _ in extra)) if s]
             fields = self.guard.labels(a, eid, str(type_), srcs, fields)
         ev = Event(id=eid, t=t, type=type_, agent=a.name, dur=dur, step=max(a.step, 0), **fields)
-        edges = []
-        if a.last is not None:
-            edges.append(Edge(a.last, eid, "causal"))
+        if last is not None:
+            edges = [Edge(last, eid, "causal")]
         elif a.spawn_event is not None:
-            edges.append(Edge(a.spawn_event, eid, "spawn"))
-        seen = {a.last}
-        for src, kind in (*a.pending, *extra):
-            if src not in seen:
-                seen.add(src)
-                edges.append(Edge(src, eid, kind))  # type: ignore[arg-type]
-        a.pending.clear()
+            edges = [Edge(a.spawn_event, eid, "spawn")]
+        else:
+            edges = []
+        if pending or extra:
+            seen = {last}
+            for src, kind in (*pending, *extra):
+                if src not in seen:
+                    seen.add(src)
+                    edges.append(Edge(src, eid, kind))  # type: ignore[arg-type]
+            pending.clear()
         a.last = eid
-        self.events.append(ev)
-        self.edges.extend(edges)
-        self.recorder.event(ev, edges)
+        events.append(ev)
+        self.edges += edges
+        recorder = self.recorder
+        if recorder.processors or self._custom_recorder:
+            recorder.event(ev, edges)
         return eid
 
     # ------------------------------------------------------------------ calls (llm_calls.py)
@@ -413,9 +435,29 @@ class Runtime:
         return f"{self.topology or 'run'}-{self.task.name}-{h.hexdigest()}"
 
     async def run(self, root: AgentFn, **inputs: Any) -> Trace:
-        """Run ``root`` as the orchestrator and return the recorded trace."""
+        """Run ``root`` as the orchestrator and return the recorded trace.
+
+        On a :class:`~orchestrace.runtime.clock.VirtualTimeLoop` Python's cyclic garbage
+        collector is paused while the run lasts: a simulated run allocates objects that live
+        until its end, so collections would only re-scan everything recorded so far, at a
+        cost per event that grows with the run. Reference counting frees memory as usual,
+        and the collector is switched back on (when it was on) as the run ends.
+        """
         loop = asyncio.get_running_loop()
+        paused = isinstance(loop, VirtualTimeLoop) and gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            return await self._run(loop, root, inputs)
+        finally:
+            if paused:
+                gc.enable()
+
+    async def _run(
+        self, loop: asyncio.AbstractEventLoop, root: AgentFn, inputs: dict[str, Any]
+    ) -> Trace:
         self._loop = loop
+        self._time = loop.time  # type: ignore[method-assign]
         self._t0 = loop.time()
         self._stop = loop.create_future()
         if hasattr(loop, "set_deadlock_handler"):
