@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,10 +56,11 @@ class EvalResult:
     tokens_ci: float
     workers: float
     n_seeds: int
+    per_seed: dict[str, list[float]] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         """JSON-ready summary."""
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if k != "per_seed"}
 
 
 def evaluate(
