@@ -14,7 +14,7 @@ Example:
     >>> try:
     ...     check_json_size(path, limit=1)
     ... except TraceFormatError as err:
-    ...     print(str(err).split(": ", 1)[1][:46])
+    ...     print(str(err).split(": ", 1)[1][:44])
     file: this JSON document (0 MB) is too large
 """
 
