@@ -19,6 +19,7 @@ a memory limit); special paths (FIFOs, ``/dev/zero``, pipes) always run in a chi
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import io
@@ -199,14 +200,24 @@ def _stream(errors: str) -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors=errors, write_through=True)
 
 
+@functools.cache
+def _parser() -> Any:
+    """The command line's parser, built once: building it is most of a short command's cost."""
+    from orchestrace.cli import build_parser
+
+    return build_parser()
+
+
 def run_in_process(argv: Sequence[str], timeout: float, cwd: Path) -> tuple[int | None, str, bool]:
     """Run ``orchestrace.cli.main(argv)`` here; return ``(rc, output, hung)``.
 
     ``rc`` is ``None`` when the command ran past ``timeout`` seconds or raised out of ``main``
     (the output then holds the traceback a real process would have printed).
     """
+    import orchestrace.cli
     from orchestrace.cli import main
 
+    parser = _parser()
     _install_hook()
     out, err = _stream("strict"), _stream("backslashreplace")
     rc: int | None = None
@@ -216,6 +227,8 @@ def run_in_process(argv: Sequence[str], timeout: float, cwd: Path) -> tuple[int 
     os.chdir(cwd)
     _SPAWNS.clear()
     _WATCHING[0] = True
+    built = orchestrace.cli.build_parser
+    orchestrace.cli.build_parser = lambda: parser
     try:
         with time_limit(timeout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = main(list(argv))
@@ -235,6 +248,7 @@ def run_in_process(argv: Sequence[str], timeout: float, cwd: Path) -> tuple[int 
     finally:
         _WATCHING[0] = False
         os.chdir(here)
+        orchestrace.cli.build_parser = built
     text = _read(out) + _read(err) + tail
     if _SPAWNS:
         text += "".join(f"\n[spawned] {s}" for s in _SPAWNS)
