@@ -8,9 +8,15 @@ import pytest
 from conftest import ROOT
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+#: Examples that take more than a few seconds (they train).
+SLOW = {"train_and_export.py"}
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=[pytest.mark.slow] if p.name in SLOW else []) for p in EXAMPLES],
+    ids=[p.name for p in EXAMPLES],
+)
 def test_example_runs(path, tmp_path):
     r = subprocess.run(
         [sys.executable, str(path), str(tmp_path)],

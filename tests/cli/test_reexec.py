@@ -12,6 +12,7 @@ import pytest
 from orchestrace.cli import _HUGE_INPUT
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the restart happens on Linux only")
 def test_large_input_restart_ignores_a_package_in_the_working_directory(tmp_path: Path) -> None:
     fake = tmp_path / "orchestrace"

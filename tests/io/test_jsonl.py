@@ -49,6 +49,7 @@ def test_stream_roundtrip(tmp_path, medium_trace):
     assert back.costs == medium_trace.costs and not back.meta.get("partial")
 
 
+@pytest.mark.slow
 def test_stream_cut_at_every_byte_keeps_complete_events(tmp_path, small_trace):
     full = tmp_path / "full.jsonl"
     write_stream(full, small_trace)

@@ -319,6 +319,7 @@ _survey_doc = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_survey_doc)
 def test_survey_import_then_export_is_the_identity(doc):
@@ -396,6 +397,7 @@ _native_trace = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_native_trace)
 def test_native_export_then_import_is_the_identity(tr):
