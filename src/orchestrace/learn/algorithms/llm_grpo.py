@@ -248,6 +248,7 @@ def train_llm(
         max_batch=cfg.tasks * cfg.group,
         seed=cfg.seed,
         require_chat_template=True,
+        plain_sampling=True,  # the recorded log-probs are those the update recomputes
         device=cfg.device,
     )
     backend.load()

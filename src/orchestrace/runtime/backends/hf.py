@@ -20,8 +20,10 @@ Example (tiny model built from a config, no download)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +81,13 @@ class HFBackend:
         seed: Seeds sampling (each batch draws from ``seed`` and its batch number).
         require_chat_template: Refuse a tokenizer without a chat template instead of
             rendering ``role: content`` lines.
+        plain_sampling: Sample from exactly ``softmax(logits / temperature)``: every other
+            logits processor or warper that the model's ``generation_config`` would add
+            (repetition penalty, top-k, top-p, min-p, typical-p, minimum length, no-repeat
+            n-grams, bad words, forced or suppressed tokens, beams...) is switched off, and a
+            batch sampled from any other distribution is refused. A trainer that recomputes
+            the log-probs from the logits needs it; the recorded ``logprobs`` are then those of
+            the distribution each token was drawn from.
     """
 
     model: Any
@@ -93,6 +102,7 @@ class HFBackend:
     max_wait_ms: float = 5.0
     seed: int | None = None
     require_chat_template: bool = False
+    plain_sampling: bool = False
     name: str = "hf"
     virtual: bool = False
     _batch_sizes: list[int] = field(default_factory=list, repr=False)
@@ -216,18 +226,22 @@ class HFBackend:
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         budgets = [max(1, min(self.max_new_tokens, r.max_tokens)) for r in reqs]
         kw: dict[str, Any] = {"do_sample": do_sample}
-        if do_sample:
+        if self.plain_sampling:  # the model's own generation_config is set aside meanwhile
+            kw["output_logits"] = True
+            if do_sample:
+                kw.update(temperature=float(temperature or 1.0), top_k=0, top_p=1.0)
+        elif do_sample:
             if temperature is not None:
                 kw["temperature"] = temperature
             if top_p is not None:
                 kw["top_p"] = top_p
             if self.top_k is not None:
                 kw["top_k"] = self.top_k
-            if self.seed is not None:
-                torch.manual_seed(self.seed * 1_000_003 + self.generate_calls)  # per batch
+        if do_sample and self.seed is not None:
+            torch.manual_seed(self.seed * 1_000_003 + self.generate_calls)  # per batch
         eos = tok.eos_token_id
         t0 = time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), _plain_generation(self.model, self.plain_sampling):
             out = self.model.generate(
                 input_ids=ids.to(self.device),
                 attention_mask=mask.to(self.device),
@@ -242,6 +256,11 @@ class HFBackend:
         scores = torch.stack(out.scores, dim=1).float()  # [batch, steps, vocab], as sampled
         seq = out.sequences[:, width:]
         logp = torch.log_softmax(scores, dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
+        if self.plain_sampling:
+            raw = torch.stack(out.logits, dim=1).float() / (temperature or 1.0)
+            plain = torch.log_softmax(raw, dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
+            self._check_plain(logp, plain, seq, eos)
+            logp = plain
         latency = time.perf_counter() - t0
         model_name = str(getattr(self.model, "name_or_path", "hf")) or "hf"
         answers = []
@@ -270,6 +289,22 @@ class HFBackend:
             )
         return answers
 
+    def _check_plain(self, logp: Any, plain: Any, seq: Any, eos: int | None) -> None:
+        """Refuse a batch whose tokens were not drawn from ``softmax(logits / temperature)``."""
+        torch = self._torch
+        live = torch.ones_like(seq, dtype=torch.bool)
+        if eos is not None:  # steps after a row's end token are padding
+            ended = (seq == eos).long().cumsum(-1) - (seq == eos).long()
+            live = ended == 0
+        gap = ((logp - plain).abs() * live).max().item() if seq.numel() else 0.0
+        if not gap <= 1e-4:
+            raise ConfigError(
+                f"the model {self.describe()['model']!r} samples from a distribution other than "
+                f"softmax(logits / temperature) (log-prob gap {gap:.3g}): its generation_config "
+                "adds a logits processor that cannot be switched off; remove it from "
+                "generation_config.json (or use an untouched model directory)"
+            )
+
     def spec(self) -> dict[str, Any]:
         """Everything that rebuilds this backend: the model's directory or hub id and options.
 
@@ -289,6 +324,7 @@ class HFBackend:
                 "max_batch": self.max_batch,
                 "max_wait_ms": self.max_wait_ms,
                 "seed": self.seed,
+                "plain_sampling": self.plain_sampling,
             }
         return out
 
@@ -349,3 +385,52 @@ class HFBackend:
 
     async def aclose(self) -> None:
         """Nothing to close (the model stays loaded)."""
+
+
+@contextlib.contextmanager
+def _plain_generation(model: Any, on: bool) -> Iterator[None]:
+    """With ``on``, the model generates under :func:`_plain_config` instead of its own config.
+
+    ``generate`` fills every setting a call leaves unset from the model's
+    ``generation_config`` (a shipped ``repetition_penalty``, ``no_repeat_ngram_size``,
+    ``bad_words_ids``...); setting it aside leaves only what the call asks for.
+    """
+    if not on:
+        yield
+        return
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    targets = [m for m in {id(model): model, id(base): base}.values()]
+    saved = [m.__dict__.get("generation_config") for m in targets]
+    try:
+        for m in targets:
+            if "generation_config" in m.__dict__:
+                m.generation_config = _plain_config()
+        yield
+    finally:
+        for m, g in zip(targets, saved, strict=True):
+            if g is not None:
+                m.generation_config = g
+
+
+def _plain_config() -> Any:
+    """A ``GenerationConfig`` with every logits processor and warper at its neutral value."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        top_k=0,
+        top_p=1.0,
+        typical_p=1.0,
+        epsilon_cutoff=0.0,
+        eta_cutoff=0.0,
+        repetition_penalty=1.0,
+        encoder_repetition_penalty=1.0,
+        no_repeat_ngram_size=0,
+        encoder_no_repeat_ngram_size=0,
+        min_length=0,
+        num_beams=1,
+        num_beam_groups=1,
+        diversity_penalty=0.0,
+        length_penalty=1.0,
+        renormalize_logits=False,
+        remove_invalid_values=False,
+    )
