@@ -92,6 +92,21 @@ __all__ = [
 ]
 
 _ENC = msgspec.json.Encoder(order="deterministic")
+#: Event's fields in order: :meth:`Runtime.record` builds events positionally.
+_ORDER = (
+    "id", "t", "type", "agent", "dur", "role", "from_", "to", "tool", "decision", "step",
+    "content", "content_ref", "trusted", "tokens_in", "tokens_out", "cost", "error", "attrs",
+)  # fmt: skip
+if Event.__struct_fields__ != _ORDER:  # pragma: no cover - a change of the trace model
+    raise TypeError("Event's fields changed: update _ORDER and Runtime.record to match")
+# the default objects themselves: a field left out is omitted from the JSON only when it holds
+# its default object
+_TOKENS_IN, _TOKENS_OUT, _COST = (
+    dict(zip(_ORDER[-len(Event.__struct_defaults__) :], Event.__struct_defaults__, strict=True))[k]
+    for k in ("tokens_in", "tokens_out", "cost")
+)
+#: The event fields a caller of :meth:`Runtime.record` may set (the others it sets itself).
+_FIELDS = frozenset(_ORDER) - {"id", "t", "type", "agent", "dur", "step"}
 #: The name of the root agent (the orchestrator).
 ROOT = "orchestrator"
 
@@ -251,7 +266,33 @@ class Runtime:
             first = last if last is not None else a.spawn_event
             srcs = [s for s in (first, *(s for s, _ in pending), *(s for s, _ in extra)) if s]
             fields = self.guard.labels(a, eid, str(type_), srcs, fields)
-        ev = Event(id=eid, t=t, type=type_, agent=a.name, dur=dur, step=max(a.step, 0), **fields)
+        if not fields.keys() <= _FIELDS:
+            unknown = sorted(set(fields) - _FIELDS)
+            raise TypeError(f"record() got unexpected event fields {unknown}")
+        get = fields.get
+        # positional: a Struct built from keyword arguments unpacked from a dict costs several
+        # times more (the order is Event's field order)
+        ev = Event(
+            eid,
+            t,
+            type_,
+            a.name,
+            dur,
+            get("role"),
+            get("from_"),
+            get("to"),
+            get("tool"),
+            get("decision"),
+            max(a.step, 0),
+            get("content"),
+            get("content_ref"),
+            get("trusted"),
+            get("tokens_in", _TOKENS_IN),
+            get("tokens_out", _TOKENS_OUT),
+            get("cost", _COST),
+            get("error"),
+            get("attrs"),
+        )
         if last is not None:
             edges = [Edge(last, eid, "causal")]
         elif a.spawn_event is not None:
