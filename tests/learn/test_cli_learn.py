@@ -11,6 +11,7 @@ def run(capsys, *args):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_train_evaluate_export(tmp_path, capsys):
     pytest.importorskip("torch")
     out = tmp_path / "run"
