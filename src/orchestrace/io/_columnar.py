@@ -290,7 +290,7 @@ class _Columns:
         self.pos = 0
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in spec}
         self.full = (
-            {k: np.full(total, 0 if m is None else m, dtype=d) for k, (d, m) in spec.items()}
+            {k: np.empty(total, dtype=d) for k, (d, _) in spec.items()}
             if total is not None
             else None
         )
@@ -302,6 +302,8 @@ class _Columns:
                     raise ValueError(f"more rows than the {self.total} announced")
                 if key in got:
                     self.full[key][self.pos : self.pos + count] = got[key]
+                else:
+                    self.full[key][self.pos : self.pos + count] = 0 if missing is None else missing
             else:
                 value = got.get(key)
                 self.parts[key].append(
