@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import check_output, report_dir
 from orchestrace.learn.algorithms import TrainConfig, make_trainer
-from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, train_llm
+from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, resume_config, train_llm
 from orchestrace.learn.env import ENV_IDS
+
+#: Options of the MLP trainers only, and of the LLM trainer (``--policy``) only.
+_MLP_ONLY = {"batch": "--batch"}
+_LLM_ONLY = {
+    "tasks": "--tasks",
+    "kl": "--kl",
+    "lora": "--lora",
+    "device": "--device",
+    "credit": "--credit",
+    "credit_samples": "--credit-samples",
+    "workers": "--workers",
+    "vf_coef": "--vf-coef",
+    "save_every": "--save-every",
+    "resume": "--resume",
+}
 
 
 def add_parser(sub: Any) -> None:
@@ -18,23 +34,41 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "train",
         help="train an orchestration policy (needs the [learn] extra)",
-        description="Train a policy on an orchestration environment with REINFORCE, GRPO or "
-        "PPO. Writes train.csv, curve.png, policy.pt and config.json to --output.",
+        description="Train a policy on an orchestration environment. Without --policy: a small "
+        "MLP policy with REINFORCE, GRPO or PPO (default ppo, 20000 episodes, batch 128, lr "
+        "1e-3, task arith-mapreduce-v0); writes train.csv, curve.png, policy.pt and "
+        "config.json to --output. With --policy MODEL_DIR (or --resume DIR): an LLM "
+        "orchestrator online with GRPO or PPO (default grpo, 20 iterations, lr 1e-2, task "
+        "arith); writes train.csv, train.png, train-config.json, trainer-state.pt, the model "
+        "files (the directory loads with from_pretrained) and, for PPO, value_head.pt.",
     )
     p.add_argument("--env", default="stop-v0", choices=ENV_IDS)
-    p.add_argument("--task", default="arith-mapreduce-v0", help="task of the environment")
-    p.add_argument("--algo", default="ppo", choices=["ppo", "grpo", "reinforce"])
-    p.add_argument("--steps", type=int, default=20000, help="training episodes")
-    p.add_argument("--batch", type=int, default=128, help="episodes per update")
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    p.add_argument("--group", type=int, default=8, help="GRPO: episodes per task instance")
+    p.add_argument("--task", default=None, help="task of the environment")
+    p.add_argument(
+        "--algo",
+        default=None,
+        choices=["ppo", "grpo", "reinforce"],
+        help="default: ppo (MLP), grpo (LLM)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="MLP: training episodes (default 20000); LLM: iterations in all (default 20)",
+    )
+    p.add_argument("--batch", type=int, default=None, help="MLP: episodes per update (128)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (MLP 1e-3, LLM 1e-2)")
+    p.add_argument(
+        "--group", type=int, default=None, help="GRPO: episodes per task instance (MLP 8, LLM 6)"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-o", "--output", default="runs/train", help="output directory")
+    p.add_argument("-o", "--output", default=None, help="output directory (default runs/train)")
     p.add_argument(
         "--force",
         action="store_true",
         help="write into OUTPUT even though an earlier `orchestrace train` wrote it "
-        "(a directory holding anything else is never written into)",
+        "(a directory holding anything else is never written into; an LLM run's train.csv "
+        "is never replaced: continue it with --resume)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -43,56 +77,87 @@ def add_parser(sub: Any) -> None:
         help="train this local LLM (transformers directory with a chat-template tokenizer) as "
         "the orchestrator, online with --algo grpo|ppo; --steps counts iterations",
     )
-    p.add_argument("--tasks", type=int, default=2, help="LLM: task instances per iteration")
-    p.add_argument("--kl", type=float, default=0.0, help="LLM: weight of the KL to the start")
-    p.add_argument("--lora", action="store_true", help="LLM: train LoRA adapters (needs peft)")
-    p.add_argument("--device", default="cpu", help="LLM: where the model runs (cpu, cuda...)")
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="LLM: continue the run whose output is DIR (model, value head, optimiser, "
+        "iteration, seeds); its settings apply, --steps sets the total; writes to DIR "
+        "(appending to its train.csv) unless -o names a new directory",
+    )
+    p.add_argument("--tasks", type=int, default=None, help="LLM: task instances per iteration")
+    p.add_argument("--kl", type=float, default=None, help="LLM: weight of the KL to the start")
+    p.add_argument(
+        "--lora", action="store_true", default=None, help="LLM: train LoRA adapters (needs peft)"
+    )
+    p.add_argument("--device", default=None, help="LLM: where the model runs (cpu, cuda...)")
     p.add_argument(
         "--credit",
-        default="uniform",
+        default=None,
         choices=["uniform", "discounted", "turn", "message", "c3"],
         help="LLM: per-call credit combined with the advantage (see docs/learning-llm.md)",
     )
     p.add_argument(
         "--credit-samples",
         type=int,
-        default=2,
+        default=None,
         metavar="K",
         help="LLM: c3 sibling completions per call; message: paired forks per message",
     )
     p.add_argument(
         "--workers",
-        default="sim",
+        default=None,
         metavar="sim|self|frozen:PATH",
         help="LLM: who answers the workers' calls: the simulator, the policy itself with the "
         "workers' role prompts, or a frozen model directory that is never updated",
     )
-    p.add_argument("--vf-coef", type=float, default=0.5, help="LLM PPO: value-loss weight")
-    p.add_argument("--save-every", type=int, default=5, help="LLM: checkpoint every N iterations")
+    p.add_argument("--vf-coef", type=float, default=None, help="LLM PPO: value-loss weight")
+    p.add_argument(
+        "--save-every", type=int, default=None, help="LLM: checkpoint every N iterations (5)"
+    )
     p.set_defaults(func=run_cmd)
+
+
+def _given(args: argparse.Namespace, names: dict[str, str]) -> list[str]:
+    return [flag for name, flag in names.items() if getattr(args, name, None) is not None]
 
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Train and report."""
-    check_output(args.output, force=args.force, kind="dir", report="train")  # before any work
-    if args.policy is not None:
+    if args.policy is not None or args.resume is not None:
+        wrong = _given(args, _MLP_ONLY)
+        if wrong:
+            raise ConfigError(
+                f"{wrong[0]} does not apply to an LLM policy (--policy/--resume): each "
+                "iteration is --tasks x --group episodes; drop it"
+            )
         return _train_llm(args)
+    wrong = _given(args, _LLM_ONLY)
+    if wrong:
+        raise ConfigError(
+            f"{wrong[0]} applies to an LLM policy only: add --policy MODEL_DIR, or drop it"
+        )
+    args.output = args.output or "runs/train"
+    check_output(args.output, force=args.force, kind="dir", report="train")  # before any work
+    algo = args.algo or "ppo"
+    given = {
+        "task": args.task,
+        "episodes": args.steps,
+        "batch": args.batch,
+        "lr": args.lr,
+        "group": args.group,
+    }
     cfg = TrainConfig(
         env=args.env,
-        task=args.task,
-        episodes=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        group=args.group,
         seed=args.seed,
         out=args.output,
+        **{k: v for k, v in given.items() if v is not None},
     )
-    trainer = make_trainer(args.algo, cfg)
+    trainer = make_trainer(algo, cfg)
     bar: Any = None
     if not args.no_progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use
 
-        bar = tqdm(total=cfg.episodes, unit="ep", desc=f"{args.algo} {args.env}")
+        bar = tqdm(total=cfg.episodes, unit="ep", desc=f"{algo} {args.env}")
     try:
         with report_dir(args.output, force=args.force, report="train"):
             result = trainer.train(progress=bar.update if bar is not None else None)
@@ -103,7 +168,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     print(
         json.dumps(
             {
-                "algo": args.algo,
+                "algo": algo,
                 "env": args.env,
                 "task": cfg.task,
                 "episodes": trainer.episodes,
@@ -121,32 +186,53 @@ def _train_llm(args: argparse.Namespace) -> int:
     """Online GRPO/PPO of an LLM orchestrator (orchestrace.learn.algorithms.llm_grpo)."""
     if args.algo == "reinforce":
         raise ConfigError("--policy trains with --algo grpo or ppo, not reinforce")
-    task = "arith" if args.task == "arith-mapreduce-v0" else args.task
-    cfg = LLMTrainConfig(
-        policy=args.policy,
-        algo=args.algo,
-        env=args.env,
-        task=task,
-        iterations=args.steps if args.steps != 20000 else 20,
-        tasks=args.tasks,
-        group=args.group,
-        lr=args.lr if args.lr != 1e-3 else 1e-2,
-        kl_coef=args.kl,
-        credit=args.credit,
-        credit_samples=args.credit_samples,
-        workers=args.workers,
-        vf_coef=args.vf_coef,
-        save_every=args.save_every,
-        lora=args.lora,
-        device=args.device,
-        seed=args.seed,
-        out=args.output,
-    )
+    fields = {
+        "algo": args.algo,
+        "task": args.task,
+        "iterations": args.steps,
+        "tasks": args.tasks,
+        "group": args.group,
+        "lr": args.lr,
+        "kl_coef": args.kl,
+        "credit": args.credit,
+        "credit_samples": args.credit_samples,
+        "workers": args.workers,
+        "vf_coef": args.vf_coef,
+        "save_every": args.save_every,
+        "lora": args.lora,
+        "device": args.device,
+    }
+    given = {k: v for k, v in fields.items() if v is not None}
+    if args.resume is not None:
+        if args.policy is not None:
+            raise ConfigError(
+                "--resume continues the model in its directory; drop --policy (or drop "
+                "--resume to start a new run from --policy)"
+            )
+        cfg = resume_config(args.resume, out=args.output, **given)
+    else:
+        cfg = LLMTrainConfig(
+            policy=args.policy,
+            env=args.env,
+            seed=args.seed,
+            out=args.output or "runs/train",
+            **given,
+        )
+    assert cfg.out is not None
+    if cfg.resume is None or Path(cfg.out).resolve() != Path(cfg.resume).resolve():
+        check_output(cfg.out, force=args.force, kind="dir", report="train")  # before any work
+        if (Path(cfg.out) / "train.csv").exists():
+            raise ConfigError(
+                f"-o {cfg.out}: holds the train.csv of an earlier run; continue it with "
+                f"--resume {cfg.out}, or choose a new -o"
+            )
     bar: Any = None
     if not args.no_progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use
 
-        bar = tqdm(total=cfg.iterations, unit="it", desc=f"{args.algo} LLM {args.env}")
+        bar = tqdm(
+            total=cfg.iterations, initial=cfg.start, unit="it", desc=f"{cfg.algo} LLM {cfg.env}"
+        )
     try:
         result = train_llm(cfg, progress=bar.update if bar is not None else None)
     finally:
@@ -156,9 +242,9 @@ def _train_llm(args: argparse.Namespace) -> int:
     print(
         json.dumps(
             {
-                "algo": args.algo,
-                "env": args.env,
-                "policy": args.policy,
+                "algo": cfg.algo,
+                "env": cfg.env,
+                "policy": cfg.policy,
                 "iterations": len(result.log),
                 "reward_first": round(first["reward"], 4),
                 "reward_last": round(last["reward"], 4),

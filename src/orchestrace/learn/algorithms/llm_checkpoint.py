@@ -24,12 +24,27 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrace.errors import ConfigError
 from orchestrace.io._output import report_dir, report_file
 
 if TYPE_CHECKING:
     from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig
 
-__all__ = ["LOG_FIELDS", "sigint_held", "write_checkpoint"]
+__all__ = [
+    "LOG_FIELDS",
+    "check_device",
+    "local_model",
+    "read_state",
+    "restore",
+    "resume_config",
+    "sigint_held",
+    "write_checkpoint",
+]
+
+#: The trainer's own state in a checkpoint: optimiser, random generators, sampling counters.
+STATE_FILE = "trainer-state.pt"
+#: Settings a resume may change; every other one is the resumed run's.
+RESUMABLE = {"iterations": "--steps", "save_every": "--save-every", "device": "--device"}
 
 #: The columns of ``train.csv``.
 LOG_FIELDS = (
@@ -51,14 +66,158 @@ LOG_FIELDS = (
 
 
 def write_checkpoint(
-    cfg: LLMTrainConfig, log: list[dict[str, float]], backend: Any, model: Any, head: Any
+    cfg: LLMTrainConfig,
+    log: list[dict[str, float]],
+    backend: Any,
+    model: Any,
+    head: Any,
+    state: dict[str, Any] | None = None,
 ) -> Path:
-    """CSV, plot, settings, checkpoint (flat model files) and value head into ``cfg.out``.
+    """CSV, plot, settings, model files, value head and trainer state into ``cfg.out``.
 
-    A Ctrl-C while they are written is held until they are complete, then raised.
+    ``log`` holds every iteration of the run (a resumed run's earlier ones too), so the CSV
+    is complete. A Ctrl-C while they are written is held until they are complete, then raised.
     """
     with sigint_held():
-        return _write_now(cfg, log, backend, model, head)
+        return _write_now(cfg, log, backend, model, head, state)
+
+
+def check_device(device: str, torch: Any) -> None:
+    """Refuse a device this torch cannot use, naming ``--device`` and what is available.
+
+    Example:
+        >>> import torch
+        >>> check_device("cpu", torch)
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        dev = None
+    cuda = torch.cuda.is_available()
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = bool(mps is not None and mps.is_available())
+    avail = ["cpu"]
+    avail += [f"cuda:{i}" for i in range(torch.cuda.device_count())] if cuda else []
+    avail += ["mps"] if has_mps else []
+    where = f"available here: {', '.join(avail)}"
+    if dev is None or dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"--device {device!r} is not a device name; {where}")
+    if dev.type == "cuda" and not cuda:
+        why = "this torch has no CUDA build" if torch.version.cuda is None else "no GPU is visible"
+        raise ConfigError(f"--device {device}: {why}; {where}")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"--device {device}: no such GPU; {where}")
+    if dev.type == "mps" and not has_mps:
+        raise ConfigError(f"--device {device}: MPS is not available; {where}")
+
+
+def local_model(path: str, flag: str = "--policy") -> Path:
+    """``path`` as a local model directory (holding ``config.json``), never a hub lookup.
+
+    Example:
+        >>> local_model("/nonexistent/model")
+        Traceback (most recent call last):
+        ...
+        orchestrace.errors.ConfigError: --policy /nonexistent/model: no such directory; give a local model directory (config.json, weights, tokenizer)
+    """
+    p = Path(path).expanduser()
+    hint = "give a local model directory (config.json, weights, tokenizer)"
+    if not p.exists():
+        raise ConfigError(f"{flag} {path}: no such directory; {hint}")
+    if not p.is_dir():
+        raise ConfigError(f"{flag} {path}: not a directory; {hint}")
+    if not (p / "config.json").is_file():
+        raise ConfigError(f"{flag} {path}: has no config.json; {hint}")
+    return p
+
+
+def read_state(run: str) -> dict[str, Any]:
+    """The trainer state and CSV rows of the run whose output directory is ``run``."""
+    import torch  # noqa: PLC0415  optional extra [learn] or [hf]
+
+    d = Path(run)
+    f = d / STATE_FILE
+    if not f.is_file():
+        raise ConfigError(
+            f"--resume {run}: no {STATE_FILE}; only an output directory of "
+            "`orchestrace train --policy` can be resumed"
+        )
+    try:
+        state = dict(torch.load(f, map_location="cpu", weights_only=True))
+        with open(d / "train.csv", newline="") as fh:
+            rows = [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(fh)]
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise ConfigError(f"--resume {run}: cannot read its state: {str(err)[:200]}") from None
+    for r in rows:
+        for k in ("iteration", "episodes"):
+            r[k] = int(r[k])
+    state["log"] = rows[: int(state.get("iteration", len(rows)))]
+    return state
+
+
+def resume_config(run: str, *, out: str | None = None, **given: Any) -> LLMTrainConfig:
+    """The settings that continue the run in ``run`` (its ``train-config.json``).
+
+    ``given`` may set ``iterations`` (the total), ``save_every`` and ``device``; any other
+    setting that differs from the run's is refused. The result writes to ``out`` (default:
+    ``run`` itself, appending to its CSV).
+
+    Raises:
+        ConfigError: ``run`` is not an output directory of this trainer, or a setting differs.
+    """
+    from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig  # noqa: PLC0415  import cycle: orchestrace.learn.algorithms.llm_grpo imports this module
+
+    state = read_state(run)
+    try:
+        settings = json.loads((Path(run) / "train-config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--resume {run}: cannot read train-config.json: {err}") from None
+    for k in ("resume", "start", "out"):
+        settings.pop(k, None)
+    for k, v in given.items():
+        if k not in RESUMABLE and settings.get(k) != v:
+            raise ConfigError(
+                f"{k} is {settings.get(k)!r} in the run in {run}, not {v!r}: a resume keeps "
+                f"its settings (it may change {', '.join(RESUMABLE.values())})"
+            )
+    settings.update({k: v for k, v in given.items() if k in RESUMABLE})
+    return LLMTrainConfig(
+        **settings, resume=str(run), start=int(state["iteration"]), out=out or str(run)
+    )
+
+
+def restore(
+    state: dict[str, Any],
+    cfg: LLMTrainConfig,
+    *,
+    opt: Any,
+    head: Any,
+    rng: Any,
+    backend: Any,
+    torch: Any,
+) -> list[dict[str, float]]:
+    """Load the value head, optimiser, generators and sampling counters; return the CSV rows.
+
+    With LoRA the checkpoint holds merged weights: new adapters train on them and the
+    optimiser starts afresh.
+    """
+    if head is not None:
+        f = Path(str(cfg.resume)) / "value_head.pt"
+        if not f.is_file():
+            raise ConfigError(f"--resume {cfg.resume}: no value_head.pt for PPO")
+        head.load_state_dict(torch.load(f, map_location="cpu", weights_only=True))
+    if not cfg.lora:
+        opt.load_state_dict(state["optimizer"])
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr
+    rng.setstate(_tuples(state["rng"]))
+    torch.set_rng_state(state["torch_rng"])
+    backend._batch_sizes[:] = list(state["policy_calls"])
+    return list(state["log"])
+
+
+def _tuples(x: Any) -> Any:
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
 
 
 @contextlib.contextmanager
@@ -81,7 +240,12 @@ def sigint_held() -> Iterator[None]:
 
 
 def _write_now(
-    cfg: LLMTrainConfig, log: list[dict[str, float]], backend: Any, model: Any, head: Any
+    cfg: LLMTrainConfig,
+    log: list[dict[str, float]],
+    backend: Any,
+    model: Any,
+    head: Any,
+    state: dict[str, Any] | None,
 ) -> Path:
     out = Path(str(cfg.out))
     with report_dir(out, force=True, report="train"):
@@ -90,7 +254,7 @@ def _write_now(
             w.writeheader()
             for row in log:
                 w.writerow({k: row.get(k, "") for k in LOG_FIELDS})
-        settings = {k: v for k, v in asdict(cfg).items() if k != "reward_fn"}
+        settings = {k: v for k, v in asdict(cfg).items() if k not in ("reward_fn", "start")}
         with report_file(out / "train-config.json", "w") as fh:
             json.dump(settings, fh, indent=2, sort_keys=True, default=str)
         with tempfile.TemporaryDirectory() as tmp:
@@ -106,11 +270,18 @@ def _write_now(
                     with report_file(out / f.name) as fh:
                         fh.write(f.read_bytes())
         if head is not None:
-            import torch
+            import torch  # noqa: PLC0415  optional extra [learn] or [hf]
 
             buf = io.BytesIO()
             torch.save(head.state_dict(), buf)
             with report_file(out / "value_head.pt") as fh:
+                fh.write(buf.getvalue())
+        if state is not None:
+            import torch  # noqa: PLC0415  optional extra [learn] or [hf]
+
+            buf = io.BytesIO()
+            torch.save({**state, "iteration": len(log)}, buf)
+            with report_file(out / STATE_FILE) as fh:
                 fh.write(buf.getvalue())
         _plot(log, out / "train.png", f"{cfg.algo} LLM orchestrator on {cfg.env} ({cfg.task})")
     return out
@@ -118,10 +289,10 @@ def _write_now(
 
 def _plot(log: list[dict[str, float]], path: Path, title: str) -> None:
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         return
 

@@ -57,8 +57,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrace.errors import ConfigError
-from orchestrace.learn.algorithms.llm_checkpoint import write_checkpoint
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.learn.algorithms.llm_checkpoint import (
+    check_device,
+    local_model,
+    read_state,
+    restore,
+    resume_config,
+    write_checkpoint,
+)
 from orchestrace.learn.algorithms.llm_credit import (
     CREDITS,
     discounted_weights,
@@ -77,9 +84,10 @@ from orchestrace.learn.algorithms.llm_rollout import (
 )
 from orchestrace.learn.env import ENV_IDS
 from orchestrace.learn.llm_policy import instructions
+from orchestrace.runtime.backends.hf import HFBackend, require_transformers
 from orchestrace.trace.model import Trace
 
-__all__ = ["LLMTrainConfig", "LLMTrainResult", "train_llm"]
+__all__ = ["LLMTrainConfig", "LLMTrainResult", "resume_config", "train_llm"]
 
 
 @dataclass
@@ -122,6 +130,10 @@ class LLMTrainConfig:
         out: Output directory (CSV, plot, checkpoint); ``None`` writes nothing.
         save_every: Write the checkpoint every this many iterations (and at the end).
         keep_traces: Keep the last iteration's traces (with token tables) on the result.
+        resume: Continue the run whose output directory this is (see :func:`resume_config`):
+            the model loads from it; ``policy`` stays the run's starting model (the KL
+            reference).
+        start: Iterations already done (set by :func:`resume_config`).
     """
 
     policy: str
@@ -157,24 +169,27 @@ class LLMTrainConfig:
     out: str | None = None
     save_every: int = 5
     keep_traces: bool = False
+    resume: str | None = None
+    start: int = 0
 
     def __post_init__(self) -> None:
         if self.algo not in ("grpo", "ppo"):
             raise ConfigError(f"algo must be grpo or ppo for an LLM policy, got {self.algo!r}")
         if self.env not in ENV_IDS:
             raise ConfigError(f"unknown env {self.env!r}; use one of: {', '.join(ENV_IDS)}")
-        for name in (
-            "iterations",
-            "tasks",
-            "group",
-            "max_new_tokens",
-            "max_rounds",
-            "save_every",
-            "credit_samples",
-            "worker_max_tokens",
+        for name, flag in (
+            ("iterations", "--steps"),
+            ("tasks", "--tasks"),
+            ("group", "--group"),
+            ("max_new_tokens", ""),
+            ("max_rounds", ""),
+            ("save_every", "--save-every"),
+            ("credit_samples", "--credit-samples"),
+            ("worker_max_tokens", ""),
         ):
             if int(getattr(self, name)) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+                where = f"{name} ({flag})" if flag else name
+                raise ConfigError(f"{where} must be >= 1, got {getattr(self, name)}")
         if self.algo == "grpo" and self.group < 2:
             raise ConfigError("GRPO needs group >= 2 episodes per task instance (--group)")
         if self.credit not in CREDITS:
@@ -186,8 +201,22 @@ class LLMTrainConfig:
             raise ConfigError(
                 f"workers must be sim, self or frozen:PATH (--workers), got {self.workers!r}"
             )
-        if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.vf_coef >= 0):
-            raise ConfigError("gae_gamma must be in (0, 1], gae_lambda in [0, 1], vf_coef >= 0")
+        for ok, what, value in (
+            (0 < self.gae_gamma <= 1, "gae_gamma must be in (0, 1]", self.gae_gamma),
+            (0 <= self.gae_lambda <= 1, "gae_lambda must be in [0, 1]", self.gae_lambda),
+            (self.vf_coef >= 0, "vf_coef (--vf-coef) must be >= 0", self.vf_coef),
+            (self.lr > 0, "lr (--lr) must be > 0", self.lr),
+            (self.clip > 0, "clip must be > 0", self.clip),
+            (self.temperature > 0, "temperature must be > 0", self.temperature),
+            (self.kl_coef >= 0, "kl_coef (--kl) must be >= 0", self.kl_coef),
+        ):
+            if not ok:  # NaN fails every comparison
+                raise ConfigError(f"{what}, got {value}")
+        if self.start >= self.iterations:
+            raise ConfigError(
+                f"iterations (--steps) is {self.iterations}, but the resumed run has done "
+                f"{self.start} already; give more"
+            )
         if not isinstance(self.env_options, dict):
             raise ConfigError("env_options must be a dict of EnvConfig settings")
         clash = {"task", "max_rounds", "latency_weight", "reward_fn", "backend"}
@@ -197,8 +226,6 @@ class LLMTrainConfig:
                 f"env_options may not set {sorted(clash)[0]}: it is a field of LLMTrainConfig "
                 "(backend: use workers)"
             )
-        if not (self.lr > 0 and self.clip > 0 and self.temperature > 0 and self.kl_coef >= 0):
-            raise ConfigError("lr, clip and temperature must be > 0 and kl_coef >= 0")
 
 
 @dataclass
@@ -232,14 +259,17 @@ def train_llm(
         RuntimeError_: The frozen worker model's weights changed during training.
         KeyboardInterrupt: After writing the checkpoint and the CSV so far.
     """
-    from orchestrace.runtime.backends.hf import HFBackend, require_transformers
-
-    torch, _ = require_transformers()
+    torch, transformers = require_transformers()
     cfg = config
+    check_device(cfg.device, torch)
+    source = local_model(cfg.resume, "--resume") if cfg.resume else local_model(cfg.policy)
+    if cfg.workers.startswith("frozen:"):
+        local_model(cfg.workers[len("frozen:") :], "--workers frozen:")
+    state = read_state(cfg.resume) if cfg.resume else None
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     backend = HFBackend(
-        model=cfg.policy,
+        model=str(source),
         max_new_tokens=cfg.max_new_tokens,
         temperature=cfg.temperature,
         top_p=1.0,
@@ -255,22 +285,32 @@ def train_llm(
     model = backend.model
     if cfg.lora:
         model = backend.model = _lora(model)
-    ref = _frozen_copy(model) if cfg.kl_coef > 0 else None
+    ref = None
+    if cfg.kl_coef > 0:  # the KL reference is the run's starting model, also on a resume
+        ref = _frozen_copy(
+            model
+            if state is None
+            else _load_reference(cfg, transformers).to(next(model.parameters()).device)
+        )
     head = _value_head(model, torch) if cfg.algo == "ppo" else None
     params = [p for p in model.parameters() if p.requires_grad]
     params += list(head.parameters()) if head is not None else []
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     epochs = cfg.epochs or (1 if cfg.algo == "grpo" else 2)
+    log: list[dict[str, float]] = []
+    if state is not None:
+        log = restore(state, cfg, opt=opt, head=head, rng=rng, backend=backend, torch=torch)
     workers, frozen_sum = make_workers(cfg, backend, HFBackend, torch)
     n_envs = cfg.tasks * cfg.group
     envs = [make_rollout_env(cfg, workers) for _ in range(n_envs)]
     forks: list[Any] = []  # c3: environments of the sibling rollouts, made on first use
     system = instructions(envs[0])
-    log: list[dict[str, float]] = []
+    if state is not None and workers is not None and state.get("worker_calls") is not None:
+        workers._batch_sizes[:] = list(state["worker_calls"])  # the workers' sampling seeds
     traces: list[Trace] = []
     kept: list[list[dict[str, Any]]] = []
     try:
-        for it in range(cfg.iterations):
+        for it in range(cfg.start, cfg.iterations):
             t0 = time.perf_counter()
             seeds = [cfg.seed * 1_000_003 + it * cfg.tasks + k for k in range(cfg.tasks)]
             model.eval()
@@ -307,21 +347,44 @@ def train_llm(
             if progress is not None:
                 progress(1)
             if cfg.out and (it + 1) % cfg.save_every == 0 and it + 1 < cfg.iterations:
-                write_checkpoint(cfg, log, backend, model, head)
+                write_checkpoint(
+                    cfg, log, backend, model, head, _state(opt, rng, backend, workers, torch)
+                )
     except KeyboardInterrupt:
         if cfg.out and log:
-            write_checkpoint(cfg, log, backend, model, head)
+            write_checkpoint(
+                cfg, log, backend, model, head, _state(opt, rng, backend, workers, torch)
+            )
         raise
     finally:
         for env in envs + forks:
             env.close()
     if frozen_sum is not None and weights_sum(workers.model, torch) != frozen_sum:
-        from orchestrace.errors import RuntimeError_
-
         raise RuntimeError_(f"the frozen worker model {cfg.workers[7:]} changed during training")
-    out = write_checkpoint(cfg, log, backend, model, head) if cfg.out and log else None
+    out = (
+        write_checkpoint(cfg, log, backend, model, head, _state(opt, rng, backend, workers, torch))
+        if cfg.out and log
+        else None
+    )
     frozen = workers.model if frozen_sum is not None else None
     return LLMTrainResult(log, out, traces, kept, frozen)
+
+
+def _state(opt: Any, rng: random.Random, backend: Any, workers: Any, torch: Any) -> dict[str, Any]:
+    """What a resume needs besides the model, value head and CSV (``trainer-state.pt``)."""
+    return {
+        "optimizer": opt.state_dict(),
+        "rng": rng.getstate(),
+        "torch_rng": torch.get_rng_state(),
+        "policy_calls": backend.batch_sizes,
+        "worker_calls": workers.batch_sizes if workers is not None else None,
+    }
+
+
+def _load_reference(cfg: LLMTrainConfig, transformers: Any) -> Any:
+    """The resumed run's starting model (``policy``), the reference of its KL term."""
+    path = local_model(cfg.policy, "the run's starting --policy (the KL reference)")
+    return transformers.AutoModelForCausalLM.from_pretrained(str(path))
 
 
 def _mean(xs: list[float]) -> float:
@@ -546,7 +609,7 @@ def _frozen_copy(model: Any) -> Any:
 
 def _lora(model: Any) -> Any:
     try:
-        import peft  # type: ignore[import-not-found]
+        import peft  # type: ignore[import-not-found]  # noqa: PLC0415  optional extra [hf]
     except ImportError:
         raise ImportError("LoRA needs peft: pip install peft") from None
     targets = [

@@ -58,7 +58,7 @@ def make_workers(cfg: LLMTrainConfig, policy: Any, hf: Any, torch: Any) -> tuple
     }
     if cfg.workers == "self":  # the policy's own weights, with the workers' role prompts
         return hf(model=policy.model, tokenizer=policy.tokenizer, **common), None
-    frozen = hf(model=cfg.workers[len("frozen:") :], **common)
+    frozen = hf(model=cfg.workers[len("frozen:") :], require_chat_template=True, **common)
     frozen.load()
     frozen.model.eval()
     for p in frozen.model.parameters():

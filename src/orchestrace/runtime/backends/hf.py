@@ -38,8 +38,8 @@ __all__ = ["HFBackend", "HFResponse", "require_transformers"]
 def require_transformers() -> tuple[Any, Any]:
     """Import torch and transformers, or say how to install them."""
     try:
-        import torch
-        import transformers
+        import torch  # noqa: PLC0415  optional extra [learn] or [hf]
+        import transformers  # noqa: PLC0415  optional extra [hf]
     except ImportError:
         raise ImportError(
             "the hf backend needs torch and transformers: pip install 'orchestrace[hf]' "
@@ -414,7 +414,7 @@ def _plain_generation(model: Any, on: bool) -> Iterator[None]:
 
 def _plain_config() -> Any:
     """A ``GenerationConfig`` with every logits processor and warper at its neutral value."""
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # noqa: PLC0415  optional extra [hf]
 
     return GenerationConfig(
         top_k=0,
