@@ -416,7 +416,8 @@ def _plain_config() -> Any:
     """A ``GenerationConfig`` with every logits processor and warper at its neutral value."""
     from transformers import GenerationConfig  # noqa: PLC0415  optional extra [hf]
 
-    return GenerationConfig(
+    make: Any = GenerationConfig
+    return make(
         top_k=0,
         top_p=1.0,
         typical_p=1.0,
