@@ -27,7 +27,7 @@ def test_bad_model_dir_and_missing_chat_template_are_config_errors(tmp_path):
     from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, train_llm
     from orchestrace.testing import tiny_causal_lm
 
-    with pytest.raises(ConfigError, match="cannot load model"):
+    with pytest.raises(ConfigError, match="--policy .*nope: no such directory"):
         train_llm(LLMTrainConfig(policy=str(tmp_path / "nope"), iterations=1))
     plain = tiny_causal_lm(tmp_path / "plain")
     with pytest.raises(ConfigError, match="has no chat template"):
@@ -121,4 +121,4 @@ def test_cli_trains_a_policy_and_refuses_a_bad_one(tmp_path, capsys):
     assert report["iterations"] == 1 and (out / "train.csv").is_file()
     bad = ["train", "--policy", str(tmp_path / "nope"), "--no-progress", "-o", str(tmp_path / "b")]
     assert main(bad) == 1
-    assert "cannot load model" in capsys.readouterr().err
+    assert "nope: no such directory" in capsys.readouterr().err

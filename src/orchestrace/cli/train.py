@@ -117,6 +117,23 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run_cmd)
 
 
+def _output_dir(path: str) -> str:
+    """Refuse an ``-o`` that exists and is not a directory, saying what it is."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        kind = (
+            "a FIFO"
+            if p.is_fifo()
+            else "a device"
+            if p.is_char_device() or p.is_block_device()
+            else "a socket"
+            if p.is_socket()
+            else "a file"
+        )
+        raise ConfigError(f"-o {path}: is {kind}, not a directory; give a new or empty directory")
+    return path
+
+
 def _given(args: argparse.Namespace, names: dict[str, str]) -> list[str]:
     return [flag for name, flag in names.items() if getattr(args, name, None) is not None]
 
@@ -136,7 +153,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{wrong[0]} applies to an LLM policy only: add --policy MODEL_DIR, or drop it"
         )
-    args.output = args.output or "runs/train"
+    args.output = _output_dir(args.output or "runs/train")
     check_output(args.output, force=args.force, kind="dir", report="train")  # before any work
     algo = args.algo or "ppo"
     given = {
@@ -209,13 +226,14 @@ def _train_llm(args: argparse.Namespace) -> int:
                 "--resume continues the model in its directory; drop --policy (or drop "
                 "--resume to start a new run from --policy)"
             )
-        cfg = resume_config(args.resume, out=args.output, **given)
+        out = _output_dir(args.output) if args.output else None
+        cfg = resume_config(args.resume, out=out, **given)
     else:
         cfg = LLMTrainConfig(
             policy=args.policy,
             env=args.env,
             seed=args.seed,
-            out=args.output or "runs/train",
+            out=_output_dir(args.output or "runs/train"),
             **given,
         )
     assert cfg.out is not None
