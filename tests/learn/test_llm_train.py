@@ -27,7 +27,7 @@ def test_bad_model_dir_and_missing_chat_template_are_config_errors(tmp_path):
     from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, train_llm
     from orchestrace.testing import tiny_causal_lm
 
-    with pytest.raises(ConfigError, match="--policy .*nope: no such directory"):
+    with pytest.raises(ConfigError, match=r"--policy .*nope: no such directory"):
         train_llm(LLMTrainConfig(policy=str(tmp_path / "nope"), iterations=1))
     plain = tiny_causal_lm(tmp_path / "plain")
     with pytest.raises(ConfigError, match="has no chat template"):
