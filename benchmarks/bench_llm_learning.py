@@ -21,15 +21,16 @@ import tempfile
 import time
 
 
-def _ci(xs: list[float]) -> tuple[float, float, float]:
+def _ci(xs: list[float]) -> dict[str, object]:
+    """Mean and 95% t-interval as JSON fields; one value has no interval (``null``, a note)."""
     from orchestrace.stats import t95
 
     m = sum(xs) / len(xs)
     if len(xs) < 2:
-        return m, math.nan, math.nan
+        return {"gain_mean": round(m, 3), "ci95": None, "note": "one seed: no interval"}
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
     h = t95(len(xs) - 1) * sd / math.sqrt(len(xs))
-    return m, m - h, m + h
+    return {"gain_mean": round(m, 3), "ci95": [round(m - h, 3), round(m + h, 3)]}
 
 
 def main() -> None:
@@ -77,25 +78,15 @@ def main() -> None:
             }
             rows.append(row)
             print(json.dumps({"run": name, **row}), flush=True)
-        m, lo, hi = _ci([r["gain"] for r in rows])
-        print(
-            json.dumps(
-                {"run": name, "gain_mean": round(m, 3), "ci95": [round(lo, 3), round(hi, 3)]}
-            )
-        )
+        print(json.dumps({"run": name, **_ci([r["gain"] for r in rows])}, allow_nan=False))
         out[name] = rows
     if len(arms) == 2:
         a, b = out.values()
         diff = [x["gain"] - y["gain"] for x, y in zip(a, b, strict=True)]
-        m, lo, hi = _ci(diff)
         print(
             json.dumps(
-                {
-                    "run": "GRPO minus control",
-                    "per_seed": [round(d, 3) for d in diff],
-                    "gain_mean": round(m, 3),
-                    "ci95": [round(lo, 3), round(hi, 3)],
-                }
+                {"run": "GRPO minus control", "per_seed": [round(d, 3) for d in diff], **_ci(diff)},
+                allow_nan=False,
             )
         )
 
