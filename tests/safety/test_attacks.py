@@ -235,15 +235,27 @@ def test_injection_detector_acts_on_content_not_on_susceptibility():
     assert "injection_detected" in _safety_kinds(on)
 
 
-def test_taint_blocks_tainted_results_from_the_aggregate():
+def test_taint_with_the_detector_blocks_flagged_results_from_the_aggregate():
     attack = IndirectInjection(susceptibility=1.0)
-    taint = Defenses(taint=True)
+    taint = Defenses(taint=True, detector="builtin")
     on = run_attacked(
         "centralized", SEARCH, attack, agents=3, seed=0, task_size=8, defenses=taint
     ).trace
     assert _susceptibility(on) == 1.0
     assert "taint_blocked" in _safety_kinds(on)
     assert not attack.succeeded(on)
+
+
+def test_taint_alone_endorses_by_role_and_does_not_read_the_injection():
+    """Taint's endorsement is the orchestrator's, whatever the tool output says: an answer
+    poisoned through a tool result gets through (the suite's figures show it)."""
+    attack = IndirectInjection(susceptibility=1.0)
+    on = run_attacked(
+        "centralized", SEARCH, attack, agents=3, seed=0, task_size=8, defenses=Defenses(taint=True)
+    ).trace
+    ends = [e for e in on.events if e.type == "safety_event" and e.attrs["kind"] == "endorsement"]
+    assert ends and {e.attrs["role"] for e in ends} == {"orchestrator"}
+    assert attack.succeeded(on)
 
 
 def test_attacks_run_on_a_real_backend():

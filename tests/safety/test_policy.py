@@ -46,7 +46,7 @@ def test_policy_from_toml(tmp_path: Path) -> None:
 
 def test_default_policy_allows_what_the_topologies_do() -> None:
     p = CapabilityPolicy.default_policy()
-    assert p.role("orchestrator") == RolePolicy(True, True, True, True)
+    assert p.role("orchestrator") == RolePolicy(True, True, True, True, may_endorse=True)
     for role, action in [("manager", "spawn"), ("aggregator", "aggregate"), ("judge", "aggregate")]:
         assert p.allows(role, action)
     for action in ("spawn", "delegate", "stop", "aggregate"):

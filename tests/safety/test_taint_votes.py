@@ -13,16 +13,19 @@ TOPOLOGIES = ["centralized", "pipeline", "debate", "swarm", "hierarchical", "cri
 SEEDS = range(6)
 
 
-def _asr(topology: str, kind: str, defenses: Defenses, task: str = "wide-search-v1") -> int:
-    hits = 0
+def _outcomes(
+    topology: str, kind: str, defenses: Defenses, task: str, wording: str
+) -> list[tuple[bool, tuple[str, ...]]]:
+    """Per seed: whether the attack succeeded, and the kinds of safety events recorded."""
+    out = []
     for seed in SEEDS:
-        attack = IndirectInjection(surface_kind=kind, susceptibility=0.5)
+        # every victim follows: the simulator's draw depends on the prompt's text, and a
+        # comparison across wordings must not turn on it
+        attack = IndirectInjection(surface_kind=kind, susceptibility=1.0, wording=wording)
         res = run_attacked(topology, task, attack, defenses=defenses, seed=seed, task_size=16)
-        hits += attack.succeeded(res.trace)
-        if defenses.taint and attack.succeeded(res.trace) is False:
-            kinds = {e.attrs.get("kind") for e in res.trace.events if e.type == "safety_event"}
-            assert "taint_blocked" in kinds or res.trace.meta["result"].get("answer") is not None
-    return hits
+        kinds = [e.attrs.get("kind") for e in res.trace.events if e.type == "safety_event"]
+        out.append((attack.succeeded(res.trace), tuple(kinds)))
+    return out
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
@@ -30,20 +33,30 @@ def _asr(topology: str, kind: str, defenses: Defenses, task: str = "wide-search-
     ("task", "kind"),
     [("wide-search-v1", "tool"), ("wide-search-v1", "document"), ("multihop-v1", "tool")],
 )
-def test_taint_stops_tool_and_document_injection_everywhere(
+def test_taint_decides_the_same_whatever_the_injection_says(
     topology: str, task: str, kind: str
 ) -> None:
-    """Same susceptibility: the attack succeeds without taint tracking, never with it."""
-    assert _asr(topology, kind, Defenses.none(), task) > 0
-    assert _asr(topology, kind, Defenses(taint=True), task) == 0
+    """Taint endorses by role: a reworded injection meets exactly what the template meets."""
+    d = Defenses(taint=True)
+    assert _outcomes(topology, kind, d, task, "template") == _outcomes(
+        topology, kind, d, task, "reworded"
+    )
+
+
+def test_the_detector_filter_depends_on_the_wording() -> None:
+    """The heuristic detector stops the wording it was written for, not the rewordings."""
+    d = Defenses(taint=True, detector="builtin")
+    template = _outcomes("centralized", "tool", d, "wide-search-v1", "template")
+    reworded = _outcomes("centralized", "tool", d, "wide-search-v1", "reworded")
+    assert not any(hit for hit, _ in template)
+    assert any(hit for hit, _ in reworded)
 
 
 @pytest.mark.parametrize("topology", ["pipeline", "swarm"])
 def test_value_copied_out_of_a_blocked_message_cannot_become_the_answer(topology: str) -> None:
     attack = IndirectInjection(susceptibility=1.0)
-    res = run_attacked(
-        topology, "wide-search-v1", attack, defenses=Defenses(taint=True), seed=0, task_size=16
-    )
+    d = Defenses(taint=True, detector="builtin")
+    res = run_attacked(topology, "wide-search-v1", attack, defenses=d, seed=0, task_size=16)
     blocks = [
         e
         for e in res.trace.events

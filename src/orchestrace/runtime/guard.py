@@ -18,11 +18,16 @@ acts:
   consumed (tool results are labelled ``tool:<name>``, messages of untrusted roles
   ``agent:<name>``); a labelled event is recorded ``trusted=False`` with ``attrs.taint``.
   Before a spawn, delegation, stop, aggregation or side-effecting tool call,
-  :meth:`Guard.gate` endorses the labelled inputs when the injection detector (the built-in
-  one unless another is configured) finds nothing in their origins, recording an
-  ``endorsement`` safety event; otherwise the decision is blocked (``taint_blocked``).
-  A blocked input stays blocked: the decision goes on without it, and so does every later
-  one. Messages and returns carry values (``content``, ``data``, a return's value) that an
+  :meth:`Guard.gate` decides on the labelled inputs by the acting agent's role, never by
+  their wording: a role that may endorse (``may_endorse`` in the capability policy; without
+  one, ``orchestrator`` and ``verifier``) endorses them, recording an ``endorsement`` safety
+  event (``attrs.by``, ``attrs.role``, and ``attrs.mac`` signed with the endorser's key when
+  messages are signed); any other role's spawn, delegation, stop or side-effecting call is
+  blocked (``taint_blocked``), while its aggregation goes on and its output stays labelled,
+  so the data reaches a decision only through an endorsing role. With the injection detector
+  on as well (a separate, heuristic filter), inputs whose origins it flagged are blocked
+  whoever acts. A blocked input stays blocked: the decision goes on without it, and so does
+  every later one. Messages and returns carry values (``content``, ``data``, a return's value) that an
   agent's code reads directly; the guard keeps, for each tainted message or return, the
   values it carried, and a decision whose own values (a stop's answer, an aggregate's inputs,
   a spawn's inputs, a delegation's content and data) are among them is gated on that event
@@ -46,9 +51,10 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import RuntimeError_
 from orchestrace.runtime.aggregate import text_of
-from orchestrace.runtime.detector import HeuristicDetector, InjectionDetector, make_detector
+from orchestrace.runtime.detector import InjectionDetector, make_detector
 from orchestrace.runtime.prompts import SYSTEM
 from orchestrace.runtime.security import (
+    ENDORSING_ROLES,
     ROOT_ROLE,
     Defenses,
     Keyring,
@@ -91,6 +97,7 @@ class Guard:
                 self.keys = self.secret.keyring(rt.config.seed)
         #: replay only: recorded MACs of valid messages (see :meth:`reuse_macs`)
         self.recorded: dict[tuple[str, str, str, int, str], str] = {}
+        self.recorded_endorsements: dict[tuple[str, str], str] = {}
         self.policy = defenses.capabilities
         if self.policy is not None:
             own = _TOPOLOGY_ROLES.get(str(rt.topology)) if rt.topology else None
@@ -99,7 +106,6 @@ class Guard:
         self.detector: InjectionDetector | None = (
             detector if detector is not None else make_detector(defenses.detector)
         )
-        self._endorser: InjectionDetector = self.detector or HeuristicDetector()
         self.taint: dict[str, frozenset[str]] = {}
         self.origins: dict[str, frozenset[str]] = {}
         self.content: dict[str, str] = {}
@@ -152,6 +158,15 @@ class Guard:
         """
         for e in events:
             a = getattr(e, "attrs", None) or {}
+            if (
+                getattr(e, "type", None) == "safety_event"
+                and a.get("kind") == "endorsement"
+                and isinstance(a.get("mac"), str)
+                and isinstance(a.get("endorses"), list)
+            ):
+                self.recorded_endorsements[(str(a.get("by")), endorsement_text(a["endorses"]))] = a[
+                    "mac"
+                ]
             if getattr(e, "type", None) == "message" and a.get("sig") == "valid":
                 key = _mkey(
                     str(e.from_), str(e.to), str(e.content or ""), e.step or 0, a.get("data")
@@ -312,36 +327,60 @@ class Guard:
         cands = [*direct, *extra]  # a value copied out of a blocked event is gated again
         return [s for s in dict.fromkeys(cands) if s and s in self.taint and s not in self.endorsed]
 
+    def may_endorse(self, role: str) -> bool:
+        """Whether agents of ``role`` may endorse tainted data (policy, else the defaults)."""
+        if self.policy is not None:
+            return self.policy.role(role).may_endorse
+        return role in ENDORSING_ROLES
+
+    def _endorsement(
+        self, a: AgentState, action: str, ids: Sequence[str], content: str, method: str
+    ) -> str:
+        """Record an endorsement of ``ids`` by ``a`` (signed by ``a`` when signing is on)."""
+        self.endorsed.update(ids)
+        attrs: dict[str, Any] = {
+            "action": action,
+            "endorses": list(ids),
+            "by": a.name,
+            "role": a.role,
+            "method": method,
+            "labels": sorted(set().union(*(self.taint.get(s, frozenset()) for s in ids))),
+        }
+        if self.keys is not None:
+            text = endorsement_text(ids)
+            attrs["mac"] = self.recorded_endorsements.get((a.name, text)) or self.keys.sign(
+                a.name, ENDORSEMENT, text, 0, None
+            )
+        return self.safety(a.name, "endorsement", attrs, ids, a=a, content=content)
+
     def gate(self, a: AgentState, action: str, extra: Iterable[str] = ()) -> list[str]:
         """Endorse or block tainted inputs of a decision; the inputs that stay blocked."""
         tainted = self.driving(a, extra)
         if not tainted:
             return []
-        blocked: list[str] = []
-        for s in tainted:
-            bad = [
-                o
+        det = self.detector
+        flagged = [
+            s
+            for s in tainted
+            if det is not None
+            and any(
+                o in self.flagged or det.scan(self.content.get(o, "")).flagged
                 for o in self.origins[s]
-                if o in self.flagged or self._endorser.scan(self.content.get(o, "")).flagged
-            ]
-            if bad:
-                blocked.append(s)
-        ok = [s for s in tainted if s not in blocked]
-        if ok:
-            self.endorsed.update(ok)
-            self.safety(
-                a.name,
-                "endorsement",
-                {
-                    "action": action,
-                    "endorses": ok,
-                    "by": self._endorser.name,
-                    "labels": sorted(set().union(*(self.taint[s] for s in ok))),
-                },
-                ok,
-                a=a,
-                content=f"tainted inputs of {action} screened clean",
             )
+        ]
+        rest = [s for s in tainted if s not in flagged]
+        blocked = list(flagged)
+        if self.may_endorse(a.role):
+            if rest:
+                self._endorsement(
+                    a,
+                    action,
+                    rest,
+                    f"tainted inputs of {action} endorsed by role {a.role!r}",
+                    "role",
+                )
+        elif action != "aggregate":  # an aggregation's output stays labelled instead
+            blocked.extend(rest)
         if blocked:
             self.blocked.update(blocked)  # the decision goes on without them, and so do later ones
             self.safety(
@@ -350,7 +389,9 @@ class Guard:
                 {
                     "action": action,
                     "blocked": blocked,
+                    "role": a.role,
                     "labels": sorted(set().union(*(self.taint[s] for s in blocked))),
+                    **({"flagged": flagged} if flagged else {}),
                 },
                 blocked,
                 a=a,
@@ -359,23 +400,23 @@ class Guard:
         return blocked
 
     def endorse(self, a: AgentState, ids: Sequence[str], reason: str) -> str:
-        """An explicit endorsement by ``a`` (its role must be allowed to stop or aggregate)."""
-        if self.policy is not None and not (
-            self.policy.allows(a.role, "stop") or self.policy.allows(a.role, "aggregate")
-        ):
-            self.require(a, "stop")
+        """An explicit endorsement by ``a`` (its role must be allowed to endorse)."""
+        if not self.may_endorse(a.role):
+            self.safety(
+                a.name,
+                "capability_denied",
+                {"action": "endorse", "role": a.role},
+                a=a,
+                content=f"role {a.role!r} may not endorse",
+            )
+            raise CapabilityDenied(
+                f"agent {a.name!r} (role {a.role!r}) may not endorse tainted data; give the role "
+                "may_endorse = true in the capability policy, or endorse from the orchestrator"
+            )
         unknown = [i for i in ids if i not in self.taint]
         if unknown:
             raise RuntimeError_(f"cannot endorse {unknown[0]!r}: not a tainted event of this run")
-        self.endorsed.update(ids)
-        return self.safety(
-            a.name,
-            "endorsement",
-            {"action": "explicit", "endorses": list(ids), "by": a.name},
-            ids,
-            a=a,
-            content=reason,
-        )
+        return self._endorsement(a, "explicit", list(ids), reason, "explicit")
 
     def screen_message(self, to: str, eid: str, text: str) -> bool:
         """Screen a message for its receiver; ``True`` when it is quarantined (not delivered).
@@ -431,6 +472,20 @@ _TOPOLOGY_ROLES: dict[str, frozenset[str]] = {
     "pipeline": frozenset({"planner", "executor", "critic"}),
     "swarm": frozenset({"aggregator", "worker"}),
 }
+
+
+#: The recipient an endorsement's MAC is computed for (no agent has this name).
+ENDORSEMENT = "#endorsement"
+
+
+def endorsement_text(ids: Iterable[str]) -> str:
+    """What an endorsement's MAC covers: the endorsed event ids, in order.
+
+    Example:
+        >>> endorsement_text(["e3", "e7"])
+        '["e3","e7"]'
+    """
+    return json.dumps(list(ids), separators=(",", ":"))
 
 
 def _mkey(sender: str, to: str, text: str, step: int, data: Any) -> tuple[str, str, str, int, str]:

@@ -63,7 +63,7 @@ def send(
     if decision is None and a.parent is None:
         decision = "communicate"
     if rt.guard is not None:
-        return rt.guarded_send(a, a.name, to, text, data, decision, "sign")
+        return rt.guarded_send(a, a.name, to, text, data, decision, None, sign=True)
     eid = rt.record(
         a,
         "message",
@@ -89,11 +89,14 @@ def guarded_send(
     data: Any,
     decision: str | None,
     mac: str | None,
+    *,
+    sign: bool = False,
 ) -> str | None:
     """Send under defenses: gate a delegation, sign, verify for the receiver, screen.
 
-    ``mac="sign"`` signs as ``sender`` (the runtime's own path); any other value is taken
-    as the message's MAC as written on the channel (``None``: unsigned).
+    ``sign=True`` is the runtime's own path (:func:`send`): the message is signed with the
+    key of the agent that sends it, never of a claimed sender. Otherwise ``mac`` is taken as
+    the message's MAC as written on the channel, whatever its value (``None``: unsigned).
     """
     g = rt.guard
     assert g is not None
@@ -104,8 +107,8 @@ def guarded_send(
     attrs: dict[str, Any] = {} if data is None else {"data": data}
     status = None
     if g.keys is not None:
-        if mac == "sign":
-            mac = g.sign(sender, to, text, a.step, data)
+        if sign:
+            mac = g.sign(a.name, to, text, a.step, data)
         status = g.status(sender, to, text, a.step, mac, data)
         attrs["sig"] = status
         if mac is not None:

@@ -48,6 +48,7 @@ from orchestrace.runtime._keys import (
 __all__ = [
     "ACTIONS",
     "AGGREGATIONS",
+    "ENDORSING_ROLES",
     "ROOT_ROLE",
     "SECRET_ENV",
     "CapabilityPolicy",
@@ -65,7 +66,17 @@ ACTIONS: tuple[str, ...] = ("spawn", "delegate", "stop", "aggregate")
 AGGREGATIONS: tuple[str, ...] = ("plain", "trust_weighted", "trimmed", "quorum")
 #: The root agent's role: no other agent may take it.
 ROOT_ROLE = "orchestrator"
-_ROLE_KEYS = ("may_spawn", "may_delegate", "may_stop", "may_aggregate", "tools", "trusted")
+_ROLE_KEYS = (
+    "may_spawn",
+    "may_delegate",
+    "may_stop",
+    "may_aggregate",
+    "may_endorse",
+    "tools",
+    "trusted",
+)
+#: Roles that may endorse tainted data when no capability policy says otherwise.
+ENDORSING_ROLES: tuple[str, ...] = ("orchestrator", "verifier")
 
 
 def _short(value: object) -> str:
@@ -92,6 +103,10 @@ class RolePolicy:
     trusted: bool = field(
         default=True, metadata={"help": "its messages are trusted (else tainted)"}
     )
+    may_endorse: bool = field(
+        default=False,
+        metadata={"help": "endorse tainted data so it may drive its decisions (taint on)"},
+    )
 
     def may_call(self, tool: str) -> bool:
         """Whether this role may call ``tool``."""
@@ -105,7 +120,14 @@ class RolePolicy:
 
 
 #: What the root role may do unless a policy lists it.
-_ROOT_RULES = RolePolicy(True, True, True, True)
+_ROOT_RULES = RolePolicy(True, True, True, True, may_endorse=True)
+#: The structural rights of built-in roles, kept unless a policy lists the role.
+_BUILTIN_RIGHTS: dict[str, dict[str, Any]] = {
+    "manager": {"may_spawn": True, "may_delegate": True, "may_aggregate": True},
+    "aggregator": {"may_aggregate": True},
+    "judge": {"may_aggregate": True},
+    "verifier": {"may_endorse": True},
+}
 
 
 def _role_from(name: str, data: object, where: str) -> RolePolicy:
@@ -120,7 +142,7 @@ def _role_from(name: str, data: object, where: str) -> RolePolicy:
             f"{where}: unknown key {unknown[0]!r} in role {name!r}; use: {', '.join(_ROLE_KEYS)}"
         )
     kw: dict[str, Any] = {}
-    for key in ("may_spawn", "may_delegate", "may_stop", "may_aggregate", "trusted"):
+    for key in ("may_spawn", "may_delegate", "may_stop", "may_aggregate", "may_endorse", "trusted"):
         if key in data:
             if not isinstance(data[key], bool):
                 raise ConfigError(
@@ -135,6 +157,8 @@ def _role_from(name: str, data: object, where: str) -> RolePolicy:
                 f"every tool (got {_short(tools)})"
             )
         kw["tools"] = None if "*" in tools else tuple(sorted(set(tools)))
+    if name in ENDORSING_ROLES:  # the orchestrator and verifier endorse unless told not to
+        kw.setdefault("may_endorse", True)
     return RolePolicy(**kw)
 
 
@@ -142,8 +166,11 @@ def _role_from(name: str, data: object, where: str) -> RolePolicy:
 class CapabilityPolicy:
     """Per-role capabilities the runtime enforces; denials are recorded as ``safety_event``.
 
-    Roles not listed get ``default``, except the root role (``orchestrator``): unlisted, it
-    keeps what :meth:`default_policy` gives it. No agent may spawn an agent of the root role.
+    Roles not listed get ``default``, except the root role (``orchestrator``) and the built-in
+    roles that coordinate (``manager``, ``aggregator``, ``judge``, ``verifier``): unlisted, they
+    keep the rights :meth:`default_policy` gives them (with ``default``'s tools and trust), so a
+    policy that does not name them does not break the topologies that use them. No agent may
+    spawn an agent of the root role.
 
     Example:
         >>> p = CapabilityPolicy.from_dict({"roles": {"worker": {"tools": ["search"]}}})
@@ -152,7 +179,7 @@ class CapabilityPolicy:
         >>> CapabilityPolicy.from_dict({"roles": {"worker": {"may_fly": True}}})
         Traceback (most recent call last):
         ...
-        orchestrace.errors.ConfigError: policy: unknown key 'may_fly' in role 'worker'; use: may_spawn, may_delegate, may_stop, may_aggregate, tools, trusted
+        orchestrace.errors.ConfigError: policy: unknown key 'may_fly' in role 'worker'; use: may_spawn, may_delegate, may_stop, may_aggregate, may_endorse, tools, trusted
     """
 
     roles: Mapping[str, RolePolicy] = field(
@@ -175,7 +202,10 @@ class CapabilityPolicy:
         r = self.roles.get(name)
         if r is not None:
             return r
-        return _ROOT_RULES if name == ROOT_ROLE else self.default
+        if name == ROOT_ROLE:
+            return _ROOT_RULES
+        rights = _BUILTIN_RIGHTS.get(name)
+        return self.default if rights is None else dataclasses.replace(self.default, **rights)
 
     def allows(self, role: str, action: str, tool: str | None = None) -> bool:
         """Whether ``role`` may take ``action`` (one of :data:`ACTIONS`, or ``tool``)."""
@@ -196,9 +226,7 @@ class CapabilityPolicy:
         return cls(
             roles={
                 ROOT_ROLE: _ROOT_RULES,
-                "manager": RolePolicy(may_spawn=True, may_delegate=True, may_aggregate=True),
-                "aggregator": RolePolicy(may_aggregate=True),
-                "judge": RolePolicy(may_aggregate=True),
+                **{k: RolePolicy(**v) for k, v in _BUILTIN_RIGHTS.items()},
             }
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from orchestrace.errors import Problem
+from orchestrace.runtime.security import ENDORSING_ROLES
 from orchestrace.safety._audit_view import _actions, _attrs, _View, _view
 from orchestrace.trace.model import Event, Trace
 
@@ -62,7 +63,7 @@ def check_taint(trace: Trace | _View) -> Iterator[Problem]:
             continue
         srcs = [s for s, t in v.preds[e.id] if t != "safety_flow" and s in v.by_id]
         live = [s for s in srcs if s not in covered and _tainted(v.by_id[s], True)]
-        if _is_decision(e, side):
+        if _is_decision(e, side) and not _labelled_data_step(v, e):
             bad = live or ([e.id] if _tainted(e, True) else [])
             if bad:
                 yield v.problem(
@@ -79,6 +80,26 @@ def check_taint(trace: Trace | _View) -> Iterator[Problem]:
                 f"{e.type} '{e.id}' consumed tainted '{live[0]}' but carries no taint label",
                 "taint propagates along edges: label the event (trusted=false, attrs.taint)",
             )
+
+
+def _may_endorse(v: _View, agent: str) -> bool:
+    """Whether ``agent``'s role may endorse tainted data under the recorded defenses."""
+    role = v.roles.get(agent, "")
+    if agent in v.orchestrators and not role:
+        role = "orchestrator"
+    caps = v.defenses.capabilities
+    if caps is not None:
+        return bool(caps.role(role).may_endorse)
+    return role in ENDORSING_ROLES
+
+
+def _labelled_data_step(v: _View, e: Event) -> bool:
+    """An aggregate of a role that may not endorse, carrying its inputs' taint label.
+
+    The runtime lets such an aggregate go on as a data step: its output stays labelled and
+    reaches a decision only through a role that may endorse it.
+    """
+    return e.type == "aggregate" and _tainted(e, True) and not _may_endorse(v, e.agent)
 
 
 _TAINT_FIX = (

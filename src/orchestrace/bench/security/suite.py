@@ -8,20 +8,32 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._version import __version__
 from orchestrace.bench.security.figures import aggregate_security
+from orchestrace.bench.suite import public_options
 from orchestrace.errors import ConfigError
+from orchestrace.runtime.tasks import make_task
+from orchestrace.safety import CapabilityPolicy, Defenses, RunSecret
+from orchestrace.safety.attacks import make_attack, run_attacked
+from orchestrace.safety.collusion import agreement_reward, detect_collusion
 
 #: The attack settings a suite can name: label -> (attack name, options).
 ATTACK_SETTINGS: dict[str, tuple[str, dict[str, Any]]] = {
     "direct_injection": ("direct_injection", {}),
     "indirect_injection_tool": ("indirect_injection", {"surface_kind": "tool"}),
     "indirect_injection_document": ("indirect_injection", {"surface_kind": "document"}),
+    "direct_injection_reworded": ("direct_injection", {"wording": "reworded"}),
+    "indirect_injection_reworded": (
+        "indirect_injection",
+        {"surface_kind": "tool", "wording": "reworded"},
+    ),
     "spoofing": ("spoofing", {}),
     "escalation": ("escalation", {}),
     "aggregation_poison": ("aggregation", {"mode": "poison"}),
@@ -59,8 +71,6 @@ def make_defenses(label: str) -> Any:
         >>> make_defenses("sig_cap").sign_messages
         True
     """
-    from orchestrace.safety import CapabilityPolicy, Defenses
-
     policy = CapabilityPolicy.default_policy()
     table: dict[str, Any] = {
         "none": None,
@@ -76,6 +86,26 @@ def make_defenses(label: str) -> Any:
     if label not in table:
         raise ConfigError(f"unknown defense setting {label!r}; use one of: {', '.join(table)}")
     return table[label]
+
+
+def bench_secret(defenses: Any, seed: int) -> Any:
+    """``defenses`` with the run secret a benchmark run signs with, derived from its seed.
+
+    A benchmark must reproduce: a signed run with a fresh secret would get a new trace id
+    each time. The secret is SHA-256 of ``orchestrace-bench-security:<seed>``: anyone can
+    derive it, which is fine for a benchmark (its simulated attackers never read it) and
+    wrong for a deployment, where the secret comes from ``--secret-file`` or the
+    environment.
+
+    Example:
+        >>> a, b = (bench_secret(make_defenses("signatures"), 3).secret.keyring(0) for _ in "ab")
+        >>> a.sign("w1", "w2", "hi", 0) == b.sign("w1", "w2", "hi", 0)
+        True
+    """
+    if defenses is None or not defenses.sign_messages or defenses.keys != "secret":
+        return defenses
+    nonce = hashlib.sha256(f"orchestrace-bench-security:{seed}".encode()).digest()
+    return dataclasses.replace(defenses, secret=RunSecret(nonce))
 
 
 @dataclass(frozen=True)
@@ -138,8 +168,6 @@ def get_security_suite(name: str) -> SecuritySuite:
 
 
 def _attack(label: str, susceptibility: float) -> Any:
-    from orchestrace.safety.attacks import make_attack
-
     name, opts = ATTACK_SETTINGS[label]
     if name in _SUSCEPTIBLE:
         opts = {**opts, "susceptibility": susceptibility}
@@ -148,16 +176,14 @@ def _attack(label: str, susceptibility: float) -> Any:
 
 def run_security_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One run: ``{topology, task, attack (label or None), defense, seed, agents, ...}``."""
-    from orchestrace.safety.attacks import run_attacked
-    from orchestrace.safety.collusion import agreement_reward, detect_collusion
-
     attack = None if spec["attack"] is None else _attack(spec["attack"], spec["susceptibility"])
+    defenses = bench_secret(make_defenses(spec["defense"]), spec["seed"])
     t0 = time.process_time()
     res = run_attacked(
         spec["topology"],
         spec["task"],
         attack,
-        defenses=make_defenses(spec["defense"]),
+        defenses=defenses,
         agents=spec["agents"],
         seed=spec["seed"],
         task_size=spec["task_size"],
@@ -197,15 +223,14 @@ def run_security_one(spec: dict[str, Any]) -> dict[str, Any]:
 def _plan(
     suite: SecuritySuite, backend: str, backend_options: dict[str, Any] | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    from orchestrace.runtime.tasks import make_task
-
     specs: list[dict[str, Any]] = []
     refused: list[dict[str, str]] = []
     for topo in suite.topologies:
         for task in suite.tasks:
             for label in (None, *suite.attacks):
                 if label is not None:
-                    why = _attack(label, suite.susceptibility).applies_to(topo, task)
+                    atk = _attack(label, suite.susceptibility)
+                    why = atk.applies_to(topo, task) or atk.applies_to_team(topo, suite.agents)
                     if why is not None:
                         refused.append(
                             {"attack": label, "topology": topo, "task": task, "reason": why}
@@ -254,9 +279,6 @@ def run_security_suite(
     Raises:
         ConfigError: Unknown suite, bad seeds or jobs.
     """
-    from orchestrace._version import __version__
-    from orchestrace.bench.suite import public_options
-
     suite = name if isinstance(name, SecuritySuite) else get_security_suite(name)
     if seeds is not None:
         if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
@@ -267,7 +289,7 @@ def run_security_suite(
     specs, refused = _plan(suite, backend, backend_options)
     bar: Any = None
     if progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use
 
         bar = tqdm(total=len(specs), unit="run", desc=suite.id)
     t0 = time.perf_counter()

@@ -63,6 +63,15 @@ class Spoofing(Attack):
             f"{', '.join(_MESSAGE_READERS)}"
         )
 
+    def applies_to_team(self, topology: str, agents: int) -> str | None:
+        """See :meth:`Attack.applies_to_team`."""
+        if topology in ("swarm", "debate") and agents < 2:
+            return (
+                f"{topology} with {agents} agent: there is no other agent whose name a forgery "
+                "could take; use agents >= 2"
+            )
+        return None
+
     def wrap(self, st: _State, name: str, role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """See :meth:`Attack.wrap`."""
         attacker = role in ("worker", "planner", "debater") and not st.compromised
@@ -266,6 +275,23 @@ class Collusion(Attack):
             return f"{topology}: one agent solves; a colluding subset needs two or more"
         return None
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.agents < 2:
+            raise ConfigError(
+                f"collusion: agents must be >= 2 (a colluding subset; got {self.agents}); "
+                "use byzantine for one compromised agent"
+            )
+
+    def applies_to_team(self, topology: str, agents: int) -> str | None:
+        """See :meth:`Attack.applies_to_team`."""
+        if agents < 2:
+            return (
+                f"{topology} with {agents} agent: a colluding subset needs two or more "
+                "solving agents; use agents >= 2"
+            )
+        return None
+
     def forced(self, st: _State, request: LLMRequest) -> tuple[str, Any] | None:
         """See :meth:`Attack.forced`."""
         if request.kind not in ("solve", "revise") or not st.pick(request.agent, request.role):
@@ -301,6 +327,15 @@ class LookAlike(Attack):
         """See :meth:`Attack.applies_to`."""
         if topology in ("pipeline", "critic_loop"):
             return f"{topology}: one agent has each role; there is no peer to look like"
+        return None
+
+    def applies_to_team(self, topology: str, agents: int) -> str | None:
+        """See :meth:`Attack.applies_to_team`."""
+        if agents < 2:
+            return (
+                f"{topology} with {agents} agent: there is no honest peer to look like; "
+                "use agents >= 2"
+            )
         return None
 
     def targets(self, st: _State) -> list[Any]:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.backends.base import LLMRequest, LLMResponse, backend_spec, request_key
+from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
 from orchestrace.runtime.replay import Intervention
 from orchestrace.runtime.tasks.base import Task
 from orchestrace.safety.attacks._common import (
@@ -83,8 +84,6 @@ def _plain_key(request: LLMRequest) -> str:
     The draw of whether a simulated victim follows an instruction must not depend on how
     untrusted text is delimited, or spotlighting would change outcomes by chance alone.
     """
-    from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
-
     msgs = request.messages
     if msgs and SPOTLIGHT_NOTE in str(msgs[0].get("content", "")):
         plain = render(request.kind, request.payload, request.role)
@@ -246,6 +245,16 @@ class Attack:
         self, topology: str, task: str | Task, options: Mapping[str, Any] | None = None
     ) -> str | None:
         """``None`` when the attack can act on this topology and task, else the reason."""
+        return None
+
+    def applies_to_team(self, topology: str, agents: int) -> str | None:
+        """``None`` when the attack can act on a team of ``agents``, else the reason.
+
+        Example:
+            >>> from orchestrace.safety.attacks import Collusion
+            >>> Collusion().applies_to_team("swarm", 1)[:30]
+            'swarm with 1 agent: a colludin'
+        """
         return None
 
     # -- arming

@@ -14,13 +14,15 @@ from typing import Any, ClassVar
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.backends.base import LLMRequest
+from orchestrace.runtime.tasks import make_task
 from orchestrace.runtime.tasks.base import Task
+from orchestrace.runtime.topologies.common import uses_evidence
 from orchestrace.safety.attacks._common import (
     MARK,
+    WORDINGS,
     _append,
     _override,
     _solving,
-    _task_name,
     _with_prompt,
     injection_text,
 )
@@ -44,10 +46,21 @@ class DirectInjection(Attack):
 
     name: ClassVar[str] = "direct_injection"
     surface: ClassVar[str] = "task"
+    #: ``template`` (the fixed notice) or ``reworded`` (one of several paraphrases, by seed)
+    wording: str = "template"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_wording(self.name, self.wording)
+
+    def describe(self) -> dict[str, Any]:
+        """The attack as recorded in ``meta.interventions``."""
+        extra = {} if self.wording == "template" else {"wording": self.wording}
+        return {**super().describe(), **extra}
 
     def modify_task(self, st: _State, task: Task) -> Task:
         """See :meth:`Attack.modify_task`."""
-        extra = injection_text(st.target)
+        extra = injection_text(st.target, wording=self.wording, seed=st.seed)
         whole, split = task.whole, task.split
         t = _override(
             task,
@@ -60,9 +73,20 @@ class DirectInjection(Attack):
         return t
 
 
-_SEARCH_TASKS = ("wide-search-v1",)
+def _reads_tools(task: str | Task) -> tuple[str, Task | None]:
+    """The task's name and instance (``None`` when the name is unknown)."""
+    if not isinstance(task, str):
+        return task.name, task
 
-_LOOKUP_TASKS = ("multihop-v1",)
+    try:
+        return task, make_task(task, seed=0)
+    except ConfigError:
+        return task, None
+
+
+def _check_wording(name: str, wording: str) -> None:
+    if wording not in WORDINGS:
+        raise ConfigError(f"{name}: wording must be one of {', '.join(WORDINGS)} (got {wording!r})")
 
 
 def _strip(value: Any) -> Any:
@@ -88,9 +112,12 @@ class IndirectInjection(Attack):
     name: ClassVar[str] = "indirect_injection"
     surface: ClassVar[str] = "tool"
     surface_kind: str = "tool"
+    #: ``template`` (the fixed notice) or ``reworded`` (one of several paraphrases, by seed)
+    wording: str = "template"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _check_wording(self.name, self.wording)
         if self.surface_kind not in ("tool", "document"):
             raise ConfigError(
                 f"indirect_injection: surface_kind must be 'tool' or 'document' "
@@ -101,25 +128,31 @@ class IndirectInjection(Attack):
         self, topology: str, task: str | Task, options: Mapping[str, Any] | None = None
     ) -> str | None:
         """See :meth:`Attack.applies_to`."""
-        name = _task_name(task)
-        if name not in (*_SEARCH_TASKS, *_LOOKUP_TASKS):
+        name, inst = _reads_tools(task)
+        if inst is None:
+            return None  # an unknown task is refused where it is made
+        tools = set(inst.tools())
+        if not uses_evidence(inst) or not tools & {"search", "lookup"}:
             return (
-                f"{name}: its tool results never reach the model's prompt; use a task that "
-                f"reads them ({', '.join((*_SEARCH_TASKS, *_LOOKUP_TASKS))})"
+                f"{name}: its tool results never reach the model's prompt (the task does not "
+                "answer from search or lookup results); use a task that reads them, e.g. "
+                "wide-search-v1 or multihop-v1"
             )
-        if self.surface_kind == "document" and name not in _SEARCH_TASKS:
+        if self.surface_kind == "document" and "search" not in tools:
             return (
-                f"{name}: it retrieves no documents; surface_kind='document' needs wide-search-v1"
+                f"{name}: it retrieves no documents (no search tool); surface_kind='document' "
+                "needs a search task such as wide-search-v1"
             )
         return None
 
     def describe(self) -> dict[str, Any]:
         """The attack as recorded in ``meta.interventions``."""
-        return {**super().describe(), "surface": self.surface_kind}
+        extra = {} if self.wording == "template" else {"wording": self.wording}
+        return {**super().describe(), "surface": self.surface_kind, **extra}
 
     def modify_task(self, st: _State, task: Task) -> Task:
         """See :meth:`Attack.modify_task`."""
-        extra = injection_text(st.target)
+        extra = injection_text(st.target, wording=self.wording, seed=st.seed)
         tools = task.tools()
         wrapped: dict[str, Any] = dict(tools)
         if "search" in tools:
@@ -196,6 +229,15 @@ class Replication(Attack):
             f"{topology}: no agent's prompt shows another agent's message, so nothing can "
             f"spread; use {', '.join(_SPREADS)} (or swarm with -O gossip>0)"
         )
+
+    def applies_to_team(self, topology: str, agents: int) -> str | None:
+        """See :meth:`Attack.applies_to_team`."""
+        if topology in ("debate", "swarm") and agents < 2:
+            return (
+                f"{topology} with {agents} agent: no other agent reads its messages, so "
+                "nothing can spread; use agents >= 2"
+            )
+        return None
 
     def perturb(self, st: _State, request: LLMRequest) -> LLMRequest:
         """See :meth:`Attack.perturb`."""

@@ -8,12 +8,20 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrace.errors import ConfigError
+from orchestrace.runtime import RunResult
+from orchestrace.runtime.backends import make_backend
+from orchestrace.runtime.clock import run_real, run_virtual
+from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.core import Runtime
 from orchestrace.runtime.replay import Intervention
+from orchestrace.runtime.tasks import make_task
 from orchestrace.runtime.tasks.base import Task
+from orchestrace.runtime.topologies import check_options, get_topology
 from orchestrace.safety.attacks.agents import (
     AggregationManipulation,
     Collusion,
@@ -103,20 +111,12 @@ def run_attacked(
         ConfigError: The attack does not apply to this topology and task (the message says
             why), or a bad option.
     """
-    import time
-
-    from orchestrace.runtime import RunResult
-    from orchestrace.runtime.backends import make_backend
-    from orchestrace.runtime.clock import run_real, run_virtual
-    from orchestrace.runtime.config import RunConfig
-    from orchestrace.runtime.core import Runtime
-    from orchestrace.runtime.tasks import make_task
-    from orchestrace.runtime.topologies import check_options, get_topology
-
     spec = get_topology(topology)
     checked = check_options(spec.name, options)
     if attack is not None:
-        why = attack.applies_to(spec.name, task, checked)
+        why = attack.applies_to(spec.name, task, checked) or attack.applies_to_team(
+            spec.name, agents
+        )
         if why is not None:
             raise ConfigError(f"attack {attack.name!r} cannot apply: {why}")
     inst = task if isinstance(task, Task) else make_task(task, seed=seed, size=task_size)
