@@ -34,7 +34,7 @@ _RAY_HINT = "pip install 'orchestrace[ray]'"
 
 def _import_ray() -> Any:
     try:
-        import ray
+        import ray  # noqa: PLC0415  optional extra [ray]
     except ImportError:
         raise ConfigError(
             f"--executor ray needs Ray, which is not installed; {_RAY_HINT} "

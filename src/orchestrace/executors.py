@@ -172,7 +172,7 @@ class _Progress:
     def __init__(self, total: int, desc: str | None) -> None:
         self.bar: Any = None
         if desc is not None:
-            from tqdm import tqdm
+            from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use
 
             self.bar = tqdm(total=total, unit="job", desc=desc)
 
@@ -488,7 +488,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 # ---------------------------------------------------------------------------- factory and CLI
 def __getattr__(name: str) -> Any:
     if name == "RayExecutor":  # defined with the Ray plumbing, which imports this module
-        from orchestrace._ray_executor import RayExecutor
+        from orchestrace._ray_executor import RayExecutor  # noqa: PLC0415  import cycle: orchestrace._ray_executor imports this module
 
         return RayExecutor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -500,7 +500,7 @@ def shutdown_ray() -> None:
     Example:
         >>> shutdown_ray()  # nothing to stop here
     """
-    from orchestrace._ray_executor import shutdown_ray as stop
+    from orchestrace._ray_executor import shutdown_ray as stop  # noqa: PLC0415  import cycle: orchestrace._ray_executor imports this module
 
     stop()
 
@@ -544,7 +544,7 @@ def make_executor(
         return LocalExecutor(retries=retries)
     if name == "process":
         return ProcessExecutor(workers, retries)
-    from orchestrace._ray_executor import RayExecutor
+    from orchestrace._ray_executor import RayExecutor  # noqa: PLC0415  import cycle: orchestrace._ray_executor imports this module
 
     return RayExecutor(workers, retries, ray_address)
 

@@ -326,15 +326,15 @@ def scale_gap_figure(rows: list[dict[str, Any]]) -> Any:
     industry configuration). Needs matplotlib (``pip install 'orchestrace[learn]'``).
     """
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:  # pragma: no cover - the report skips plots without matplotlib
         raise ImportError(
             "the scale-gap figure needs matplotlib: pip install 'orchestrace[learn]'"
         ) from None
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Rectangle  # noqa: PLC0415  optional extra [learn]
 
     fig, ax = plt.subplots(figsize=(7, 5))
     for (x0, x1), (y0, y1), label in SCALE_GAP:

@@ -217,10 +217,10 @@ def _savefig(fig: Any, path: Path) -> None:
 
 def _plots(report: dict[str, Any], out: Path) -> None:
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         return
     cells = report["cells"]

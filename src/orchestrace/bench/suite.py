@@ -436,7 +436,7 @@ def run_suite(
         )
     bar: Any = None
     if progress and (points or industry):
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use
 
         bar = tqdm(total=len(points) + industry, unit="point", desc=f"{suite.id} envelope")
     try:

@@ -204,7 +204,7 @@ class SampleBackends:
 
     def deterministic(self, trace: Trace) -> bool:
         """Whether the backend answers a request the same way every time (one draw suffices)."""
-        from orchestrace.credit.counterfactual import deterministic_backend
+        from orchestrace.credit.counterfactual import deterministic_backend  # noqa: PLC0415  import cycle: orchestrace.credit.counterfactual imports this module
 
         return deterministic_backend(self(trace, 0), assume=self.assume_deterministic)
 

@@ -40,7 +40,7 @@ class ForkContext:
     def factory(self) -> Callable[[Trace, int], Any]:
         """The backend of each sample, built as the assigner in this process builds it."""
         if self.sampler == "counterfactual":
-            from orchestrace.credit.counterfactual import _Backends
+            from orchestrace.credit.counterfactual import _Backends  # noqa: PLC0415  import cycle: orchestrace.credit.counterfactual imports this module
 
             return _Backends(self.backend, self.backend_options)
 

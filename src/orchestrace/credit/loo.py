@@ -87,7 +87,7 @@ class LeaveOneOutCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``, with an estimate per row."""
-        from orchestrace.credit.counterfactual import CounterfactualTable
+        from orchestrace.credit.counterfactual import CounterfactualTable  # noqa: PLC0415  import cycle: orchestrace.credit.counterfactual imports this module
 
         unit = check_unit(unit)
         check_replayable(trace)

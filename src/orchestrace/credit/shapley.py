@@ -51,6 +51,7 @@ from orchestrace.credit._draws import (
     sample_stats,
     unit_starts,
 )
+from orchestrace.credit._forks import ForkContext, _ok, run_forks
 from orchestrace.credit.base import (
     CreditTable,
     check_unit,
@@ -58,6 +59,7 @@ from orchestrace.credit.base import (
     table,
     unit_members,
 )
+from orchestrace.credit.counterfactual import CounterfactualTable
 from orchestrace.credit.reward import RewardLike, counterfactual_reward
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure
@@ -268,8 +270,6 @@ class TraceGame:
 
     def prefetch(self, coalitions: Iterable[frozenset[Any]], executor: Executor | None) -> None:
         """Draw many coalitions at once: their forks are independent jobs on ``executor``."""
-        from orchestrace.credit._forks import ForkContext, _ok, run_forks
-
         todo = [c for c in dict.fromkeys(map(frozenset, coalitions)) if c not in self._cache]
         where: list[tuple[frozenset[Any], int]] = []
         jobs: list[tuple[list[Any], int]] = []
@@ -425,8 +425,6 @@ class ShapleyCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``."""
-        from orchestrace.credit.counterfactual import CounterfactualTable
-
         game = TraceGame(
             trace,
             unit,

@@ -9,3 +9,6 @@
 
 The framework packages are imported only by the module that needs them.
 """
+
+#: The public names live in the submodules; each imports its framework (an extra) itself.
+__all__: list[str] = []

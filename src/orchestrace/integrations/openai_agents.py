@@ -42,7 +42,7 @@ HINT = "pip install 'orchestrace[agents]'"
 
 def _require_agents() -> Any:
     try:
-        from agents import tracing
+        from agents import tracing  # noqa: PLC0415  optional extra [agents]
     except ImportError as err:
         raise ImportError(
             f"the OpenAI Agents SDK is not installed ({err}); install it with: {HINT}"

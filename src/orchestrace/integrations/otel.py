@@ -61,8 +61,8 @@ _ENC = msgspec.json.Encoder()
 
 def _require_otel() -> Any:
     try:
-        from opentelemetry.sdk import trace as sdk_trace
-        from opentelemetry.sdk.trace import export
+        from opentelemetry.sdk import trace as sdk_trace  # noqa: PLC0415  optional extra [otel]
+        from opentelemetry.sdk.trace import export  # noqa: PLC0415  optional extra [otel]
     except ImportError as err:
         raise ImportError(
             f"live capture from OpenTelemetry needs the OpenTelemetry SDK ({err}); {HINT}"

@@ -23,7 +23,6 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
@@ -41,6 +40,7 @@ from orchestrace.io.importers import (
     EXPORT_FORMATS,
     IMPORT_FORMATS,
     ImportResult,
+    _json_values,
     export_bytes,
     import_path,
     sniff_value,
@@ -72,7 +72,6 @@ __all__ = [
     "load",
     "load_all",
     "loads",
-    "output_format",
     "parse",
     "read_graph",
     "read_json",
@@ -84,7 +83,6 @@ __all__ = [
     "write_parquet",
 ]
 
-Format = Literal["json", "upstream", "jsonl", "parquet"]
 #: Formats :func:`load` and :func:`dump` understand.
 FORMATS: tuple[str, ...] = ("json", "upstream", "jsonl", "parquet")
 
@@ -156,8 +154,6 @@ def foreign_format(path: PathLike) -> str | None:
         >>> foreign_format(path) is None  # a trace (an invalid one): its own errors stand
         True
     """
-    from orchestrace.io.importers import _json_values
-
     try:
         values, _cut = _json_values(path)
     except (TraceFormatError, RecursionError):

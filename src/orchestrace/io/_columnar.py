@@ -102,8 +102,8 @@ def from_batches(
         TypeError: A batch has a column no event has.
     """
     # pyarrow loads only when columns are compiled, so `import orchestrace` stays light
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     pool = pa.default_memory_pool()
 
@@ -245,8 +245,8 @@ def _is_arrow(x: Any) -> bool:
 
 def _index_in(values: Any, ids: Any) -> np.ndarray:
     """Map each string of the Arrow array ``values`` to its position in ``ids`` (-1: absent)."""
-    import pyarrow as pa  # lazy: see from_batches
-    import pyarrow.compute as pc
+    import pyarrow as pa  # noqa: PLC0415  lazy: see from_batches
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     id_arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     out = pc.index_in(values, value_set=id_arr)
@@ -255,8 +255,8 @@ def _index_in(values: Any, ids: Any) -> np.ndarray:
 
 def _arrow_int_ids(values: Any, prefix: str) -> np.ndarray | None:
     """Arrow twin of :func:`~orchestrace.trace._ids.int_ids`: parse ``prefix + canonical decimal`` strings, else None."""
-    import pyarrow as pa  # lazy: see from_batches
-    import pyarrow.compute as pc
+    import pyarrow as pa  # noqa: PLC0415  lazy: see from_batches
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     n = len(values)
     if n == 0:

@@ -27,7 +27,8 @@ Example:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io._common import BOM, PathLike, format_error, read_bytes
+from orchestrace.io.upstream import is_native_object
 from orchestrace.trace.model import Trace
 
 __all__ = [
@@ -151,8 +153,6 @@ def describe_value(value: object) -> tuple[str, str]:
         >>> describe_value({"resourceSpans": "oops"})[0]
         'OTLP JSON whose `resourceSpans` is a string, not a list'
     """
-    from orchestrace.io.upstream import is_native_object
-
     if is_native_object(value):
         return "a native orchestrace trace", "drop --from (or pass --from native)"
     if isinstance(value, dict) and "resourceSpans" in value:
@@ -221,8 +221,6 @@ def _json_values(path: PathLike) -> tuple[list[object], int | None]:
 
 def _concatenated(raw: bytes) -> list[object]:
     """JSON values written one after another, e.g. indented spans of ``ConsoleSpanExporter``."""
-    import json
-
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -312,8 +310,3 @@ def export_bytes(traces: Sequence[Trace], *, format: str) -> bytes:
     """Encode ``traces`` in ``format`` (one of :data:`EXPORT_FORMATS`)."""
     data: bytes = _load(_EXPORTERS, format, "export")(traces)
     return data
-
-
-def iter_import_formats() -> Iterator[str]:
-    """The import formats, in auto-detection order."""
-    yield from _SNIFF_ORDER

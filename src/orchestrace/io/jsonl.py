@@ -43,9 +43,10 @@ from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, 
 from orchestrace.io import _common
 from orchestrace.io._common import PathLike, format_error
 from orchestrace.io._jsonl_write import _ENC, StreamWriter, _Footer, _Header, _Line, write_jsonl
-from orchestrace.io.json import _check_duplicate_keys, duplicate_key
+from orchestrace.io.json import _check_duplicate_keys, duplicate_key, parse
+from orchestrace.trace.build import default_costs
 from orchestrace.trace.check import check_trace
-from orchestrace.trace.diagnose import knock_on
+from orchestrace.trace.diagnose import knock_on, problem_from_msgspec
 from orchestrace.trace.model import (
     Edge,
     Event,
@@ -230,7 +231,6 @@ def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bo
             "fix or delete this line (--keep-going skips it)",
             source=f"{src}:{lineno}",
         )
-    from orchestrace.trace.diagnose import problem_from_msgspec
 
     p = problem_from_msgspec(err, "$", where="record")
     return Problem(
@@ -245,8 +245,6 @@ def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bo
 def _iter_lines(
     lines: Lines, src: str, keep_going: bool, partial: bool, check: bool
 ) -> Iterator[JsonlItem]:
-    from orchestrace.io.json import parse
-
     for lineno, line in lines:
         if not line.strip():
             continue
@@ -495,8 +493,6 @@ def _on_its_line(p: Problem, src: str, start: int, lines_of: dict[str, list[int]
 
 
 def _running_costs(events: list[Event]) -> dict[str, float]:
-    from orchestrace.trace.build import default_costs
-
     return default_costs(events)
 
 

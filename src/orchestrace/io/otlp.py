@@ -222,7 +222,7 @@ def restore(
         TraceFormatError: An ``orchestrace.*`` attribute was edited into something that is not
             an orchestrace field (the message names the span).
     """
-    from orchestrace.io.otel import attributes
+    from orchestrace.io.otel import attributes  # noqa: PLC0415  import cycle: orchestrace.io.otel imports this module
 
     def bad(place: str, err: Exception) -> TraceFormatError:
         return TraceFormatError(

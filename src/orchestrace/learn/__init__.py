@@ -32,18 +32,18 @@ __all__ = ["VectorEnv", "compute_score", "verl_reward"]
 
 def __getattr__(name: str) -> Any:
     if name == "VectorEnv":
-        from orchestrace.learn.vector import VectorEnv
+        from orchestrace.learn.vector import VectorEnv  # noqa: PLC0415  loaded on first use: `import orchestrace.learn` stays light
 
         return VectorEnv
     if name in ("verl_reward", "compute_score"):
-        import orchestrace.learn.verl_reward as verl_reward
+        import orchestrace.learn.verl_reward as verl_reward  # noqa: PLC0415, PLR0402  loaded on first use (a from-import would re-enter this __getattr__)
 
         return verl_reward if name == "verl_reward" else verl_reward.compute_score
     raise AttributeError(f"module 'orchestrace.learn' has no attribute {name!r}")
 
 
 def _register_gym() -> None:
-    import orchestrace.learn.gym  # noqa: F401  (registers the ids on import)
+    import orchestrace.learn.gym  # noqa: F401, PLC0415  registers the ids once Gymnasium (extra [learn]) is imported
 
 
 class _OnGymnasiumImport(importlib.abc.MetaPathFinder):

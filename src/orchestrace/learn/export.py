@@ -372,8 +372,8 @@ def export(
             for r in kept:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         return len(kept)
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+    import pyarrow.parquet as pq  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     records = []
     for i, r in enumerate(rows):
@@ -418,9 +418,9 @@ def train_trl(
     path of the saved model.
     """
     try:
-        import datasets
-        import transformers
-        from trl import KTOConfig, KTOTrainer
+        import datasets  # noqa: PLC0415  optional extra [trl]
+        import transformers  # noqa: PLC0415  optional extra [hf]
+        from trl import KTOConfig, KTOTrainer  # noqa: PLC0415  optional extra [trl]
     except ImportError:
         raise ImportError("training with TRL needs: pip install 'orchestrace[trl]'") from None
     rows = [json.loads(line) for line in Path(dataset).read_text().splitlines() if line.strip()]

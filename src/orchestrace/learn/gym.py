@@ -50,7 +50,7 @@ GYM_IDS = {
 
 def _gymnasium() -> Any:
     try:
-        import gymnasium
+        import gymnasium  # noqa: PLC0415  optional extra [learn]
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise ConfigError(
             "the Gymnasium adapter needs gymnasium; install it with: pip install gymnasium"

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError, OrchestraceError
+from orchestrace.runtime.backends.hf import require_transformers
 from orchestrace.runtime.rounds import AGGREGATES, COMMS, ROLES, SPAWNS
 
 __all__ = [
@@ -195,10 +196,8 @@ def tiny_chat_lm(
     Raises:
         ConfigError: ``path`` exists and is not empty.
     """
-    from orchestrace.runtime.backends.hf import require_transformers
-
     torch, transformers = require_transformers()
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: PLC0415  optional extra [hf]
 
     path = Path(path)
     if path.exists() and any(path.iterdir()):

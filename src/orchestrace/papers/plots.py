@@ -174,11 +174,11 @@ def _draw(
 ) -> tuple[list[Path], list[str]]:
     """Draw the figures into ``target`` (checked, and cleaned up on failure, by the caller)."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
+        import matplotlib.ticker  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         raise ImportError(_HINT) from None
     target.mkdir(parents=True, exist_ok=True)

@@ -142,7 +142,7 @@ def orchestrators(trace: Trace) -> list[str]:
     exactly one orchestrator, the root agent it starts (named ``orchestrator``): any other
     agent that no spawn created was added to the trace afterwards.
     """
-    from orchestrace.credit.base import root_agents
+    from orchestrace.credit.base import root_agents  # noqa: PLC0415  import cycle: orchestrace.credit imports this module
 
     roots = root_agents(trace)
     if isinstance(trace.meta, dict) and isinstance(trace.meta.get("runner"), dict):

@@ -52,7 +52,7 @@ class _SetupError(Exception):
 
 
 def _libc() -> Any:  # pragma: no cover - runs in the launcher
-    import ctypes
+    import ctypes  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [
@@ -76,7 +76,7 @@ def _libc() -> Any:  # pragma: no cover - runs in the launcher
 
 def _ok(rc: int, what: str) -> None:  # pragma: no cover - runs in the launcher
     if rc != 0:
-        import ctypes
+        import ctypes  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
         err = ctypes.get_errno()
         raise _SetupError(f"{what}: {os.strerror(err)} (errno {err})")
@@ -177,7 +177,7 @@ def _build_root(libc: Any, cfg: Mapping[str, Any]) -> None:  # pragma: no cover
 
 
 def _drop_privileges(libc: Any, cfg: Mapping[str, Any]) -> None:  # pragma: no cover
-    import ctypes
+    import ctypes  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     if os.geteuid() == 0 or cfg["mode"] == "root":
         uid = int(cfg["uid"])
@@ -224,7 +224,7 @@ def _drop_privileges(libc: Any, cfg: Mapping[str, Any]) -> None:  # pragma: no c
 
 
 def _limits(cfg: Mapping[str, Any]) -> None:  # pragma: no cover - runs in the launcher
-    import resource
+    import resource  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     cpu = max(1, int(float(cfg["cpu_s"]) + 0.999))
     for res, soft, hard in (
@@ -240,7 +240,7 @@ def _limits(cfg: Mapping[str, Any]) -> None:  # pragma: no cover - runs in the l
 
 def _place_fds(fds: list[int]) -> None:  # pragma: no cover - runs in the launcher
     """Put the role's pipes on fds 3, 4, ... and close every other fd above 2."""
-    import fcntl
+    import fcntl  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 200) for fd in fds]
     for i, fd in enumerate(high):
@@ -294,7 +294,7 @@ _SECCOMP = {
 
 def _seccomp() -> bool:  # pragma: no cover - runs in the sandbox
     """Install a filter refusing :data:`_DENIED` (where the numbers are known); True if done."""
-    import ctypes
+    import ctypes  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     known = _SECCOMP.get(os.uname().machine)
     if known is None:
@@ -338,7 +338,7 @@ def _seccomp() -> bool:  # pragma: no cover - runs in the sandbox
 
 def _new_session_keyring() -> None:  # pragma: no cover - runs in the launcher
     """Leave the parent's session keyring (its keys would be readable) for an empty one."""
-    import ctypes
+    import ctypes  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     nr = _SYS_KEYCTL.get(os.uname().machine)
     if nr is not None:  # where keyctl is unavailable there are no keys to take either
@@ -347,7 +347,7 @@ def _new_session_keyring() -> None:  # pragma: no cover - runs in the launcher
 
 def _world_readable(path: str) -> bool:  # pragma: no cover - runs in the launcher
     """Whether every directory down to ``path`` lets any user in (so a dropped uid can import)."""
-    import stat
+    import stat  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     while True:
         mode = os.stat(path).st_mode
@@ -360,7 +360,7 @@ def _world_readable(path: str) -> bool:  # pragma: no cover - runs in the launch
 
 def _launch() -> None:  # pragma: no cover - the launcher's entry point
     """Read the config on stdin, set the sandbox up, run the role, exit with its status."""
-    import marshal
+    import marshal  # noqa: PLC0415  the sandbox launcher imports only what this path needs
 
     cfg = marshal.loads(sys.stdin.buffer.read())  # from the parent, after this code: plain data
     os.umask(0o022)

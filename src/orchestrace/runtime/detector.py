@@ -146,7 +146,7 @@ class TransformersDetector:
     def _pipeline(self) -> Any:
         if self._pipe is None:
             try:
-                from transformers import pipeline
+                from transformers import pipeline  # noqa: PLC0415  optional extra [hf]
             except ImportError:
                 raise ConfigError(
                     "a model-path detector needs transformers: pip install 'orchestrace[hf]'"

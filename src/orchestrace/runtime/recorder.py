@@ -432,7 +432,7 @@ class ProgressBar(Processor):
         """Open the bar (only on a terminal unless forced)."""
         if not (self.force or sys.stderr.isatty()):
             return
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use
 
         self.bar = tqdm(desc=self.desc, unit=" events", file=sys.stderr, dynamic_ncols=True)
 

@@ -55,9 +55,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import marshal
 import os
+import secrets
+import selectors
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -113,8 +119,6 @@ _BOOT = (
 
 @functools.cache
 def _launcher_code() -> bytes:
-    import marshal
-
     codes = []
     for path in _LAUNCHER_FILES:
         with open(path, encoding="utf-8") as fh:
@@ -141,8 +145,6 @@ def _allowed_by_env() -> bool:
 
 
 def _random_uid() -> int:
-    import secrets
-
     return 0x60000000 + secrets.randbelow(1 << 24)
 
 
@@ -165,8 +167,6 @@ class _Proc:
 
     def stop(self) -> None:
         """End the sandbox and every process in it; return once they are gone."""
-        import subprocess
-
         if self.popen.poll() is None:
             try:
                 self.popen.send_signal(signal.SIGTERM)
@@ -182,8 +182,6 @@ class _Proc:
             self.open = False
         if self.stage:
             if self.wipe:  # the working directory of an unisolated run
-                import shutil
-
                 shutil.rmtree(self.stage, ignore_errors=True)
             else:  # only ever a mount point inside the (now gone) namespace
                 with contextlib.suppress(OSError):
@@ -237,10 +235,6 @@ class Sandbox:
         self._hide = _hidden(self._binds, self.policy.hide)
 
     def _start(self, role: str, cfg: Mapping[str, Any], fds: list[int]) -> _Proc:
-        import marshal
-        import subprocess
-        import tempfile
-
         p = self.policy
         mode = self.isolation.mode
         try:
@@ -320,8 +314,6 @@ class Sandbox:
 
         ``done()`` is asked again whenever one of the ``wake`` fds becomes readable.
         """
-        import selectors
-
         sel = selectors.DefaultSelector()
         for pr in procs:
             sel.register(pr.out_fd, selectors.EVENT_READ, pr)

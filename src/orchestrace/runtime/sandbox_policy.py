@@ -8,7 +8,9 @@ Example:
 from __future__ import annotations
 
 import os
+import site
 import sys
+import sysconfig
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -135,8 +137,6 @@ class Verdict:
 
 def _binds(python: str) -> list[str]:
     """Directories the interpreter needs, bound read-only (outermost only)."""
-    import sysconfig
-
     cands = [
         "/usr",
         "/lib",
@@ -163,9 +163,6 @@ def _binds(python: str) -> list[str]:
 
 def _hidden(binds: list[str], extra: tuple[str, ...]) -> list[str]:
     """Package directories (and ``extra``) under the binds, to cover inside the sandbox."""
-    import site
-    import sysconfig
-
     cands = [*extra, *site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])]
     for scheme_vars in ({"base": sys.base_prefix, "platbase": sys.base_exec_prefix},):
         paths = sysconfig.get_paths(vars=scheme_vars)

@@ -19,6 +19,7 @@ from typing import Any
 
 from orchestrace.errors import ConfigError, Problem
 from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, Defenses, RunSecret
+from orchestrace.runtime.tasks import make_task
 from orchestrace.trace.model import Event, Trace
 
 _DECISIONS = ("spawn", "delegate", "stop", "aggregate")
@@ -137,7 +138,6 @@ def _task(v: _View) -> Any:
     spec = meta.get("task")
     if not isinstance(spec, dict) or set(spec) - {"name", "seed", "size"}:
         return None
-    from orchestrace.runtime.tasks import make_task
 
     try:
         task = make_task(str(spec.get("name")), seed=int(spec["seed"]), size=spec.get("size"))

@@ -45,7 +45,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any, cast
 
 from orchestrace.errors import Problem
-from orchestrace.runtime.aggregate import text_of
+from orchestrace.runtime.aggregate import AGGREGATORS, text_of
 from orchestrace.runtime.security import ROOT_ROLE, Keyring, RunSecret
 from orchestrace.safety._audit_view import _actions, _attrs, _View, _view
 from orchestrace.safety._taint import _tainted, check_taint, derive_taint
@@ -196,8 +196,6 @@ def check_capabilities(trace: Trace | _View) -> Iterator[Problem]:
 def _recompute(
     v: _View, e: Event, method: str, srcs: list[Event], values: list[Any], oks: list[bool]
 ) -> Any:
-    from orchestrace.runtime.aggregate import AGGREGATORS
-
     a = _attrs(e)
     d = v.defenses
     kw: dict[str, Any] = {"quorum": d.quorum, "trim": d.trim}

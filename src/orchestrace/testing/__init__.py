@@ -79,7 +79,7 @@ def tiny_causal_lm(path: str | Path, *, vocab: Sequence[str] | None = None, seed
     Needs the ``[hf]`` extra. Returns ``path``, loadable by ``HFBackend(model=path)``.
     """
     torch, transformers = require_transformers()
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: PLC0415  optional extra [hf]
 
     path = Path(path)
     words = list(

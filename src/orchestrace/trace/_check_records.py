@@ -191,7 +191,7 @@ def _fields(ctx: Ctx) -> Iterator[Problem]:
         if isinstance(g.ids, list):
             bad = bad | np.fromiter((not x for x in g.ids), dtype=bool, count=g.n)
         else:
-            import pyarrow.compute as pc  # only columnar graphs hold Arrow ids
+            import pyarrow.compute as pc  # noqa: PLC0415  only columnar graphs hold Arrow ids
 
             lengths = pc.utf8_length(g.ids).fill_null(0).to_numpy(zero_copy_only=False)
             bad = bad | (np.asarray(lengths) == 0)

@@ -60,7 +60,7 @@ class TraceTables(NamedTuple):
 
 def _pyarrow() -> Any:
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
     except ImportError:  # pragma: no cover - pyarrow is a core dependency
         raise ImportError("Arrow tables need pyarrow: pip install 'pyarrow>=15'") from None
     return pa

@@ -383,7 +383,7 @@ class TraceGraph:
             elif isinstance(self.ids, list):
                 self._unique = len(set(self.ids)) == self.n
             else:
-                import pyarrow.compute as pc  # only columnar graphs hold Arrow ids
+                import pyarrow.compute as pc  # noqa: PLC0415  only columnar graphs hold Arrow ids
 
                 self._unique = bool(pc.count_distinct(self.ids).as_py() == self.n)
         return self._unique

@@ -251,7 +251,7 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
 
     def _repr_html_(self) -> str:
         """Jupyter's view: a summary table and a mini-timeline (bounded, escaped HTML)."""
-        from orchestrace.trace._html import trace_html
+        from orchestrace.trace._html import trace_html  # noqa: PLC0415  keeps `import orchestrace` light (loaded on first use)
 
         return trace_html(self)
 
@@ -267,7 +267,7 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
             >>> events.num_rows, events.column_names[:5]
             (20, ['trace_id', 'id', 't', 'type', 'agent'])
         """
-        from orchestrace.trace._tables import to_arrow
+        from orchestrace.trace._tables import to_arrow  # noqa: PLC0415  import cycle: orchestrace.trace._tables imports this module
 
         return to_arrow(self)
 
@@ -289,7 +289,7 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
             >>> tables.events[tables.events.type == "spawn"][["agent", "to"]].shape[1]
             2
         """
-        from orchestrace.trace._tables import to_pandas
+        from orchestrace.trace._tables import to_pandas  # noqa: PLC0415  import cycle: orchestrace.trace._tables imports this module
 
         return to_pandas(self)
 
@@ -297,7 +297,7 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
 def _cut(text: str | None, limit: int = 60) -> str | None:
     if text is None:
         return None
-    from orchestrace.trace._layout import short
+    from orchestrace.trace._layout import short  # noqa: PLC0415  keeps `import orchestrace` light (loaded on first use)
 
     return short(text, limit)
 

@@ -84,13 +84,13 @@ _CREDIT_UNITS_FINEST = (
 
 
 def _pa() -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     return pa
 
 
 def _pc() -> Any:
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     return pc
 

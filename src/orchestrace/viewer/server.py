@@ -287,13 +287,13 @@ def create_app(state: ViewerState, *, allowed_hosts: list[str] | None = None) ->
         ImportError: Starlette is not installed (the message says what to install).
     """
     try:
-        from starlette.applications import Starlette
-        from starlette.middleware import Middleware
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-        from starlette.requests import Request
-        from starlette.responses import FileResponse, JSONResponse, Response
-        from starlette.routing import Mount, Route
-        from starlette.staticfiles import StaticFiles
+        from starlette.applications import Starlette  # noqa: PLC0415  optional extra [viewer]
+        from starlette.middleware import Middleware  # noqa: PLC0415  optional extra [viewer]
+        from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: PLC0415  optional extra [viewer]
+        from starlette.requests import Request  # noqa: PLC0415  optional extra [viewer]
+        from starlette.responses import FileResponse, JSONResponse, Response  # noqa: PLC0415  optional extra [viewer]
+        from starlette.routing import Mount, Route  # noqa: PLC0415  optional extra [viewer]
+        from starlette.staticfiles import StaticFiles  # noqa: PLC0415  optional extra [viewer]
     except ImportError:
         raise ImportError(_INSTALL_HINT) from None
 
@@ -454,7 +454,7 @@ def serve(
         ConfigError: The port cannot be bound.
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: PLC0415  optional extra [viewer]
     except ImportError:
         raise ImportError(_INSTALL_HINT) from None
     app = create_app(state)

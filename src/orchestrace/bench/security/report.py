@@ -7,11 +7,13 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError
+from orchestrace.io._output import report_dir, report_file
 
 
 def _r(cell: dict[str, Any] | None) -> str:
@@ -209,10 +211,6 @@ def write_security_report(report: dict[str, Any], out: str | Path, *, force: boo
     ``orchestrace bench -o`` checks it (new, empty, or an earlier bench report with ``force``).
     Returns ``out``.
     """
-    import gzip
-
-    from orchestrace.io._output import report_dir, report_file
-
     runs = report.get("runs", [])
     head = {k: v for k, v in report.items() if k != "runs"}
     head["runs_file"] = "runs.jsonl.gz"
@@ -235,8 +233,6 @@ def read_security_runs(out: str | Path) -> list[dict[str, Any]]:
     Raises:
         ConfigError: The file is missing or not what the writer writes.
     """
-    import gzip
-
     path = Path(out) / "runs.jsonl.gz"
     try:
         text = gzip.decompress(path.read_bytes()).decode()
@@ -250,13 +246,12 @@ def read_security_runs(out: str | Path) -> list[dict[str, Any]]:
 
 def _plots(report: dict[str, Any], out: Path) -> None:
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         return
-    from orchestrace.io._output import report_file
 
     s = report["suite"]
     defenses, attacks = list(s["defenses"]), list(s["attacks"])

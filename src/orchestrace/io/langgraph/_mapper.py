@@ -169,12 +169,6 @@ class RunMapper:
                 return str(r.rec["id"])
         return ""
 
-    def _graph_of(self, rid: str | None) -> str:
-        for r in self._ancestors(rid):
-            if r.kind == "graph":
-                return str(r.rec["id"])
-        return ""
-
     # ------------------------------------------------------------------ emitting
     def _edge(self, src: str, dst: str, kind: str) -> None:
         if src == dst or (src, dst) in self._edges:

@@ -89,7 +89,7 @@ def to_json(obj: Any, _depth: int = 0) -> Any:
         return [to_json(v, d) for v in obj]
     if mod.startswith("langchain") and hasattr(obj, "to_json"):
         try:
-            from langchain_core.load import dumpd
+            from langchain_core.load import dumpd  # noqa: PLC0415  optional extra [langgraph]
 
             return to_json(dumpd(obj), d)
         except Exception:

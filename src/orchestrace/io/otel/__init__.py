@@ -70,6 +70,7 @@ from orchestrace.io.otel._read import (
 )
 from orchestrace.io.otel._read import any_value as any_value  # importable here too
 from orchestrace.io.otel._read import attributes as attributes  # importable here too
+from orchestrace.io.otlp import restore
 
 __all__ = [
     "OtelSpan",
@@ -148,8 +149,6 @@ def import_values(values: Iterable[object], *, source: str) -> ImportResult:
         ) from None
     result = import_spans(spans, source=source)
     if reader.native:
-        from orchestrace.io.otlp import restore
-
         for resource, scopes, where in reader.native:
             result.traces.append(restore(resource, scopes, source=source, where=where))
     result.problems[:0] = reader.problems

@@ -30,13 +30,6 @@ _CHAIN_OPS = frozenset({"invoke_workflow"})
 _LLM_KINDS = frozenset({"LLM", "EMBEDDING"})
 _TOOL_KINDS = frozenset({"TOOL", "RETRIEVER", "RERANKER"})
 _CHAIN_KINDS = frozenset({"CHAIN", "EVALUATOR", "PROMPT", "UNKNOWN"})
-_KNOWN_KINDS = frozenset({"AGENT", "GUARDRAIL"}) | _LLM_KINDS | _TOOL_KINDS | _CHAIN_KINDS
-_KNOWN_OPS = (
-    frozenset({"invoke_agent", "create_agent", "apply_guardrail"})
-    | _LLM_OPS
-    | _TOOL_OPS
-    | _CHAIN_OPS
-)
 
 _TOKENS_IN = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
 _TOKENS_OUT = (

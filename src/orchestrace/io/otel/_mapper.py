@@ -17,6 +17,8 @@ import math
 from bisect import bisect_left
 from typing import Any
 
+import msgspec
+
 from orchestrace.errors import _short
 from orchestrace.io.otel._keys import (
     _COST,
@@ -548,6 +550,4 @@ def _reaches(succ: list[list[int]], a: int, b: int) -> bool:
 
 
 def _replace(e: Event, **changes: Any) -> Event:
-    import msgspec
-
     return msgspec.structs.replace(e, **changes)

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io._common import PathLike, _denied
 from orchestrace.io.parquet._layout import _FILES, _pa
+from orchestrace.trace.diagnose import problem_from_msgspec
 from orchestrace.trace.model import MAX_INT, Decision, EdgeType, EventType, Trace
 
 _REWRITE = "rewrite the dataset with `orchestrace convert`"
@@ -124,8 +126,7 @@ def _check_schema(schema: Any, kinds: dict[str, str], file: str, src: str) -> No
 
 def _where(mask: Any, limit: int = 100) -> list[int]:
     """Row numbers where a boolean Arrow array is true (nulls count as false)."""
-    import numpy as np
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     arr = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
     return [int(i) for i in np.flatnonzero(arr)[:limit]]
@@ -136,7 +137,7 @@ def _value_problems(
 ) -> list[tuple[int, Problem]]:
     """``(row, problem)`` for every bad value of ``table``; paths hold ``{i}`` for the row."""
     pa, _ = _pa()
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     found: list[tuple[int, Problem]] = []
     names = set(table.schema.names)
@@ -311,8 +312,6 @@ def header_of(row: dict[str, Any]) -> tuple[Trace | None, list[Problem]]:
     try:
         header = msgspec.convert({**head, "events": [], "edges": []}, Trace)
     except msgspec.ValidationError as err:
-        from orchestrace.trace.diagnose import problem_from_msgspec
-
         problems.append(problem_from_msgspec(err, "$", where="trace"))
     return (header if not problems else None), problems
 

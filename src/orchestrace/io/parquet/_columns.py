@@ -45,6 +45,7 @@ from orchestrace.io.parquet._check import (
 )
 from orchestrace.io.parquet._layout import _FILES, _pa
 from orchestrace.io.parquet._read import _no_traces, _read_error, read_token_tables
+from orchestrace.trace.check import check_graph
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Trace
 from orchestrace.trace.tokens import TOKENS_KEY
@@ -127,9 +128,7 @@ def scan_parquet(
             or the tables disagree on how many events and edges each trace has.
     """
     pa, pq = _pa()
-    import pyarrow.compute as pc
-
-    from orchestrace.trace.check import check_graph
+    import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     p = _check_dataset(path)
     src = str(path)

@@ -48,8 +48,8 @@ _ROW_GROUP = 1 << 16
 
 def _pa() -> Any:
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+        import pyarrow.parquet as pq  # noqa: PLC0415  pyarrow is heavy: loaded on first use
     except ImportError:  # pragma: no cover - pyarrow is a core dependency
         raise ImportError("Parquet support needs pyarrow: pip install 'pyarrow>=15'") from None
     return pa, pq

@@ -34,6 +34,7 @@ from orchestrace.io.parquet._check import (
     header_of,
 )
 from orchestrace.io.parquet._layout import _EVENT, _FILES, _TOKENS_FILE, EVENT_COLUMNS, _pa
+from orchestrace.trace.check import check_trace
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Edge, Trace
 from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, token_problem
@@ -145,8 +146,6 @@ def parse_parquet(
         TraceFormatError: Not a dataset, unreadable, a column missing or of the wrong kind, or
             the tables disagree on how many events and edges each trace has.
     """
-    from orchestrace.trace.check import check_trace
-
     events, edges, traces = read_tables(path)
     src = str(path)
     tokens = read_token_tables(path)
@@ -374,7 +373,7 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
         Every row must belong to the trace (rows are located by position) and ``attrs`` must
         hold JSON objects, as the full reader requires.
         """
-        import pyarrow.compute as pc
+        import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
         pos = 0
         for batch in batches:

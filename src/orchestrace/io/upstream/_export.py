@@ -37,6 +37,7 @@ from orchestrace.io.upstream._names import (
     _valid_fields_marker,
     _valid_trace_marker,
 )
+from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import Event, Trace
 
 
@@ -172,8 +173,6 @@ def to_upstream(trace: Trace) -> dict[str, Any]:
     costs = dict(trace.costs)
     filled: dict[str, Any] = dict(stale.get("costs", {}))
     if any(k not in costs for k in _REQUIRED_COSTS):
-        from orchestrace.trace.build import default_costs
-
         derived = default_costs(trace.events)
         added = {k: derived[k] for k in _REQUIRED_COSTS if k not in costs}
         costs.update(added)

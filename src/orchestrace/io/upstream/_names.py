@@ -28,9 +28,6 @@ _REQUIRED_EVENT = ("id", "t", "type", "agent")
 _OPTIONAL_SURVEY = ("role", "from", "to", "tool", "content_ref", "trusted")
 _SURVEY_EVENT_FIELDS = frozenset(_REQUIRED_EVENT + _OPTIONAL_SURVEY)
 _FIELDS = {f.encode_name: f for f in msgspec.structs.fields(Event)}
-#: Native event fields the survey schema does not define (written as extra properties).
-_NATIVE_ONLY = tuple(k for k in _FIELDS if k not in _SURVEY_EVENT_FIELDS and k != "attrs")
-_ATTR_NAME = {k: f.name for k, f in _FIELDS.items()}
 _DEFAULT = {k: f.default for k, f in _FIELDS.items() if f.default is not msgspec.NODEFAULT}
 _ZERO_DEFAULTS = tuple(k for k, v in _DEFAULT.items() if v is not None)
 

@@ -187,10 +187,10 @@ class Trainer:
 def plot_curve(log: list[dict[str, float]], path: Path, title: str) -> None:
     """Learning curve (reward and success against episodes); skipped without matplotlib."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         return
     x = [r["episodes"] for r in log]
@@ -212,7 +212,7 @@ def plot_curve(log: list[dict[str, float]], path: Path, title: str) -> None:
 
 def flatten(episodes: list[Episode], advantages: list[list[float]] | None = None) -> dict[str, Any]:
     """Batch tensors: obs, actions (per head), old log-probs, values, returns, advantages."""
-    import torch
+    import torch  # noqa: PLC0415  optional extra [learn] or [hf]
 
     obs = np.concatenate([np.stack(e.obs) for e in episodes])
     acts = np.concatenate([np.asarray(e.acts) for e in episodes])

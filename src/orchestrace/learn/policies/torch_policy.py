@@ -32,7 +32,7 @@ __all__ = ["MLPPolicy", "load_policy", "require_torch"]
 def require_torch() -> Any:
     """Import torch or say how to install it."""
     try:
-        import torch
+        import torch  # noqa: PLC0415  optional extra [learn] or [hf]
     except ImportError:
         raise ImportError(
             "learning needs torch: pip install 'orchestrace[learn]' "

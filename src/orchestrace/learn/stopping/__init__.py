@@ -58,6 +58,10 @@ import numpy as np
 
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor, JobFailure, LocalExecutor, ProcessExecutor
+from orchestrace.io._output import report_dir
+from orchestrace.learn.algorithms import TrainConfig
+from orchestrace.learn.env import SIZE_RANGES
+from orchestrace.learn.policies.torch_policy import MLPPolicy, require_torch
 from orchestrace.learn.stopping.bank import (
     Bank,
     _bank_trainer,
@@ -121,9 +125,7 @@ def _job_bank(task: str, seeds: list[int]) -> Bank:
 
 def _job_replicate(task: str, r: int, cfg: StudyConfig, ev: Bank) -> dict[str, Any]:
     """One training seed and one tuning replicate of one task, at every weight."""
-    import torch
-
-    from orchestrace.learn.algorithms import TrainConfig
+    import torch  # noqa: PLC0415  optional extra [learn] or [hf]
 
     torch.set_num_threads(1)
     t0 = time.process_time()
@@ -207,7 +209,6 @@ def run_study(
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
     cfg = config or (StudyConfig.quick() if quick else StudyConfig())
     names = [make_task(t).name for t in tasks]
-    from orchestrace.learn.env import SIZE_RANGES
 
     for t, name in zip(tasks, names, strict=True):
         if name not in SIZE_RANGES:
@@ -218,8 +219,6 @@ def run_study(
     if cfg.algo not in ("ppo", "grpo", "reinforce"):
         raise ConfigError(f"unknown algorithm {cfg.algo!r}; use one of: ppo, grpo, reinforce")
     if out is not None:
-        from orchestrace.io._output import report_dir
-
         with report_dir(out, force=force, report="study"):
             return _run(names, cfg, out, jobs, progress, executor)
     return _run(names, cfg, None, jobs, progress, executor)
@@ -233,8 +232,6 @@ def _run(
     progress: Callable[[str], None] | None,
     executor: Executor | None = None,
 ) -> dict[str, Any]:
-    from orchestrace.learn.policies.torch_policy import MLPPolicy, require_torch
-
     torch = require_torch()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     seeds = _check_disjoint(cfg)

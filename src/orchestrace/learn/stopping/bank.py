@@ -13,7 +13,11 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import ConfigError
+from orchestrace.learn.algorithms import ALGOS
+from orchestrace.learn.algorithms.common import Episode
+from orchestrace.learn.env import SIZE_RANGES, make_env
 from orchestrace.learn.policies.heuristic import ConfThreshold, FixedN, Heuristic, KAgree, SizeAware
+from orchestrace.learn.policies.posterior import SimModel
 from orchestrace.learn.stopping.config import ENV_OPTIONS, FAMILIES
 
 
@@ -67,8 +71,6 @@ def record_bank(task: str, seeds: Sequence[int], env_options: dict[str, Any] | N
         >>> bank.obs.shape, bool(bank.success[:, 0].any())
         ((2, 11, 20), False)
     """
-    from orchestrace.learn.env import make_env
-
     env = make_env("stop-v0", task=task, **{**ENV_OPTIONS, **(env_options or {})})
     d = env.config.max_rounds + 1
     e = len(seeds)
@@ -191,8 +193,6 @@ def tune_rules(bank: Bank, weights: Sequence[float], size_buckets: int) -> dict[
     Returns ``{family: {weight: rule}}`` with ``any-rule`` (the best over all uniform rules)
     and ``size-aware`` (the best uniform rule per size range) added.
     """
-    from orchestrace.learn.env import SIZE_RANGES
-
     grid = rule_grid(bank.decisions - 1)
     flat = [(fam, r) for fam, rules in grid.items() for r in rules]
     stops = np.stack([_rule_stops(r, bank) for _, r in flat])  # [rules, episodes]
@@ -229,8 +229,6 @@ def posterior_stops(
     The same computation as the rule in the live environment (same draws), with the
     look-ahead gains computed once per decision and priced for every weight.
     """
-    from orchestrace.learn.policies.posterior import SimModel
-
     model = SimModel(bank.task)
     last = bank.decisions - 1
     out = {w: np.full(len(bank), last, dtype=np.int64) for w in weights}
@@ -261,9 +259,6 @@ def posterior_stops(
 # ---------------------------------------------------------------------------- training
 def _bank_trainer(algo: str, cfg: Any, bank: Bank) -> Any:
     """A trainer of ``algo`` whose episodes replay ``bank`` (several passes, reshuffled)."""
-    from orchestrace.learn.algorithms import ALGOS
-    from orchestrace.learn.algorithms.common import Episode
-
     base = ALGOS[algo]
     weight = float(cfg.env_options.get("token_cost", 0.1))
 

@@ -6,11 +6,13 @@ import csv
 import io
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from orchestrace.io._output import report_dir, report_file
 from orchestrace.stats import mean_ci
 
 
@@ -178,8 +180,6 @@ def write_report(
     Raises:
         orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
     """
-    from orchestrace.io._output import report_dir, report_file
-
     with report_dir(out, force=force, report="study") as target:
         with report_file(target / "results.json", "w") as fh:
             fh.write(json.dumps(study, indent=1, default=str))
@@ -199,8 +199,6 @@ def write_report(
         with report_file(target / "results.md", "w") as fh:
             fh.write(_markdown(study))
         for task, (policy, tc) in (policies or {}).items():
-            from dataclasses import asdict
-
             policy.save(
                 target / f"policy-{task}.pt",
                 extra={"algo": study["config"]["algo"], "config": asdict(tc)},
@@ -287,10 +285,10 @@ _COLORS = {
 
 def _plot(study: dict[str, Any], path: Path) -> None:
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         return
     tasks = list(study["tasks"])
@@ -338,10 +336,10 @@ def _plot(study: dict[str, Any], path: Path) -> None:
 
 def _plot_curves(logs: dict[str, list[dict[str, float]]], path: Path) -> None:
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415  optional extra [learn]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415  optional extra [learn]
     except ImportError:
         return
     tasks = sorted({k.split("/")[0] for k in logs})
@@ -365,8 +363,6 @@ def _plot_curves(logs: dict[str, list[dict[str, float]]], path: Path) -> None:
 
 
 def _save(fig: Any, plt: Any, path: Path) -> None:
-    from orchestrace.io._output import report_file
-
     try:
         with report_file(path) as fh:
             fig.savefig(fh, format="png", dpi=110)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace.learn.env import make_env
+from orchestrace.learn.policies.posterior import PosteriorStop
 from orchestrace.learn.stopping.bank import Bank, _rule_stops, rule_grid
 from orchestrace.learn.stopping.config import DENSE_WEIGHTS, ENV_OPTIONS, FAMILIES, StudyConfig
 from orchestrace.stats import mean_ci, wilson_interval
@@ -213,9 +215,6 @@ def _live_check(
     task: str, cfg: StudyConfig, ev: Bank, reps: list[dict[str, Any]], post: dict[float, Any]
 ) -> dict[str, Any]:
     """Re-run methods in the real environment on the first evaluation instances."""
-    from orchestrace.learn.env import make_env
-    from orchestrace.learn.policies.posterior import PosteriorStop
-
     n = min(cfg.live_episodes, len(ev))
     w = cfg.reference_weight
     rep = reps[0]

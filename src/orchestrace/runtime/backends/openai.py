@@ -262,7 +262,7 @@ class OpenAIBackend:
     def _http(self) -> Any:
         if self._client is None:
             try:
-                import httpx
+                import httpx  # noqa: PLC0415  httpx is heavy: loaded on first use
             except ImportError:  # pragma: no cover - httpx is a core dependency
                 raise ImportError(
                     "the openai backend needs httpx: pip install 'httpx>=0.27'"
@@ -303,7 +303,7 @@ class OpenAIBackend:
     @staticmethod
     def _decode(headers: Any, raw: bytes) -> Any:
         """The body as a response object (``.text``, ``.json()``) in its declared charset."""
-        import httpx
+        import httpx  # noqa: PLC0415  httpx is heavy: loaded on first use
 
         ctype = headers.get("content-type")
         return httpx.Response(200, headers={"content-type": ctype} if ctype else {}, content=raw)
@@ -313,7 +313,7 @@ class OpenAIBackend:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send one chat completion, retrying transient failures."""
-        import httpx
+        import httpx  # noqa: PLC0415  httpx is heavy: loaded on first use
 
         client = self._http()
         body: dict[str, Any] = {

@@ -163,7 +163,7 @@ class SimBackend:
         return min(1.0, max(0.0, base + jitter))
 
     def _rng(self, request: LLMRequest) -> random.Random:
-        from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
+        from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render  # noqa: PLC0415  import cycle: orchestrace.runtime.prompts imports this module
 
         msgs = request.messages
         if msgs and SPOTLIGHT_NOTE in msgs[0].get("content", ""):

@@ -66,7 +66,7 @@ _TOKEN_PREFIX = "token_id:"
 def require_vllm() -> Any:
     """Import ``vllm``, or say how to install it."""
     try:
-        import vllm  # type: ignore[import-not-found]
+        import vllm  # type: ignore[import-not-found]  # noqa: PLC0415  optional dependency (vllm)
     except ImportError:
         raise ImportError(
             "the vllm backend's engine mode needs vLLM (a CUDA GPU): pip install vllm; "
@@ -257,7 +257,7 @@ class VLLMBackend(OpenAIBackend):
             raise ConfigError(
                 "load_lora_adapter applies to mode='server'; use load_weights in engine mode"
             )
-        import httpx
+        import httpx  # noqa: PLC0415  httpx is heavy: loaded on first use
 
         url = f"{self.base_url}/load_lora_adapter"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
