@@ -139,7 +139,7 @@ def scan_parquet(
         ):
             _check_schema(schema, kinds, name, src)
         files = [pq.ParquetFile(p / name, pre_buffer=False) for name in _FILES[:2]]
-        traces = pq.read_table(p / _FILES[2])
+        traces = pq.ParquetFile(p / _FILES[2]).read()  # (read_table loads pyarrow.dataset)
     except (pa.ArrowException, OSError) as err:
         raise _read_error(path, "dataset", err) from None
     tokens = read_token_tables(path)
@@ -312,7 +312,7 @@ class _EdgeRefs:
 
     def __call__(self, k: int, end: str) -> str:
         if end not in self._cols:
-            self._cols[end] = self._pq.read_table(self._file, columns=[end]).column(end)
+            self._cols[end] = self._pq.ParquetFile(self._file).read(columns=[end]).column(end)
         return str(self._cols[end][self._lo + k].as_py())
 
 

@@ -276,7 +276,8 @@ def trace_ids(path: PathLike) -> list[str]:
     p = _check_dataset(path)
     try:
         _check_schema(pq.read_schema(p / _FILES[2]), _TRACE_KINDS, _FILES[2], str(path))
-        ids = pq.read_table(p / _FILES[2], columns=["trace_id"]).column("trace_id").to_pylist()
+        ids = pq.ParquetFile(p / _FILES[2]).read(columns=["trace_id"]).column("trace_id")
+        ids = ids.to_pylist()
     except (pa.ArrowException, OSError) as err:
         raise _read_error(path, _FILES[2], err) from None
     if not ids:
