@@ -53,8 +53,33 @@ def test_runtime_traces_without_recorded_prompts_export():
 
     trace = run("centralized", task="arith", agents=3, seed=1).trace
     rows = export_rows([trace])
-    assert rows and rows[0]["prompt"].startswith("Task: Compute")
+    assert rows and rows[-1]["prompt"].startswith("Task: Compute")
     assert any("worker" in r["prompt"] for r in rows[1:])
+
+
+def test_every_row_completion_answers_its_own_prompt():
+    from orchestrace.runtime import run
+    from orchestrace.runtime.prompts import render
+    from orchestrace.runtime.tasks import make_task
+
+    trace = run("centralized", task="arith", agents=3, seed=1).trace
+    turns = orchestrator_turns(trace)
+    plan = next(e for e in trace.events if e.type == "llm_call" and e.agent == "orchestrator")
+    question = make_task("arith-mapreduce-v0", seed=trace.meta["task"]["seed"]).question
+    # the planning call: the prompt it was sent, the answer it gave (a worker count)
+    asked = render("plan", {"prompt": question}, "orchestrator")[-1]["content"]
+    assert turns[0] == {
+        "turn": "orchestrator@0",
+        "agent": "orchestrator",
+        "prompt": asked,
+        "completion": plan.content,
+    }
+    assert "How many parallel workers" in turns[0]["prompt"]
+    # the final decision: the task and the workers' results, answered with the run's answer
+    done = next(e for e in trace.events if e.type == "orchestrator_decision")
+    assert turns[-1]["prompt"].startswith(f"Task: {question}\nReceived so far:\n")
+    assert turns[-1]["completion"] == f"ANSWER: {done.attrs['answer']}"
+    assert all(not t["completion"].startswith("[{") for t in turns)
 
 
 def test_trl_and_verl_files(tmp_path, traces):
@@ -131,7 +156,7 @@ def test_each_row_completion_is_the_decision_after_its_prompt(traces):
         assert len(turns) == 3
 
 
-def test_fallback_prompt_holds_only_what_arrived_before_the_decision():
+def test_a_planning_call_and_a_decision_in_one_step_are_two_rows():
     import msgspec
 
     from orchestrace.runtime import run
@@ -142,10 +167,11 @@ def test_fallback_prompt_holds_only_what_arrived_before_the_decision():
         msgspec.structs.replace(e, step=0) if e.agent == "orchestrator" else e for e in trace.events
     ]
     turns = orchestrator_turns(trace.replace(events=events))
-    assert len(turns) == 1
+    assert len(turns) == 2
     first_llm = next(e for e in trace.events if e.type == "llm_call")
     assert turns[0]["completion"] == first_llm.content
-    assert turns[0]["prompt"].endswith("nothing yet")
+    assert "How many parallel workers" in turns[0]["prompt"]
+    assert turns[1]["completion"].startswith("ANSWER: ") and "worker" in turns[1]["prompt"]
 
 
 def test_groups_are_task_instances_and_ties_are_not_undesirable():
@@ -268,3 +294,19 @@ def test_cli_refuses_an_output_suffix_of_the_other_format(tmp_path, capsys, to, 
     err = capsys.readouterr().err
     assert f"a {to} export is written as" in err and f"name the output {want}" in err
     assert not out.exists()
+
+
+def test_cli_exports_every_trace_of_a_parquet_dataset(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    from orchestrace.cli import main
+    from orchestrace.io import write_parquet
+    from orchestrace.runtime import run
+
+    traces = [
+        run("centralized", task="arith", agents=3, seed=s, task_seed=1).trace for s in range(3)
+    ]
+    write_parquet(traces, tmp_path / "ds")
+    assert (
+        main(["export", str(tmp_path / "ds"), "--to", "trl", "-o", str(tmp_path / "o.jsonl")]) == 0
+    )
+    assert "from 3 traces" in capsys.readouterr().out

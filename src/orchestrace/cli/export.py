@@ -11,7 +11,7 @@ from orchestrace._safe import display
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.errors import ConfigError
-from orchestrace.io import load
+from orchestrace.io import load_all
 from orchestrace.io._output import check_output
 from orchestrace.learn.export import FORMATS, export
 
@@ -57,9 +57,11 @@ def run_cmd(args: argparse.Namespace) -> int:
             f"-o {args.output}: a {args.to} export is written as {want[1:].upper()} "
             f"(not {suffix[1:].upper()}); name the output *{want}"
         )
-    traces = [load(p, partial=True) for p in args.traces]
-    for path, tr in zip(args.traces, traces, strict=True):
-        refuse_truncated(path, [tr], partial=args.partial)
+    traces = []
+    for path in args.traces:  # every trace of each file or dataset (a Parquet dataset holds many)
+        held = load_all(path, partial=True)
+        refuse_truncated(path, held, partial=args.partial)
+        traces += held
     with verdict_warnings():
         n = _export(traces, args)
     print(f"wrote {n} turns from {len(traces)} traces to {display(args.output, 300)} ({args.to})")

@@ -60,6 +60,7 @@ from orchestrace.io._output import atomic_write, check_output
 from orchestrace.learn.verl_reward import DATA_SOURCE_PREFIX
 from orchestrace.rewards import make
 from orchestrace.rewards.base import VerdictWarning, outcome_known
+from orchestrace.runtime.prompts import render
 from orchestrace.runtime.tasks import TASKS, make_task
 from orchestrace.trace.model import Event, Trace
 
@@ -98,13 +99,51 @@ def _action(e: Event) -> dict[str, Any]:
     return out
 
 
+def _call_prompt(e: Event, trace: Trace) -> str | None:
+    """The prompt an LLM call read: recorded on the event, or re-created for a ``plan`` call.
+
+    A root's ``plan`` request renders the task's question alone, so it is re-created exactly
+    from the task; any other call without a recorded prompt gives ``None`` (no row).
+    """
+    attrs = e.attrs or {}
+    if attrs.get("prompt"):
+        return str(attrs["prompt"])
+    messages = attrs.get("messages")
+    if isinstance(messages, list) and messages:
+        return "\n".join(
+            str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in messages
+        )
+    if attrs.get("kind") == "plan":
+        question = _question(trace)
+        if question != f"task {trace.task_id}":
+            return str(
+                render("plan", {"prompt": question}, str(e.role or "orchestrator"))[-1]["content"]
+            )
+    return None
+
+
+def _answer(events: Sequence[Event]) -> str | None:
+    """The answer a turn gives (its decision's ``answer`` or its aggregate's value)."""
+    for e in events:
+        if str(e.type) == "orchestrator_decision" and e.attrs and e.attrs.get("answer") is not None:
+            return str(e.attrs["answer"])
+    for e in events:
+        if str(e.type) == "aggregate":
+            value = (e.attrs or {}).get("value", e.content)
+            if value not in (None, ""):
+                return str(value)
+    return None
+
+
 def orchestrator_turns(trace: Trace) -> list[dict[str, Any]]:
     """The orchestrator's decisions: ``{turn, agent, prompt, completion}`` in order.
 
     Each recorded decision (an event carrying ``prompt`` and ``completion``) is a row of its
-    own, even when several share a step. A turn without one is cut at its first LLM call: the
-    prompt holds what arrived before that call, the completion is its output (or, without an LLM
-    call, the turn's actions as JSON).
+    own, even when several share a step. In a turn without one, each LLM call whose prompt is
+    recorded or re-creatable (a ``plan`` call) is a row pairing that prompt with the call's
+    output; the turn's own decision is a row whose prompt is the task and what arrived, and
+    whose completion is its answer (``ANSWER: <value>``) or, when it gives none and made no
+    such call, its actions as JSON.
 
     Example:
         >>> from orchestrace.learn.env import make_env
@@ -128,8 +167,13 @@ def orchestrator_turns(trace: Trace) -> list[dict[str, Any]]:
     out = []
     heard: list[str] = []
 
+    seen: set[str] = set()
+
     def hear(events: Sequence[Event]) -> None:
         for e in events:
+            if e.id in seen:
+                continue
+            seen.add(e.id)
             for src in into.get(e.id, []):
                 s = by_id.get(src)
                 if s is not None and s.content:
@@ -157,19 +201,26 @@ def orchestrator_turns(trace: Trace) -> list[dict[str, Any]]:
             continue
         if question is None:
             question = _question(trace)
-        llm = [e for e in events if e.type == "llm_call" and e.content]
-        cut = events.index(llm[0]) + 1 if llm else len(events)
-        hear(events[:cut])  # what arrived before the decision
-        prompt = f"Task: {question}\nReceived so far:\n" + (
-            "\n".join(heard[-20:]) if heard else "nothing yet"
-        )
-        completion = (
-            str(llm[0].content)
-            if llm
-            else json.dumps([_action(e) for e in events if str(e.type) in _ACTIONS])
-        )
-        hear(events[cut:])
-        out.append({"turn": turn, "agent": agent, "prompt": prompt, "completion": completion})
+        n_rows = len(out)
+        for e in events:  # each LLM call: its own prompt, its own completion
+            if e.type == "llm_call" and e.content:
+                hear(events[: events.index(e)])
+                prompt = _call_prompt(e, trace)
+                if prompt is not None:
+                    row = {"turn": turn, "agent": agent, "prompt": prompt}
+                    out.append({**row, "completion": str(e.content)})
+        hear(events)
+        answer = _answer(events)
+        if answer is not None or len(out) == n_rows:  # the turn's own decision
+            prompt = f"Task: {question}\nReceived so far:\n" + (
+                "\n".join(heard[-20:]) if heard else "nothing yet"
+            )
+            completion = (
+                f"ANSWER: {answer}"
+                if answer is not None
+                else json.dumps([_action(e) for e in events if str(e.type) in _ACTIONS])
+            )
+            out.append({"turn": turn, "agent": agent, "prompt": prompt, "completion": completion})
     return out
 
 
