@@ -78,6 +78,14 @@ def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
         Discrete(2)
     """
     cls = env_class()
+    task = kw.get("task")
+    if isinstance(task, str):  # named as the keyword the caller passed, not a CLI option
+        from orchestrace.runtime.tasks import TASKS, task_class  # noqa: PLC0415
+
+        if task_class(task) is None:
+            raise ConfigError(
+                f"task={task[:60]!r} is not a task; use one of: {', '.join(sorted(TASKS))}"
+            )
     return cls(make_env(GYM_IDS.get(env_id, env_id), **kw))
 
 
@@ -132,7 +140,15 @@ def env_class() -> type:
             if isinstance(self.action_space, spaces.Discrete):
                 action = int(action)
             else:
-                action = [int(a) for a in np.asarray(action)]
+                arr = np.asarray(action)
+                if arr.shape != self.action_space.shape or not self.action_space.contains(
+                    arr.astype(self.action_space.dtype, copy=False)
+                ):
+                    raise ConfigError(
+                        f"action {arr.tolist()!r} is not in {self.action_space}: give "
+                        f"{len(self.action_space.nvec)} integers, each below its bound"
+                    )
+                action = [int(a) for a in arr]
             obs, reward, term, trunc, info = self.env.step(action)
             return np.asarray(obs, dtype=np.float32), float(reward), term, trunc, info
 
