@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import ConfigError
-from orchestrace.learn.env import OrchestrationEnv, _jsonable, make_env
+from orchestrace.learn._orchestration_env import _jsonable
+from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.runtime.clock import VirtualTimeLoop
 
 __all__ = ["VectorEnv"]
