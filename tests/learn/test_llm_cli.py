@@ -124,7 +124,7 @@ def test_frozen_workers_need_a_chat_template_and_a_local_dir(tmp_path, capsys, t
     code, cap = _run([*base, "--workers", f"frozen:{plain}", "-o", str(tmp_path / "a")], capsys)
     assert code == 1 and "has no chat template" in cap.err
     code, cap = _run([*base, "--workers", "frozen:/no/such", "-o", str(tmp_path / "b")], capsys)
-    assert code == 1 and "--workers frozen: /no/such: no such directory" in cap.err
+    assert code == 1 and "--workers frozen:/no/such: no such directory" in cap.err
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])

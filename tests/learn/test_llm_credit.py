@@ -253,4 +253,4 @@ def test_cli_takes_credit_and_workers_and_refuses_bad_ones(tmp_path, capsys):
     assert "workers must be sim, self or frozen:PATH (--workers)" in capsys.readouterr().err
     bad = [*args[:-5], "--workers", f"frozen:{tmp_path / 'nope'}", "--no-progress"]
     assert main([*bad, "-o", str(tmp_path / "c")]) == 1
-    assert "cannot load model" in capsys.readouterr().err
+    assert f"--workers frozen:{tmp_path / 'nope'}: no such directory" in capsys.readouterr().err

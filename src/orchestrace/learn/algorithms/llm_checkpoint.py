@@ -122,17 +122,28 @@ def local_model(path: str, flag: str = "--policy") -> Path:
     """
     p = Path(path).expanduser()
     hint = "give a local model directory (config.json, weights, tokenizer)"
+    where = f"{flag}{path}" if flag.endswith(":") else f"{flag} {path}"
     if not p.exists():
-        raise ConfigError(f"{flag} {path}: no such directory; {hint}")
+        raise ConfigError(f"{where}: no such directory; {hint}")
     if not p.is_dir():
-        raise ConfigError(f"{flag} {path}: not a directory; {hint}")
+        raise ConfigError(f"{where}: not a directory; {hint}")
     if not (p / "config.json").is_file():
-        raise ConfigError(f"{flag} {path}: has no config.json; {hint}")
+        raise ConfigError(f"{where}: has no config.json; {hint}")
     return p
 
 
 def read_state(run: str) -> dict[str, Any]:
-    """The trainer state and CSV rows of the run whose output directory is ``run``."""
+    """The trainer state and CSV rows of the run whose output directory is ``run``.
+
+    Raises:
+        ConfigError: ``run`` holds no trainer state, or it cannot be read.
+
+    Example:
+        >>> read_state("/nonexistent/run")
+        Traceback (most recent call last):
+        ...
+        orchestrace.errors.ConfigError: --resume /nonexistent/run: no trainer-state.pt; ...
+    """
     import torch  # noqa: PLC0415  optional extra [learn] or [hf]
 
     d = Path(run)
@@ -164,6 +175,11 @@ def resume_config(run: str, *, out: str | None = None, **given: Any) -> LLMTrain
 
     Raises:
         ConfigError: ``run`` is not an output directory of this trainer, or a setting differs.
+
+    Example (a run's output directory ``runs/llm``)::
+
+        cfg = resume_config("runs/llm", iterations=40)
+        train_llm(cfg)  # iterations cfg.start .. 39, appended to runs/llm/train.csv
     """
     from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig  # noqa: PLC0415  import cycle: orchestrace.learn.algorithms.llm_grpo imports this module
 
@@ -200,6 +216,11 @@ def restore(
 
     With LoRA the checkpoint holds merged weights: new adapters train on them and the
     optimiser starts afresh.
+
+    Example (inside :func:`~orchestrace.learn.algorithms.llm_grpo.train_llm`)::
+
+        log = restore(read_state(cfg.resume), cfg, opt=opt, head=head, rng=rng,
+                      backend=backend, torch=torch)
     """
     if head is not None:
         f = Path(str(cfg.resume)) / "value_head.pt"
