@@ -172,8 +172,8 @@ def bench_scaling(sizes: tuple[int, ...] = (300, 1000, 3000), repeat: int = 3) -
     """Cost per recorded event across team sizes, and the exponent of CPU time in events.
 
     Sizes are interleaved (one run of each size in turn, ``repeat`` rounds), so load from
-    other jobs falls on every size alike. The collector is left on: the runtime pauses it
-    itself on virtual time. An exponent of 1 is a flat cost per event.
+    other jobs falls on every size alike. The collector is left on: the virtual-time loop
+    pauses it itself while it runs. An exponent of 1 is a flat cost per event.
     """
     for topology, options in (("swarm", {"gossip": 0.5, "chunks": 4}), ("hierarchical", {})):
         cpu: dict[int, list[float]] = {n: [] for n in sizes}

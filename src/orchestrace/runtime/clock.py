@@ -24,9 +24,13 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import gc
+import heapq
 import math
 import selectors
+import sys
 import time
+from asyncio import base_events
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -35,6 +39,31 @@ from orchestrace.errors import RuntimeError_
 __all__ = ["Deadlock", "VirtualTimeLoop", "run_real", "run_virtual"]
 
 T = TypeVar("T")
+
+# ``asyncio.wait_for`` of CPython 3.11 runs its awaitable in a task of its own, so even an
+# awaitable that is already done costs three loop iterations (later versions await it directly)
+_WAIT_FOR_YIELDS = sys.version_info[:2] == (3, 11)
+
+
+def _noop() -> None:
+    pass
+
+
+def _earliest_live(scheduled: list[Any]) -> float | None:
+    """Due time of the earliest timer not cancelled in the heap ``scheduled`` (``None``: none).
+
+    A best-first walk from the heap's root past the cancelled timers: it visits only those the
+    loop's next iteration pops anyway, plus their children.
+    """
+    frontier: list[tuple[float, int]] = [(scheduled[0].when(), 0)] if scheduled else []
+    while frontier:
+        when, i = heapq.heappop(frontier)
+        if not scheduled[i].cancelled():
+            return when
+        for j in (2 * i + 1, 2 * i + 2):
+            if j < len(scheduled):
+                heapq.heappush(frontier, (scheduled[j].when(), j))
+    return None
 
 
 class Deadlock(RuntimeError_):
@@ -124,6 +153,64 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     @_clock_resolution.setter
     def _clock_resolution(self, value: float) -> None:
         self._base_resolution = value
+
+    def settle_wait(self, timeout: float) -> bool:
+        """Whether ``wait_for(aw, timeout)`` of an awaitable that is already done may end now.
+
+        On CPython 3.11 ``asyncio.wait_for`` gives the loop three iterations before it returns
+        even when its awaitable has nothing to wait for. When nothing else is ready and no timer
+        falls due meanwhile, those iterations run nothing else, and the caller may take the
+        result at once: this schedules and cancels the wait's timeout timer as ``wait_for``
+        does (the loop's timers are left exactly as they would be) and returns ``True``.
+        Otherwise (or on other Python versions, where ``wait_for`` does not yield) it returns
+        ``False`` and changes nothing: the caller awaits ``wait_for`` as usual.
+
+        Example:
+            >>> async def main():
+            ...     loop = asyncio.get_running_loop()
+            ...     return loop.settle_wait(5.0) in (True, False)
+            >>> run_virtual(main())
+            True
+        """
+        if not _WAIT_FOR_YIELDS or not timeout > 0 or self._ready or self._stopping:  # type: ignore[attr-defined]
+            return False
+        scheduled: list[Any] = self._scheduled  # type: ignore[attr-defined]
+        n = len(scheduled) + 1
+        if (
+            n > base_events._MIN_SCHEDULED_TIMER_HANDLES  # type: ignore[attr-defined]
+            and self._timer_cancelled_count / n  # type: ignore[attr-defined]
+            > base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION  # type: ignore[attr-defined]
+        ):
+            return False  # the next iteration would rebuild the timer heap
+        now = self.time()
+        end = now + self._clock_resolution
+        live = _earliest_live(scheduled)
+        if now + timeout < end or (live is not None and live < end):
+            return False  # a timer falls due in those iterations
+        timer = self.call_later(timeout, _noop)
+        while scheduled and scheduled[0].cancelled():  # what the next iteration does first
+            self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+            heapq.heappop(scheduled)._scheduled = False
+        timer.cancel()
+        return True
+
+    def run_forever(self) -> None:
+        """Run the loop; Python's cyclic garbage collector is paused while it runs.
+
+        A simulated run allocates objects that live until its end (events, agent states), so
+        collections would find nothing to free while re-scanning everything recorded so far,
+        at a cost per event that grows with the run. Reference counting frees memory as
+        usual, and the collector is switched back on (when it was on) whenever the loop stops,
+        so code between runs or between environment steps is left alone.
+        """
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            super().run_forever()
+        finally:
+            if paused:
+                gc.enable()
 
     def set_deadlock_handler(self, handler: Any) -> None:
         """Call ``handler()`` (instead of raising :class:`Deadlock`) when nothing can run."""

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -183,6 +182,7 @@ class Runtime:
         self._now_raw = float("nan")  # the loop time now() last rounded (nan: none yet)
         self._now = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._vloop: VirtualTimeLoop | None = None  # the loop, when it runs on virtual time
         self._stop: asyncio.Future[str] | None = None
         #: Enforces ``config.defenses`` (``None`` when every defense is off).
         self.guard: Guard | None = None
@@ -476,28 +476,10 @@ class Runtime:
         return f"{self.topology or 'run'}-{self.task.name}-{h.hexdigest()}"
 
     async def run(self, root: AgentFn, **inputs: Any) -> Trace:
-        """Run ``root`` as the orchestrator and return the recorded trace.
-
-        On a :class:`~orchestrace.runtime.clock.VirtualTimeLoop` Python's cyclic garbage
-        collector is paused while the run lasts: a simulated run allocates objects that live
-        until its end, so collections would only re-scan everything recorded so far, at a
-        cost per event that grows with the run. Reference counting frees memory as usual,
-        and the collector is switched back on (when it was on) as the run ends.
-        """
+        """Run ``root`` as the orchestrator and return the recorded trace."""
         loop = asyncio.get_running_loop()
-        paused = isinstance(loop, VirtualTimeLoop) and gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
-            return await self._run(loop, root, inputs)
-        finally:
-            if paused:
-                gc.enable()
-
-    async def _run(
-        self, loop: asyncio.AbstractEventLoop, root: AgentFn, inputs: dict[str, Any]
-    ) -> Trace:
         self._loop = loop
+        self._vloop = loop if isinstance(loop, VirtualTimeLoop) else None
         self._time = loop.time  # type: ignore[method-assign]
         self._t0 = loop.time()
         self._stop = loop.create_future()

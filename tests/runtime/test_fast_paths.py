@@ -1,0 +1,92 @@
+"""The runtime's fast paths record exactly what the plain paths record."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+import msgspec
+import pytest
+
+from orchestrace.runtime import RunConfig, Runtime, make_task
+from orchestrace.runtime.backends.sim import SimBackend
+from orchestrace.runtime.clock import VirtualTimeLoop, run_virtual
+from orchestrace.runtime.topologies import get_topology
+
+
+def _trace_bytes(topology: str, seed: int, latency: float, options: dict[str, Any]) -> bytes:
+    n = 24 if topology == "swarm" else 4
+    rt = Runtime(
+        task=make_task("wide-search-v0", seed=seed, size=4 * n),
+        backend=SimBackend(seed=seed, latency_scale=latency),
+        config=RunConfig(agents=n, seed=seed, tool_latency_s=0.0, options=options),
+        topology=topology,
+    )
+    trace = run_virtual(rt.run(get_topology(topology).root))
+    return msgspec.json.encode([trace.events, trace.edges])
+
+
+@pytest.mark.parametrize(
+    ("topology", "latency", "options"),
+    [
+        ("swarm", 0.0, {"gossip": 0.8}),
+        ("swarm", 0.0, {"gossip": 1.0, "chunks": 2, "patience": 3.0}),
+        ("swarm", 1.0, {"gossip": 0.5}),
+        ("debate", 0.0, {"rounds": 3}),
+        ("pipeline", 0.0, {}),
+    ],
+)
+def test_receiving_a_waiting_message_at_once_records_the_same_trace(
+    monkeypatch: pytest.MonkeyPatch, topology: str, latency: float, options: dict[str, Any]
+) -> None:
+    taken = []
+    settle = VirtualTimeLoop.settle_wait
+
+    def counted(self: VirtualTimeLoop, timeout: float) -> bool:
+        taken.append(settle(self, timeout))
+        return taken[-1]
+
+    monkeypatch.setattr(VirtualTimeLoop, "settle_wait", counted)
+    fast = [_trace_bytes(topology, seed, latency, options) for seed in range(3)]
+    monkeypatch.setattr(VirtualTimeLoop, "settle_wait", lambda self, timeout: False)
+    plain = [_trace_bytes(topology, seed, latency, options) for seed in range(3)]
+    assert fast == plain
+    if topology == "swarm" and latency == 0.0:
+        assert any(taken)  # the fast path was taken
+
+
+def test_settle_wait_leaves_the_loop_alone_when_another_callback_is_ready() -> None:
+    async def main() -> tuple[bool, int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualTimeLoop)
+        loop.call_soon(lambda: None)
+        before = len(loop._scheduled)  # type: ignore[attr-defined]
+        return loop.settle_wait(5.0), len(loop._scheduled) - before  # type: ignore[attr-defined]
+
+    assert run_virtual(main()) == (False, 0)
+
+
+def test_the_virtual_loop_pauses_the_collector_only_while_it_runs() -> None:
+    async def main() -> bool:
+        await asyncio.sleep(10)
+        return gc.isenabled()
+
+    assert gc.isenabled()
+    assert run_virtual(main()) is False
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a collector switched off by the caller stays off
+        run_virtual(main())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_record_rejects_an_unknown_event_field() -> None:
+    async def lead(ctx: Any) -> None:
+        ctx._rt.record(ctx._a, "message", ctx.now, colour="red")
+
+    rt = Runtime(task=make_task("arith", seed=0, size=4), backend=SimBackend(seed=1))
+    trace = run_virtual(rt.run(lead))
+    assert "record() got unexpected event fields ['colour']" in str(trace.meta["result"])
