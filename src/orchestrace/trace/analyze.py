@@ -83,9 +83,12 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
     for a in agents.tolist():
         r = role_of.get(a, "unknown")
         by_role[r] = by_role.get(r, 0) + 1
+    # Critical Steps first: its temporaries are the largest, and are freed before the
+    # critical path's (peak memory is then the larger of the two, not their sum)
+    structure = g.step_structure()
+    critical_steps = structure.critical_steps()
     cp = g.critical_path()
     work = g.work()
-    structure = g.step_structure()
     t_end = float((g.t + g.dur).max()) if n else 0.0
     t0 = float(g.t.min()) if n else 0.0
     tin, tout = int(g.tokens_in.sum()), int(g.tokens_out.sum())
@@ -98,7 +101,7 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
         "work_s": work,
         "critical_path_s": cp.length,
         "speedup": work / cp.length if cp.length > 0 else 1.0,
-        "critical_steps": structure.critical_steps(),
+        "critical_steps": critical_steps,
         "critical_path": list(cp.ids),
         "events_by_type": by_type,
         "agents_by_role": dict(sorted(by_role.items())),
