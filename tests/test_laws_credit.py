@@ -87,17 +87,8 @@ def _params() -> list[object]:
     out = []
     for name, kw in _cases():
         for reward in (None, 0.7):
-            marks = []
-            if name == "shapley" and reward is not None:
-                marks.append(
-                    pytest.mark.xfail(
-                        strict=True,
-                        reason="ShapleyCredit labels the table with an explicit reward but its "
-                        "rows sum to v(all) of the recorded game",
-                    )
-                )
             label = f"{name}-{kw or 'default'}-reward={reward}".replace(" ", "")
-            out.append(pytest.param(name, kw, reward, marks=marks, id=label))
+            out.append(pytest.param(name, kw, reward, id=label))
     return out
 
 

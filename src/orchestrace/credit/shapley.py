@@ -60,7 +60,7 @@ from orchestrace.credit.base import (
     unit_members,
 )
 from orchestrace.credit.counterfactual import CounterfactualTable
-from orchestrace.credit.reward import RewardLike, counterfactual_reward
+from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure
 from orchestrace.runtime import replay
@@ -424,7 +424,13 @@ class ShapleyCredit:
         return [*seen, frozenset(players), frozenset()]
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
-        """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``."""
+        """Credit table at ``agent`` or ``message``; root agents get ``v(empty)``.
+
+        The rows distribute ``v(all)`` (agents) or ``v(all) - v(empty)`` (messages); with an
+        explicit ``reward`` they distribute ``reward`` instead: the game is scaled so that its
+        total is ``reward`` (``stats["scale"]``; see :func:`_rescale`), so the table stays
+        efficient for the reward it names.
+        """
         game = TraceGame(
             trace,
             unit,
@@ -498,10 +504,12 @@ class ShapleyCredit:
                 e.pop("value")
                 estimates[root] = e
             distributed = full
+        if reward is not None:
+            distributed = _rescale(rows, estimates, distributed, finite_reward(reward), stats)
         plain = table(
             unit,
             rows,
-            reward=distributed if reward is None else reward,
+            reward=distributed,
             method=self.name,
             efficient=True,
             stats=stats,
@@ -509,3 +517,43 @@ class ShapleyCredit:
         return CounterfactualTable(
             plain.rows, plain.reward, self.name, True, plain.stats, estimates=estimates
         )
+
+
+def _rescale(
+    rows: dict[str, float],
+    estimates: dict[str, dict[str, Any]],
+    distributed: float,
+    reward: float,
+    stats: dict[str, Any],
+) -> float:
+    """Make ``rows`` distribute ``reward`` instead of ``distributed`` (in place); return it.
+
+    Shapley values are linear in ``v``: the rows, their standard errors and intervals are those
+    of the game scaled by ``reward / distributed`` (recorded as ``stats["scale"]``). A game that
+    distributes nothing cannot be scaled: each row then gets an equal share of ``reward`` on top
+    (recorded as ``stats["shift"]``), the Shapley values of the game whose ``v(all)`` is raised
+    by ``reward``.
+    """
+    if not rows or reward == distributed:
+        return reward
+    if abs(distributed) > 1e-12:
+        scale = reward / distributed
+        stats["scale"] = scale
+        for key in rows:
+            rows[key] *= scale
+            e = estimates.get(key)
+            if e is None:
+                continue
+            if e.get("se") is not None:
+                e["se"] = abs(e["se"] * scale)
+            if e.get("ci95") is not None:
+                e["ci95"] = sorted(v * scale for v in e["ci95"])
+        return reward
+    shift = (reward - distributed) / len(rows)
+    stats["shift"] = shift
+    for key in rows:
+        rows[key] += shift
+        e = estimates.get(key)
+        if e is not None and e.get("ci95") is not None:
+            e["ci95"] = [v + shift for v in e["ci95"]]
+    return reward
