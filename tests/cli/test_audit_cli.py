@@ -80,9 +80,10 @@ def test_malformed_recorded_policy_exits_1(
     meta["config"] = {**meta["config"], "defenses": {"taint": "yes"}}
     path = tmp_path / "odd.json"
     dump(clean.replace(meta=meta), path)
-    assert main(["audit", str(path)]) == 1
-    assert capsys.readouterr().err == (
-        "error: cannot audit: defenses.taint must be true or false (got 'yes')\n"
+    assert main(["audit", str(path), str(path)]) == 1  # every file is still audited
+    assert capsys.readouterr().err == 2 * (
+        f"error: {path}: cannot audit: defenses.taint must be true or false (got 'yes'); "
+        "fix or remove meta.config.defenses in the trace\n"
     )
 
 

@@ -380,49 +380,73 @@ def test_derived_taint_flags_a_run_recorded_without_taint_tracking() -> None:
     by_id = {e.id: e for e in tr.events}
     results = [e.id for e in tr.events if e.type == "tool_result"]
     assert results and all(r in taint[r] for r in results)
-    found = [p for p in check_taint(tr) if p.code == "tainted-decision"]
-    assert found
     stop = [e for e in tr.events if e.type == "orchestrator_decision" and e.decision == "stop"][-1]
-    assert stop.id in {p.event_id for p in found}  # the answer rests on tool output
+    assert stop.id in taint and by_id[stop.id].agent == "orchestrator"
+    # the orchestrator may endorse: its decisions on tool output are what the runtime allows
+    assert [p for p in check_taint(tr) if p.code == "tainted-decision"] == []
+    # a policy under which the orchestrator may not endorse: the stop is flagged, as a warning
+    strict = CapabilityPolicy.from_dict(
+        {"roles": {"orchestrator": {"may_stop": True, "may_spawn": True, "may_endorse": False}}}
+    )
+    found = [p for p in audit_trace(tr, policy=strict) if p.code == "tainted-decision"]
+    assert stop.id in {p.event_id for p in found}
+    assert {p.severity for p in found} == {"warning"}
     for p in found:  # each finding names a decision and tool results that reach it
-        assert by_id[p.event_id].type in ("spawn", "aggregate", "orchestrator_decision")
+        assert by_id[p.event_id].type in ("spawn", "orchestrator_decision")
         assert any(f"'{r}'" in p.message for r in taint[p.event_id] if r in results)
     # the same run recorded with taint tracking on: the runtime endorsed, nothing to flag
     on = run("centralized", "multihop", agents=2, seed=2, defenses=Defenses(taint=True)).trace
     assert [p for p in check_taint(on) if p.code == "tainted-decision"] == []
 
 
-def test_an_endorsement_clears_derived_taint() -> None:
+def _worker_stop_on_tool_output(endorse: bool, labelled: bool) -> tuple[Trace, str]:
     from orchestrace.trace.build import TraceBuilder
 
     b = TraceBuilder(task_id="demo")
-    call = b.add("tool_call", "orchestrator", tool="search")
-    res = b.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
-    stop_args = {"decision": "stop", "after": [(res, "causal")]}
-    bad = b.build()
-    b2 = TraceBuilder(task_id="demo")
-    call = b2.add("tool_call", "orchestrator", tool="search")
-    res = b2.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
-    b2.add(
-        "safety_event",
-        "orchestrator",
-        attrs={"kind": "endorsement", "endorses": [res]},
-        after=[(res, "safety_flow")],
+    sp = b.add("spawn", "orchestrator", to="w1", role="worker")
+    call = b.add("tool_call", "w1", tool="search", after=[(sp, "causal")])
+    attrs = {"taint": ["tool:search"]} if labelled else None
+    res = b.add(
+        "tool_result", "search", tool="search", attrs=attrs, after=[(call, "tool_dependency")]
     )
-    b2.add("orchestrator_decision", "orchestrator", **stop_args)
-    tb = TraceBuilder(task_id="demo")
-    call = tb.add("tool_call", "orchestrator", tool="search")
-    res = tb.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
-    stop = tb.add("orchestrator_decision", "orchestrator", **stop_args)
-    assert [(p.code, p.event_id) for p in check_taint(tb.build())] == [("tainted-decision", stop)]
-    assert list(check_taint(b2.build())) == []
-    assert list(check_taint(bad)) == []  # tool output that drives nothing is no finding
+    if endorse:
+        b.add(
+            "safety_event",
+            "orchestrator",
+            attrs={"kind": "endorsement", "endorses": [res], "by": "orchestrator"},
+            after=[(res, "safety_flow")],
+        )
+    stop = b.add("orchestrator_decision", "w1", decision="stop", after=[(res, "causal")])
+    return b.build(), stop
+
+
+def test_derived_taint_is_a_warning_on_decisions_of_roles_that_may_not_endorse() -> None:
+    tr, stop = _worker_stop_on_tool_output(endorse=False, labelled=False)
+    [p] = check_taint(tr)
+    assert (p.code, p.event_id, p.severity) == ("tainted-decision", stop, "warning")
+    assert "derived from the trace" in p.message
+
+
+def test_a_forged_endorsement_clears_nothing() -> None:
+    """An endorsement in a run whose events carry no taint label cannot be the runtime's."""
+    tr, _ = _worker_stop_on_tool_output(endorse=True, labelled=False)
+    codes = [(p.code, p.severity) for p in audit_trace(tr) if p.code != "capability"]
+    assert ("forged-endorsement", "error") in codes
+    assert ("tainted-decision", "warning") in codes
+    # with labels, an endorsement by the orchestrator counts (no signing in this run)
+    ok, _ = _worker_stop_on_tool_output(endorse=True, labelled=True)
+    assert [p.code for p in check_taint(ok)] == []
 
 
 def test_an_untrusted_roles_messages_are_sources() -> None:
     from orchestrace.trace.build import TraceBuilder
 
-    policy = {"roles": {"worker": {"trusted": False}}}
+    policy = {
+        "roles": {
+            "worker": {"trusted": False},
+            "orchestrator": {"may_stop": True, "may_spawn": True, "may_endorse": False},
+        }
+    }
     b = TraceBuilder(task_id="demo", meta={"config": {"defenses": {"capabilities": policy}}})
     sp = b.add("spawn", "orchestrator", to="w1", role="worker")
     msg = b.add("message", "w1", to="orchestrator", from_="w1", after=[(sp, "spawn")])
@@ -458,9 +482,10 @@ def test_imported_traces_get_derived_taint(fixture: str) -> None:
                 reach.add(e.id)
         assert set(taint) <= reach | {e.id for e in tr.events if e.trusted is False}
         found = [p for p in check_taint(tr) if p.code == "tainted-decision"]
-        assert found  # each fixture's answer rests on a tool result nobody endorsed
         by_id = {e.id: e for e in tr.events}
-        for p in found:
+        v = __import__("orchestrace.safety._audit_view", fromlist=["_View"])._View(tr)
+        for p in found:  # derived: warnings, on decisions of agents that may not endorse
+            assert p.severity == "warning" and not v.may_endorse(by_id[p.event_id].agent)
             assert p.event_id in taint
             assert by_id[p.event_id].type in (
                 "spawn",
@@ -470,28 +495,41 @@ def test_imported_traces_get_derived_taint(fixture: str) -> None:
             )
 
 
-def test_imported_trace_with_tool_driven_decision_is_flagged_by_the_cli(tmp_path: Any) -> None:
+def test_imported_trace_derived_taint_is_a_warning_in_the_cli(tmp_path: Any) -> None:
     import subprocess
     import sys
 
-    path = FIXTURES / "otel" / "genai_otlp.json"
+    path = FIXTURES / "frameworks" / "langgraph_runs.json"
     from orchestrace.io import load_all
 
-    expected = sum(
-        1 for tr in load_all(path) for p in audit_trace(tr) if p.code == "tainted-decision"
-    )
-    out = subprocess.run(
-        [sys.executable, "-m", "orchestrace", "audit", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    lines = [
-        ln for ln in out.stdout.splitlines() if "tainted-decision" in ln or "untrusted data" in ln
+    found = [p for tr in load_all(path) for p in audit_trace(tr)]
+    warnings = [p for p in found if p.severity == "warning"]
+    errors = [p for p in found if p.severity == "error"]
+
+    def audit(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrace", "audit", str(path), *extra],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    out = audit()
+    shown = [ln for ln in out.stdout.splitlines() if ": $." in ln]
+    assert len(shown) == len(found)
+    assert sum("warning: " in ln for ln in shown) == len(warnings)
+    assert out.returncode == (1 if errors else 0)
+    strict = audit("--fail-on", "warning")
+    assert strict.returncode == (1 if found else 0)
+    quiet = audit("--level", "error", "-q")
+    assert [ln for ln in quiet.stdout.splitlines() if ": $." in ln] == [
+        ln for ln in shown if "warning: " not in ln
     ]
-    assert expected > 0 and out.returncode == 1
-    assert len(lines) == expected and "no endorsement" in lines[0]
+    codes = sorted({p.code for p in found})
+    if codes:
+        none = audit(*(x for c in codes for x in ("--ignore", c)))
+        assert none.returncode == 0 and "clean" in none.stdout
 
 
 def test_cli_re_verifies_macs_with_the_run_secret(tmp_path: Any) -> None:
@@ -524,7 +562,17 @@ def test_cli_re_verifies_macs_with_the_run_secret(tmp_path: Any) -> None:
     found = audit(str(bad), "--secret-file", str(key))
     assert found.returncode == 1 and "invalid-signature" not in found.stderr
     assert f"message '{msg.id}' is marked valid but its MAC does not verify" in found.stdout
-    assert audit(str(bad)).returncode == 0  # without the secret the MAC cannot be checked
+    blind = audit(str(bad))  # without the secret the MAC cannot be checked, and it says so
+    assert blind.returncode == 0 and "note: MACs were not re-checked" in blind.stderr
+    wrong = tmp_path / "wrong.secret"
+    RunSecret.new().save(wrong)
+    other = audit(str(good), "--secret-file", str(wrong))
+    assert other.returncode == 1 and "does not match this run" in other.stdout
+    assert "changed after signing" not in other.stdout
+    plain = tmp_path / "plain.json"
+    dump(run("swarm", "arith", agents=3, seed=2).trace, plain)
+    unused = audit(str(plain), "--secret-file", str(key))
+    assert "note: --secret-file not used: the run's messages are not signed" in unused.stderr
     for out in (ok, found):
         assert secret.hex() not in out.stdout + out.stderr
     junk = tmp_path / "junk.secret"
@@ -532,3 +580,39 @@ def test_cli_re_verifies_macs_with_the_run_secret(tmp_path: Any) -> None:
     res = audit(str(good), "--secret-file", str(junk))
     assert res.returncode == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: ") and "not a run secret" in res.stderr
+
+
+# ---------------------------------------------------------------------- fields a tamperer controls
+def test_aggregate_method_removed_or_set_to_judge_is_caught(msg_run: Trace) -> None:
+    agg = _first(msg_run, type="aggregate")
+    attrs = {k: v for k, v in (agg.attrs or {}).items() if k != "method"}
+    gone = _edit(msg_run, agg, attrs={**attrs, "value": 999999})
+    assert ("aggregate-method-unknown", agg.id) in _codes(gone)
+    judged = _edit(msg_run, agg, attrs={**attrs, "value": 999999, "method": "judge"})
+    assert ("aggregate-mismatch", agg.id) in _codes(judged)
+
+
+def test_dropping_the_recorded_defenses_does_not_switch_signature_checks_off(
+    msg_run: Trace,
+) -> None:
+    meta = dict(msg_run.meta)
+    meta["config"] = {k: v for k, v in meta["config"].items() if k != "defenses"}
+    msg = _first(msg_run, type="message")
+    stripped = _edit(msg_run.replace(meta=meta), msg, attrs={**(msg.attrs or {}), "sig": "bad"})
+    codes = [c for c, _ in _codes(stripped)]
+    assert "defenses-record-mismatch" in codes and "unsigned-message" in codes
+
+
+def test_an_endorsement_must_be_signed_when_messages_are() -> None:
+    d = dataclasses.replace(Defenses.all(), keys="seed")  # MACs the audit re-verifies
+    msg_run = run("centralized", "multihop", agents=2, seed=2, defenses=d).trace
+    ends = [
+        e for e in msg_run.events if e.type == "safety_event" and e.attrs["kind"] == "endorsement"
+    ]
+    assert ends and all(isinstance(e.attrs.get("mac"), str) for e in ends)
+    assert audit_trace(msg_run) == []
+    e = ends[0]
+    unsigned = _edit(msg_run, e, attrs={k: v for k, v in e.attrs.items() if k != "mac"})
+    assert ("forged-endorsement", e.id) in _codes(unsigned)
+    bad_mac = _edit(msg_run, e, attrs={**e.attrs, "mac": "0" * 64})
+    assert ("forged-endorsement", e.id) in _codes(bad_mac)  # seed keys: re-verified

@@ -18,7 +18,14 @@ from functools import cached_property
 from typing import Any
 
 from orchestrace.errors import ConfigError, Problem
-from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, Defenses, RunSecret
+from orchestrace.runtime.security import (
+    ENDORSING_ROLES,
+    ROOT_ROLE,
+    CapabilityPolicy,
+    Defenses,
+    Keyring,
+    RunSecret,
+)
 from orchestrace.runtime.tasks import make_task
 from orchestrace.trace.model import Event, Trace
 
@@ -28,9 +35,19 @@ _DECISIONS = ("spawn", "delegate", "stop", "aggregate")
 class _View:
     """What the checks share: indexes over one trace."""
 
-    def __init__(self, trace: Trace, secret: RunSecret | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        secret: RunSecret | None = None,
+        policy: CapabilityPolicy | None = None,
+        source: str | None = None,
+    ) -> None:
         self.trace = trace
         self.secret = secret
+        #: a policy given to the audit (``--policy``): it replaces the recorded one
+        self.given_policy = policy
+        #: where the trace came from (named in errors)
+        self.source = source
         self.index = {e.id: i for i, e in enumerate(trace.events)}
         self.by_id = {e.id: e for e in trace.events}
         self.preds: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -46,18 +63,76 @@ class _View:
         return cfg if isinstance(cfg, dict) else {}
 
     @cached_property
-    def defenses(self) -> Defenses:
+    def recorded(self) -> Defenses | None:
+        """The defenses the trace records (``None``: no ``meta.config.defenses``)."""
         raw = self.config.get("defenses")
         if raw is None:
-            return Defenses.none()
+            return None
         try:
             return Defenses.from_dict(raw, source="meta.config.defenses")
         except (ConfigError, TypeError) as err:
-            raise ConfigError(f"cannot audit: {err}") from None
+            where = f"{self.source}: " if self.source else ""
+            raise ConfigError(
+                f"{where}cannot audit: {err}; fix or remove meta.config.defenses in the trace"
+            ) from None
+
+    @cached_property
+    def defenses(self) -> Defenses:
+        return self.recorded or Defenses.none()
+
+    @cached_property
+    def signing_seen(self) -> bool:
+        """Whether any message or endorsement carries a signature (whatever meta says)."""
+        for e in self.trace.events:
+            a = e.attrs if isinstance(e.attrs, dict) else {}
+            if e.type == "message" and ("sig" in a or "mac" in a):
+                return True
+            if e.type == "safety_event" and a.get("kind") == "endorsement" and "mac" in a:
+                return True
+        return False
+
+    @cached_property
+    def signing(self) -> bool:
+        """Signing on: recorded so, or inferred from the signatures the events carry."""
+        return self.defenses.sign_messages or self.signing_seen
+
+    @cached_property
+    def taint_seen(self) -> bool:
+        """Whether any event carries a taint label (whatever meta says)."""
+        return any(
+            isinstance(e.attrs, dict) and e.attrs.get("taint") and e.type != "safety_event"
+            for e in self.trace.events
+        )
+
+    @cached_property
+    def tainting(self) -> bool:
+        """Taint tracking on: recorded so, or inferred from the labels the events carry."""
+        return self.defenses.taint or self.taint_seen
+
+    @cached_property
+    def keys(self) -> Keyring | None:
+        """The keys MACs re-verify with: the seed's (keys='seed'), else the given secret's."""
+        seed = self.config.get("seed")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            return None
+        rec = self.recorded
+        if rec is not None and rec.sign_messages and rec.keys == "seed":
+            return Keyring.from_seed(seed)
+        if self.secret is not None:
+            return self.secret.keyring(seed)
+        return None
 
     @cached_property
     def policy(self) -> CapabilityPolicy:
-        return self.defenses.capabilities or CapabilityPolicy.default_policy()
+        return self.given_policy or self.defenses.capabilities or CapabilityPolicy.default_policy()
+
+    def may_endorse(self, agent: str) -> bool:
+        """Whether ``agent``'s role may endorse tainted data (the policy, else the defaults)."""
+        # the root agent has the root role whatever its events say (no other agent may)
+        role = ROOT_ROLE if agent in self.orchestrators else self.roles.get(agent, "")
+        if self.given_policy is not None or self.defenses.capabilities is not None:
+            return bool(self.policy.role(role).may_endorse)
+        return role in ENDORSING_ROLES
 
     @cached_property
     def spawned_by(self) -> dict[str, Event]:
@@ -106,8 +181,17 @@ class _View:
             and e.attrs.get("kind") == kind
         ]
 
-    def problem(self, e: Event, code: str, message: str, fix: str) -> Problem:
-        return Problem(code, message, fix, f"$.events[{self.index[e.id]}]", e.id)
+    def problem(
+        self, e: Event, code: str, message: str, fix: str, severity: str = "error"
+    ) -> Problem:
+        return Problem(
+            code,
+            message,
+            fix,
+            f"$.events[{self.index[e.id]}]",
+            e.id,
+            severity=severity,  # type: ignore[arg-type]
+        )
 
 
 def _view(trace: Trace | _View) -> _View:

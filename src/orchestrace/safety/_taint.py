@@ -5,11 +5,12 @@
 Example:
     >>> from orchestrace.trace.build import TraceBuilder
     >>> b = TraceBuilder(task_id="demo")
-    >>> call = b.add("tool_call", "orchestrator", tool="search")
+    >>> sp = b.add("spawn", "orchestrator", to="w1", role="worker")
+    >>> call = b.add("tool_call", "w1", tool="search", after=[(sp, "causal")])
     >>> res = b.add("tool_result", "search", tool="search", after=[(call, "tool_dependency")])
-    >>> _ = b.add("orchestrator_decision", "orchestrator", decision="stop", after=[(res, "causal")])
-    >>> [p.code for p in check_taint(b.build())]
-    ['tainted-decision']
+    >>> _ = b.add("orchestrator_decision", "w1", decision="stop", after=[(res, "causal")])
+    >>> [(p.code, p.severity) for p in check_taint(b.build())]
+    [('tainted-decision', 'warning')]
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from orchestrace.errors import Problem
-from orchestrace.runtime.security import ENDORSING_ROLES
+from orchestrace.runtime.guard import ENDORSEMENT, endorsement_text
 from orchestrace.safety._audit_view import _actions, _attrs, _View, _view
 from orchestrace.trace.model import Event, Trace
 
-__all__ = ["check_taint", "derive_taint"]
+__all__ = ["check_endorsements", "check_taint", "derive_taint"]
 
 
 def _tainted(e: Event, taint_on: bool) -> bool:
@@ -52,11 +53,10 @@ def check_taint(trace: Trace | _View) -> Iterator[Problem]:
                 f"tool result '{e.id}' of {e.agent!r} is marked trusted",
                 "tool output is untrusted data: record it with trusted=false",
             )
-    d = v.defenses
-    if not d.taint:
+    if not v.tainting:
         yield from _derived_taint_findings(v)
         return
-    side = tuple(d.capabilities.side_effect_tools) if d.capabilities else ()
+    side = tuple(v.policy.side_effect_tools)
     covered = _covered(v)
     for e in v.trace.events:
         if e.type in ("tool_result", "safety_event"):
@@ -82,24 +82,13 @@ def check_taint(trace: Trace | _View) -> Iterator[Problem]:
             )
 
 
-def _may_endorse(v: _View, agent: str) -> bool:
-    """Whether ``agent``'s role may endorse tainted data under the recorded defenses."""
-    role = v.roles.get(agent, "")
-    if agent in v.orchestrators and not role:
-        role = "orchestrator"
-    caps = v.defenses.capabilities
-    if caps is not None:
-        return bool(caps.role(role).may_endorse)
-    return role in ENDORSING_ROLES
-
-
 def _labelled_data_step(v: _View, e: Event) -> bool:
     """An aggregate of a role that may not endorse, carrying its inputs' taint label.
 
     The runtime lets such an aggregate go on as a data step: its output stays labelled and
     reaches a decision only through a role that may endorse it.
     """
-    return e.type == "aggregate" and _tainted(e, True) and not _may_endorse(v, e.agent)
+    return e.type == "aggregate" and _tainted(e, True) and not v.may_endorse(e.agent)
 
 
 _TAINT_FIX = (
@@ -109,16 +98,102 @@ _TAINT_FIX = (
 )
 
 
+def _endorsed(v: _View, e: Event) -> list[str]:
+    """The events an endorsement names (``attrs.endorses``, else its ``safety_flow`` edges)."""
+    ids = _attrs(e).get("endorses")
+    if isinstance(ids, list):
+        return [str(i) for i in ids]
+    return [src for src, t in v.preds[e.id] if t == "safety_flow"]
+
+
+def _endorsement_problem(v: _View, e: Event) -> Problem | None:
+    """Why endorsement ``e`` does not count (``None``: it does).
+
+    Nothing is taken from fields a tamperer could set to clear findings: an endorsement
+    counts only in a run whose events carry taint labels, for events that carry one, by an
+    agent whose role may endorse, and, when the run's messages are signed, with the
+    endorser's MAC (re-verified when the audit has the keys).
+    """
+    a = _attrs(e)
+    ids = _endorsed(v, e)
+    fix = (
+        "only the runtime records endorsements, for labelled events, by a role that may "
+        "endorse (signed when messages are); treat the trace as tampered with"
+    )
+    if not v.tainting:
+        return v.problem(
+            e,
+            "forged-endorsement",
+            f"endorsement '{e.id}' in a run without taint tracking (no event carries a taint "
+            "label)",
+            fix,
+        )
+    unlabelled = [i for i in ids if i not in v.by_id or not _tainted(v.by_id[i], False)]
+    if unlabelled:
+        return v.problem(
+            e,
+            "forged-endorsement",
+            f"endorsement '{e.id}' names {unlabelled[0]!r}, which is not a tainted event",
+            fix,
+        )
+    if "by" in a and a["by"] != e.agent:
+        return v.problem(
+            e,
+            "forged-endorsement",
+            f"endorsement '{e.id}' was recorded by {e.agent!r} but names {a['by']!r} as endorser",
+            fix,
+        )
+    if not v.may_endorse(e.agent):
+        role = v.roles.get(e.agent) or "?"
+        return v.problem(
+            e,
+            "endorsement-not-allowed",
+            f"endorsement '{e.id}' by {e.agent!r} (role {role!r}): the role may not endorse",
+            "give the role may_endorse = true in the policy if intended; otherwise the "
+            "tainted data it endorsed drove decisions unchecked",
+        )
+    if v.signing:
+        mac = a.get("mac")
+        keys = v.keys
+        if not isinstance(mac, str):
+            return v.problem(
+                e,
+                "forged-endorsement",
+                f"endorsement '{e.id}' carries no MAC although the run's messages are signed",
+                fix,
+            )
+        if keys is not None and not keys.verify(
+            e.agent, ENDORSEMENT, endorsement_text(ids), 0, mac, None
+        ):
+            return v.problem(
+                e,
+                "forged-endorsement",
+                f"endorsement '{e.id}': its MAC does not verify for {e.agent!r} (the endorser "
+                "or what it endorses changed after signing)",
+                fix,
+            )
+    return None
+
+
+def check_endorsements(trace: Trace | _View) -> Iterator[Problem]:
+    """Endorsements that do not count (see :func:`_endorsement_problem`)."""
+    v = _view(trace)
+    for e in v.safety("endorsement"):
+        p = _endorsement_problem(v, e)
+        if p is not None:
+            yield p
+
+
 def _covered(v: _View) -> set[str]:
-    """Events an endorsement cleared, or a ``taint_blocked`` event kept out of a decision."""
+    """Events a valid endorsement cleared, or a ``taint_blocked`` event kept out."""
     covered: set[str] = set()
-    for kind, key in (("endorsement", "endorses"), ("taint_blocked", "blocked")):
-        for s in v.safety(kind):
-            ids = _attrs(s).get(key)
-            if isinstance(ids, list):
-                covered.update(str(i) for i in ids)
-            elif kind == "endorsement":  # an endorsement names what it endorses by its edges
-                covered.update(src for src, t in v.preds[s.id] if t == "safety_flow")
+    for s in v.safety("endorsement"):
+        if _endorsement_problem(v, s) is None:
+            covered.update(_endorsed(v, s))
+    for s in v.safety("taint_blocked"):
+        ids = _attrs(s).get("blocked")
+        if isinstance(ids, list):
+            covered.update(str(i) for i in ids)
     return covered
 
 
@@ -186,8 +261,10 @@ def _derived_taint_findings(v: _View) -> Iterator[Problem]:
     side = tuple(v.policy.side_effect_tools)
     covered = _covered(v)
     for e in v.trace.events:
-        if e.type in ("tool_result", "safety_event") or not _is_decision(e, side):
-            continue
+        if e.type in ("tool_result", "safety_event", "aggregate") or not _is_decision(e, side):
+            continue  # an aggregate is a data step: its output carries the taint on
+        if v.may_endorse(e.agent):
+            continue  # a role that may endorse would have endorsed it
         srcs: set[str] = set()
         for s, t in v.preds[e.id]:
             if t != "safety_flow" and s not in covered and s in taint:
@@ -203,6 +280,15 @@ def _derived_taint_findings(v: _View) -> Iterator[Problem]:
             f"{e.type} '{e.id}' of {e.agent!r} is driven by untrusted data from "
             f"{', '.join(repr(b) for b in shown[:3])}"
             + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
-            + " with no endorsement (taint derived from the trace: the run did not track it)",
-            _TAINT_FIX,
+            + " (derived from the trace: the run did not track taint, and the role may not "
+            "endorse)",
+            _DERIVED_FIX,
+            severity="warning",
         )
+
+
+_DERIVED_FIX = (
+    "a role that may not endorse acted on tool output or untrusted messages; run with "
+    "Defenses(taint=True) so the runtime blocks it, or pass --policy naming the roles that "
+    "may endorse"
+)

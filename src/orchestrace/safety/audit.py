@@ -46,18 +46,21 @@ from typing import Any, cast
 
 from orchestrace.errors import Problem
 from orchestrace.runtime.aggregate import AGGREGATORS, text_of
-from orchestrace.runtime.security import ROOT_ROLE, Keyring, RunSecret
+from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, RunSecret
 from orchestrace.safety._audit_view import _actions, _attrs, _View, _view
-from orchestrace.safety._taint import _tainted, check_taint, derive_taint
+from orchestrace.safety._taint import _tainted, check_endorsements, check_taint, derive_taint
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [
     "AUDIT_CHECKS",
+    "audit_notes",
     "audit_trace",
     "check_aggregates",
     "check_answer",
     "check_capabilities",
     "check_consumed_aggregates",
+    "check_endorsements",
+    "check_record",
     "check_returns",
     "check_senders",
     "check_signatures",
@@ -84,18 +87,72 @@ def check_senders(trace: Trace | _View) -> Iterator[Problem]:
             )
 
 
-def check_signatures(trace: Trace | _View) -> Iterator[Problem]:
-    """With signing on: unsigned, invalid or non-verifying messages; forgeries delivered."""
+def check_record(trace: Trace | _View) -> Iterator[Problem]:
+    """Recorded defenses the events contradict (a record edited to switch checks off)."""
     v = _view(trace)
     d = v.defenses
-    if not d.sign_messages:
+    first = v.trace.events[0] if v.trace.events else None
+    if first is None:
         return
-    seed = v.config.get("seed")
-    keys: Keyring | None = None
-    if isinstance(seed, int) and d.keys == "seed":
-        keys = Keyring.from_seed(seed)
-    elif isinstance(seed, int) and d.keys == "secret" and v.secret is not None:
-        keys = v.secret.keyring(seed)  # the run's secret, given to the audit: MACs re-verify
+    fix = (
+        "the trace's meta.config.defenses was edited or dropped; the audit checks what the "
+        "events carry"
+    )
+    if v.signing_seen and not d.sign_messages:
+        yield v.problem(
+            first,
+            "defenses-record-mismatch",
+            "meta.config.defenses does not record signing, but messages carry signatures",
+            fix,
+        )
+    if v.taint_seen and not d.taint:
+        yield v.problem(
+            first,
+            "defenses-record-mismatch",
+            "meta.config.defenses does not record taint tracking, but events carry taint labels",
+            fix,
+        )
+
+
+def check_signatures(trace: Trace | _View) -> Iterator[Problem]:
+    """With signing on: unsigned, invalid or non-verifying messages; forgeries delivered.
+
+    Signing counts as on when the record says so or any message carries a signature; MACs
+    are re-verified with the seed's keys (``keys="seed"``) or the run secret given to the
+    audit. A secret under which no signed message verifies is reported once, as not this
+    run's secret.
+    """
+    v = _view(trace)
+    if not v.signing:
+        return
+    keys = v.keys
+    valid = [e for e in v.trace.events if e.type == "message" and _attrs(e).get("sig") == "valid"]
+    from_secret = keys is not None and not (v.recorded is not None and v.recorded.keys == "seed")
+    if (
+        from_secret
+        and valid
+        and keys is not None
+        and not any(
+            isinstance(_attrs(e).get("mac"), str)
+            and keys.verify(
+                str(e.from_),
+                str(e.to),
+                str(e.content or ""),
+                e.step or 0,
+                _attrs(e)["mac"],
+                _attrs(e).get("data"),
+            )
+            for e in valid
+        )
+    ):
+        yield v.problem(
+            valid[0],
+            "secret-mismatch",
+            f"the run secret given does not match this run: none of its {len(valid)} "
+            "signed messages verifies under it",
+            "pass the secret file this run was signed with (--secret-file)",
+        )
+        keys = None  # the per-message checks below cannot tell anything with it
     rejected = {s: e for e in v.safety("forgery_rejected") for s, _ in v.preds[e.id]}
     for e in v.trace.events:
         if e.type != "message":
@@ -231,6 +288,27 @@ def check_aggregates(trace: Trace | _View) -> Iterator[Problem]:
         a = _attrs(e)
         method = str(a.get("method", ""))
         ins = [(s, t) for s, t in v.preds[e.id] if s in v.by_id]
+        if method not in AGGREGATORS:
+            yield v.problem(
+                e,
+                "aggregate-method-unknown",
+                f"aggregate '{e.id}' records "
+                + (f"method {method!r}" if method else "no method")
+                + f"; the runtime records one of {', '.join(AGGREGATORS)}",
+                "the aggregate was edited; its value cannot be checked: re-record the run",
+            )
+            continue
+        if method == "judge" and "value" in a:
+            offered = _offered(v, e)
+            if offered is not None and text_of(a["value"]) not in offered:
+                yield v.problem(
+                    e,
+                    "aggregate-mismatch",
+                    f"aggregate '{e.id}' (judge) records {text_of(a['value'])[:60]!r}, which "
+                    "is none of the candidates its inputs offered",
+                    "a judge picks one of its inputs' values; the aggregate was forged",
+                )
+            continue
         agg = [s for s, t in ins if t == "aggregate"]
         if method != "judge" and not agg and not any(t == "message" for _, t in ins):
             yield v.problem(
@@ -267,6 +345,22 @@ def check_aggregates(trace: Trace | _View) -> Iterator[Problem]:
                 f"its {len(srcs)} inputs gives {text_of(expected)[:60]!r}",
                 "the aggregate was forged or its inputs changed; re-record the run",
             )
+
+
+def _offered(v: _View, e: Event) -> set[str] | None:
+    """The values a judge aggregate's inputs offered (``None`` when none are recorded)."""
+    out: set[str] = set()
+    for s, t in v.preds[e.id]:
+        src = v.by_id.get(s)
+        if src is None or t not in ("aggregate", "message"):
+            continue
+        a = _attrs(src)
+        if "value" in a:
+            out.add(text_of(a["value"]))
+        data = a.get("data")
+        if isinstance(data, Mapping):
+            out.update(text_of(data[k]) for k in ("value", "answer") if k in data)
+    return out or None
 
 
 def _reported(srcs: list[Event], method: str) -> tuple[list[Event], list[Any]]:
@@ -405,9 +499,11 @@ def check_answer(trace: Trace | _View) -> Iterator[Problem]:
 
 #: Every audit check, in the order they run.
 AUDIT_CHECKS: tuple[Callable[[Trace | _View], Iterator[Problem]], ...] = (
+    check_record,
     check_senders,
     check_signatures,
     check_capabilities,
+    check_endorsements,
     check_taint,
     check_aggregates,
     check_consumed_aggregates,
@@ -416,18 +512,53 @@ AUDIT_CHECKS: tuple[Callable[[Trace | _View], Iterator[Problem]], ...] = (
 )
 
 
-def audit_trace(trace: Trace, *, secret: RunSecret | None = None) -> list[Problem]:
+def audit_trace(
+    trace: Trace,
+    *,
+    secret: RunSecret | None = None,
+    policy: CapabilityPolicy | None = None,
+    source: str | None = None,
+) -> list[Problem]:
     """Run every check of :data:`AUDIT_CHECKS` on ``trace``; the findings, in event order.
 
     Args:
         trace: The trace.
         secret: The run secret of a run signed with ``keys="secret"``: every MAC is then
             re-verified (without it, the recorded verdicts are checked).
+        policy: A capability policy to audit against instead of the recorded one (for
+            imported traces, whose roles the default policy does not know).
+        source: Where the trace came from (named in errors).
 
     Raises:
         ConfigError: The recorded defenses (``meta.config.defenses``) are malformed.
     """
-    v = _View(trace, secret)
+    v = _View(trace, secret, policy, source)
     out = [p for check in AUDIT_CHECKS for p in check(v)]
     out.sort(key=lambda p: v.index.get(p.event_id or "", -1))
     return out
+
+
+def audit_notes(trace: Trace, *, secret: RunSecret | None = None) -> list[str]:
+    """What the audit could not check, or was given and did not use (not findings).
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> from orchestrace.safety import Defenses
+        >>> tr = run("swarm", "arith", agents=2, seed=0, defenses=Defenses.all()).trace
+        >>> audit_notes(tr)[0][:40]
+        'MACs were not re-checked: the run signs '
+    """
+    v = _View(trace, secret)
+    if not v.signing:
+        return ["--secret-file not used: the run's messages are not signed"] if secret else []
+    rec = v.recorded
+    if rec is not None and rec.keys == "seed":
+        if secret is not None:
+            return ["--secret-file not used: the run's keys derive from its seed (re-verified)"]
+        return []
+    if secret is None:
+        return [
+            "MACs were not re-checked: the run signs with a run secret; pass --secret-file "
+            "with the file the run wrote to re-verify every MAC"
+        ]
+    return []
