@@ -54,3 +54,23 @@ def test_cli_resume_appends_and_never_replaces_a_csv(tmp_path, capsys):
     assert "a resume keeps its settings" in capsys.readouterr().err
     assert main(["train", "--no-progress", "--resume", model, "--steps", "4"]) == 1
     assert "no trainer-state.pt" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_lora_samples_plainly_and_resumes(tmp_path):
+    pytest.importorskip("peft")
+    import json
+
+    from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, resume_config, train_llm
+    from orchestrace.learn.llm_policy import tiny_chat_lm
+
+    model = tiny_chat_lm(tmp_path / "tiny")
+    gen = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**gen, "repetition_penalty": 1.5}))
+    out = str(tmp_path / "o")
+    common = {"tasks": 1, "group": 2, "lora": True, "kl_coef": 0.1, "max_new_tokens": 3}
+    res = train_llm(LLMTrainConfig(policy=str(model), iterations=1, out=out, **common))
+    assert res.log[0]["approx_kl"] == 0.0
+    res = train_llm(resume_config(out, iterations=2))
+    assert [r["iteration"] for r in res.log] == [0, 1]
+    assert [r["iteration"] for r in _rows(tmp_path / "o" / "train.csv")] == ["0", "1"]
