@@ -38,6 +38,9 @@ DECODE = "import sys, msgspec\nmsgspec.json.decode(open(sys.argv[1], 'rb').read(
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    # as an installed package runs: with compiled bytecode (kept apart from the sources)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(DATA / "pycache")
     for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ARROW_NUM_THREADS"):
         env[key] = "1"
     env["ARROW_IO_THREADS"] = "1"
@@ -68,6 +71,7 @@ def measure(argv: list[str]) -> dict[str, float]:
 
 
 def repeated(name: str, argv: list[str], reps: int) -> dict[str, Any]:
+    measure(argv)  # warm-up (bytecode, page cache), not counted
     runs = [measure(argv) for _ in range(reps)]
     out: dict[str, Any] = {"name": name, "reps": reps}
     for key in ("wall_s", "cpu_s", "rss_mb"):
@@ -86,6 +90,76 @@ def repeated(name: str, argv: list[str], reps: int) -> dict[str, Any]:
         flush=True,
     )
     return out
+
+
+def tiled(base: Path, copies: int, out: Path) -> None:
+    """Write ``copies`` copies of a one-trace dataset, one after another, as one trace.
+
+    Copy ``c`` gets event ids shifted by ``c`` times the event count, agents suffixed
+    ``~c`` (so each copy is its own team) and times shifted past the previous copy: the
+    result is a valid trace ``copies`` times as long, written without holding it whole.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    traces = pq.read_table(base / "traces.parquet")
+    n = traces.column("n_events")[0].as_py()
+    events = pq.ParquetFile(base / "events.parquet")
+    span = pc.max(
+        pc.add(
+            *[
+                pq.read_table(base / "events.parquet", columns=["t", "dur"]).column(c)
+                for c in ("t", "dur")
+            ]
+        )
+    ).as_py()
+
+    def shift_ids(col: Any, c: int) -> Any:
+        digits = pc.utf8_slice_codeunits(col, start=1)
+        num = pc.add(pc.cast(digits, pa.int64()), c * n)
+        return pc.binary_join_element_wise("e", pc.cast(num, pa.string()), "")
+
+    def rename(col: Any, c: int) -> Any:
+        return col if c == 0 else pc.binary_join_element_wise(col, f"~{c}", "")
+
+    writers = {}
+    for name in ("events", "edges"):
+        schema = pq.read_schema(base / f"{name}.parquet")
+        writers[name] = pq.ParquetWriter(tmp / f"{name}.parquet", schema)
+    try:
+        for c in range(copies):
+            for batch in events.iter_batches(batch_size=1 << 16):
+                t = pa.Table.from_batches([batch])
+                for col, fn in (
+                    ("id", shift_ids),
+                    ("agent", rename),
+                    ("to", rename),
+                    ("from", rename),
+                ):
+                    i = t.schema.get_field_index(col)
+                    t = t.set_column(i, col, fn(t.column(col), c))
+                i = t.schema.get_field_index("t")
+                t = t.set_column(i, "t", pc.add(t.column("t"), c * (span + 1.0)))
+                writers["events"].write_table(t)
+            for batch in pq.ParquetFile(base / "edges.parquet").iter_batches(batch_size=1 << 16):
+                t = pa.Table.from_batches([batch])
+                for col in ("src", "dst"):
+                    i = t.schema.get_field_index(col)
+                    t = t.set_column(i, col, shift_ids(t.column(col), c))
+                writers["edges"].write_table(t)
+    finally:
+        for w in writers.values():
+            w.close()
+    counts = {k: [traces.column(k)[0].as_py() * copies] for k in ("n_events", "n_edges")}
+    for k, v in counts.items():
+        traces = traces.set_column(traces.schema.get_field_index(k), k, pa.array(v, pa.int64()))
+    pq.write_table(traces, tmp / "traces.parquet")
+    shutil.copy(base / "_orchestrace.json", tmp / "_orchestrace.json")
+    tmp.rename(out)
 
 
 def inputs(events: int, with_json: bool) -> dict[str, Path]:
@@ -122,6 +196,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-json", action="store_true", help="skip the JSON file and msgspec")
     ap.add_argument("--out", help="also write the figures as JSON here")
+    ap.add_argument(
+        "--tile",
+        type=int,
+        default=0,
+        help="also measure a dataset of this many copies of the --events one (e.g. 10: "
+        "10x the events), for the scaling ratio and peak memory",
+    )
     args = ap.parse_args()
     files = inputs(args.events, not args.no_json)
     load_before = os.getloadavg()
@@ -144,6 +225,21 @@ def main() -> int:
             repeated("validate json", [*CLI, "validate", "-q", js], args.reps),
             repeated("analyze --json json", [*CLI, "analyze", "--json", js], args.reps),
         ]
+    if args.tile > 1:
+        big = DATA / f"columnar-{args.events}x{args.tile}.parquet"
+        if not big.exists():
+            print(f"writing {big} ...", flush=True)
+            tiled(files["parquet"], args.tile, big)
+        x = f" x{args.tile}"
+        rows += [
+            repeated(
+                "read_table (floor)" + x, [sys.executable, "-c", READ_TABLE, str(big)], args.reps
+            ),
+            repeated("validate parquet" + x, [*CLI, "validate", "-q", str(big)], args.reps),
+            repeated(
+                "analyze --json parquet" + x, [*CLI, "analyze", "--json", str(big)], args.reps
+            ),
+        ]
     by = {r["name"]: r for r in rows}
     ratios = {}
     for name, floor in (
@@ -156,6 +252,12 @@ def main() -> int:
             for key in ("wall_s", "cpu_s"):
                 ratios[f"{name} / {floor} ({key})"] = (
                     by[name][key]["median"] / by[floor][key]["median"]
+                )
+    if args.tile > 1:
+        for name in ("read_table (floor)", "validate parquet", "analyze --json parquet"):
+            for key in ("wall_s", "cpu_s"):
+                ratios[f"{name} x{args.tile} / x1 ({key})"] = (
+                    by[f"{name} x{args.tile}"][key]["median"] / by[name][key]["median"]
                 )
     for k, v in ratios.items():
         print(f"  {k:<62} {v:6.2f}x")
