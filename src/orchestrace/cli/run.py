@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from orchestrace._safe import display
@@ -16,8 +17,9 @@ from orchestrace.io import check_dump_target, dump
 from orchestrace.runtime import TASKS, TOPOLOGIES, RunConfig, run
 from orchestrace.runtime.backends import BACKENDS
 from orchestrace.runtime.backends.sim import SimBackend
-from orchestrace.runtime.security import defenses_from
+from orchestrace.runtime.security import RunSecret, defenses_from
 from orchestrace.runtime.topologies import team_note
+from orchestrace.safety.attacks import make_attack, run_attacked
 from orchestrace.trace.analyze import summarize
 
 
@@ -41,6 +43,13 @@ def add_parser(sub: Any) -> None:
         help="replace an existing output (the old one stays until the new one is complete)",
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument(
+        "--attack",
+        metavar="NAME[:KEY=VALUE,...]",
+        help="run under an attack (sim backend: simulated victims), e.g. spoofing, "
+        "indirect_injection:surface_kind=document,wording=reworded, collusion:agents=2; "
+        "see docs/security.md",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--strict-agents",
@@ -103,6 +112,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "(see docs/security.md)",
     )
     p.add_argument("--policy", metavar="FILE", help="capability policy per role (TOML)")
+    p.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="signed runs (--defenses all): the run secret the keys derive from; written "
+        "there (mode 0600) when PATH does not exist, read when it does; pass the same file "
+        "to `orchestrace audit --secret-file` to re-verify every MAC",
+    )
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:
@@ -131,8 +147,36 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         on_error=args.on_error,
         tool_failure_rate=args.tool_failure_rate,
         options=_options(args.option),
-        defenses=defenses_from(getattr(args, "defenses", None), getattr(args, "policy", None)),
+        defenses=_with_secret(
+            defenses_from(getattr(args, "defenses", None), getattr(args, "policy", None)),
+            getattr(args, "secret_file", None),
+        ),
     )
+
+
+def _with_secret(defenses: Any, path: str | None) -> Any:
+    """``defenses`` signing with the run secret in ``path`` (written there when missing)."""
+    if path is None:
+        return defenses
+    if not defenses.sign_messages:
+        raise ConfigError(
+            f"--secret-file ({path}) is for signed runs and this run's messages are not "
+            "signed; use --defenses all (or a defenses file with sign_messages = true), or "
+            "drop --secret-file"
+        )
+    if defenses.keys != "secret":
+        raise ConfigError(
+            f"--secret-file ({path}) is not used by keys={defenses.keys!r}, which take no "
+            "secret; drop keys from the defenses file or drop --secret-file"
+        )
+    p = Path(path)
+    if p.exists() or p.is_symlink():
+        secret = RunSecret.from_file(p)
+    else:
+        secret = RunSecret.new()
+        secret.save(p)
+        print(f"wrote a new run secret to {display(path)} (mode 0600)", file=sys.stderr)
+    return dataclasses.replace(defenses, secret=secret)
 
 
 def sim_option_names() -> list[str]:
@@ -262,26 +306,53 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.output:  # checked before anything runs
         fmt = check_dump_target(args.output, overwrite=args.force)
     stream = args.output if fmt in ("jsonl", "parquet") else None
-    res = run(
-        args.topology,
-        args.task,
-        config=cfg,
-        task_seed=args.task_seed,
-        task_size=args.task_size,
-        backend=args.backend,
-        backend_options=backend_options(args),
-        output=stream,
-        overwrite=args.force,
-        stop_on_signals=True,
-        progress=not args.no_progress and sys.stderr.isatty(),
-        strict_agents=args.strict_agents,
-    )
+    attack = attack_from(args.attack) if getattr(args, "attack", None) else None
+    if attack is not None:
+        res = run_attacked(
+            args.topology,
+            args.task,
+            attack,
+            config=cfg,
+            task_size=args.task_size,
+            backend=args.backend,
+            backend_options=backend_options(args),
+        )
+        stream = None
+    else:
+        res = run(
+            args.topology,
+            args.task,
+            config=cfg,
+            task_seed=args.task_seed,
+            task_size=args.task_size,
+            backend=args.backend,
+            backend_options=backend_options(args),
+            output=stream,
+            overwrite=args.force,
+            stop_on_signals=True,
+            progress=not args.no_progress and sys.stderr.isatty(),
+            strict_agents=args.strict_agents,
+        )
     if args.output and stream is None:
         dump(res.trace, args.output, format=fmt, overwrite=args.force)
     _print_team_note(args, res.trace.meta)
     for line in res.processor_failures:  # kept running, never dropped silently
         print(f"warning: {line}", file=sys.stderr)
     summary = summarize(res.trace)
+    if attack is not None:
+        hit = bool(attack.succeeded(res.trace))
+        kinds = sorted(
+            {
+                str(e.attrs.get("kind"))
+                for e in res.trace.events
+                if e.type == "safety_event" and isinstance(e.attrs, dict)
+            }
+        )
+        print(
+            f"attack {attack.name}: {'succeeded' if hit else 'did not succeed'}"
+            + (f" (safety events: {', '.join(kinds)})" if kinds else " (no safety event)"),
+            file=sys.stderr,
+        )
     if args.json:
         out = {
             "success": res.success,
@@ -308,7 +379,61 @@ def run_cmd(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    own = None if attack is not None else _structure_denied(res.trace)
+    if own is not None:
+        print(f"error: {own}", file=sys.stderr)
+        return 1
     return 0
+
+
+def attack_from(spec: str) -> Any:
+    """The attack ``--attack NAME[:KEY=VALUE,...]`` names (values read as JSON, else text).
+
+    Raises:
+        ConfigError: Unknown attack or option, or a malformed pair.
+
+    Example:
+        >>> attack_from("indirect_injection:surface_kind=document,susceptibility=0.5").surface_kind
+        'document'
+    """
+    name, _, rest = spec.partition(":")
+    opts: dict[str, Any] = {}
+    for pair in filter(None, (x.strip() for x in rest.split(","))):
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--attack {display(spec, 80)}: options are KEY=VALUE separated by commas "
+                f"(got {display(pair, 40)!r}), e.g. --attack collusion:agents=2"
+            )
+        try:
+            opts[key.strip()] = json.loads(raw)
+        except ValueError:
+            opts[key.strip()] = raw
+    try:
+        return make_attack(name.strip(), **opts)
+    except ConfigError as err:
+        raise ConfigError(f"--attack {display(spec, 80)}: {err}") from None
+
+
+def _structure_denied(trace: Any) -> str | None:
+    """A capability denial of the topology's own action (a run with no attack), described."""
+    for e in trace.events:
+        a = e.attrs if isinstance(e.attrs, dict) else {}
+        if e.type == "safety_event" and a.get("kind") == "capability_denied":
+            what = a.get("action")
+            if what == "tool":
+                what = f"call tool {a.get('tool')!r}"
+            fix = (
+                f"give the role may_{a.get('action')} = true in the policy"
+                if a.get("action") != "tool"
+                else "add the tool to the role's tools in the policy"
+            )
+            return (
+                f"the capability policy denied role {a.get('role')!r} ({e.agent}) to {what} "
+                f"(event {e.id}): the topology needs it, so the run could not do its work; "
+                f"{fix} (--policy/--defenses)"
+            )
+    return None
 
 
 def _root_denied(trace: Any) -> str | None:

@@ -40,8 +40,13 @@ def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
             raise ConfigError(f"{where}: cannot read {what}: it is a directory; {fix}")
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
             raise ConfigError(f"{where}: cannot read {what}: not a regular file; {fix}")
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            raise ConfigError(f"{where}: cannot read {what}: the file is empty; {fix}")
         data = read_bytes(path)
-        return bytes(data).decode("utf-8")
+        text = bytes(data).decode("utf-8")
+        if not text.strip():
+            raise ConfigError(f"{where}: cannot read {what}: it holds no text; {fix}")
+        return text
     except ConfigError:
         raise
     except UnicodeDecodeError as err:
@@ -49,7 +54,11 @@ def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
             f"{where}: cannot read {what}: not UTF-8 text ({err.reason}); {fix}"
         ) from None
     except OrchestraceError as err:
-        raise ConfigError(f"{where}: cannot read {what} ({err}); {fix}") from None
+        why = str(err)
+        for head in (f"{path}: ", "file: "):  # the path is named once, at the start
+            if why.startswith(head):
+                why = why[len(head) :]
+        raise ConfigError(f"{where}: cannot read {what}: {why.rstrip('.')}; {fix}") from None
     except OSError as err:
         raise ConfigError(f"{where}: cannot read {what} ({err.strerror or err}); {fix}") from None
 

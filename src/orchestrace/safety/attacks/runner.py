@@ -88,6 +88,7 @@ def run_attacked(
     task_size: int | None = None,
     backend: str | Any = "sim",
     backend_options: Mapping[str, Any] | None = None,
+    config: RunConfig | None = None,
     **options: Any,
 ) -> Any:
     """Run ``topology`` on ``task`` under ``attack`` (``None``: no attack) and ``defenses``.
@@ -102,6 +103,8 @@ def run_attacked(
         task_size: Size of the task instance (default: the task's).
         backend: ``sim``, ``openai``, ``hf`` or a backend object.
         backend_options: Options of the backend factory.
+        config: A full run configuration (budgets, ...); its ``agents``, ``seed``,
+            ``defenses`` and ``options`` replace the arguments of the same names.
         **options: Topology options.
 
     Returns:
@@ -111,6 +114,10 @@ def run_attacked(
         ConfigError: The attack does not apply to this topology and task (the message says
             why), or a bad option.
     """
+    if config is not None:
+        agents, seed, options = config.agents, config.seed, {**config.options, **options}
+        if defenses is None:
+            defenses = config.defenses
     spec = get_topology(topology)
     checked = check_options(spec.name, options)
     if attack is not None:
@@ -130,7 +137,11 @@ def run_attacked(
     kw: dict[str, Any] = {}
     if defenses is not None:
         kw["defenses"] = defenses
-    cfg = RunConfig(agents=agents, seed=seed, options=checked, **kw)
+    cfg = (
+        RunConfig(agents=agents, seed=seed, options=checked, **kw)
+        if config is None
+        else dataclasses.replace(config, options=checked, **kw)
+    )
     interventions: list[Intervention] = []
     hooks: _Hooks | None = None
     if attack is not None:
