@@ -25,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "ReplaceMessage",
     "ResampleMessage",
     "Silence",
+    "json_native",
     "message_readers",
     "sender_call",
 ]
@@ -86,8 +87,27 @@ class Intervention:
         return frozenset()
 
     def describe(self) -> dict[str, Any]:
-        """JSON description (recorded in the forked trace's meta)."""
-        return {"kind": type(self).__name__, **{k: v for k, v in vars(self).items()}}
+        """JSON description (recorded in the forked trace's meta), in JSON-native types."""
+        described: dict[str, Any] = json_native({"kind": type(self).__name__, **vars(self)})
+        return described
+
+
+def json_native(value: Any) -> Any:
+    """``value`` as JSON gives it back: tuples as lists, sets as sorted lists, mappings as dicts.
+
+    What a run records in its meta must compare equal to itself read back from a file.
+
+    Example:
+        >>> json_native({"actions": ("spawn", "stop"), "to": frozenset({"b", "a"})})
+        {'actions': ['spawn', 'stop'], 'to': ['a', 'b']}
+    """
+    if isinstance(value, Mapping):
+        return {k: json_native(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_native(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((json_native(v) for v in value), key=repr)
+    return value
 
 
 def shown_id(event_id: Any) -> str:

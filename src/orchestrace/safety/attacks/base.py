@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.backends.base import LLMRequest, LLMResponse, backend_spec, request_key
+from orchestrace.runtime.interventions import json_native
 from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
 from orchestrace.runtime.replay import Intervention
 from orchestrace.runtime.tasks.base import Task
@@ -182,13 +183,16 @@ class _Hooks(Intervention):
         return self.state.attack.wrap(self.state, name, role, fn)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "attack",
-            **self.state.attack.describe(),
-            "target": self.state.target,
-            "targets": self.state.targets(),
-            "model": "sim" if self.state.simulated else "real",
-        }
+        described: dict[str, Any] = json_native(  # in meta: JSON types, equal when read back
+            {
+                "kind": "attack",
+                **self.state.attack.describe(),
+                "target": self.state.target,
+                "targets": self.state.targets(),
+                "model": "sim" if self.state.simulated else "real",
+            }
+        )
+        return described
 
     def __repr__(self) -> str:
         return f"attack {self.state.attack.name}"
@@ -270,7 +274,8 @@ class Attack:
     def describe(self) -> dict[str, Any]:
         """The attack's configuration (recorded in ``meta.interventions``)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {"attack": self.name, "surface": self.surface, **d}
+        described: dict[str, Any] = json_native({"attack": self.name, "surface": self.surface, **d})
+        return described
 
     # -- hooks (default: no change)
     def targets(self, st: _State) -> list[Any]:
