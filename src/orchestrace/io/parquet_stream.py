@@ -41,6 +41,7 @@ from orchestrace.io.parquet import (
     _schemas,
     _token_schema,
 )
+from orchestrace.io.parquet._layout import _DEFAULTS_COLUMN, _defaults_of
 from orchestrace.trace.model import Edge, Event, Trace
 from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table
 
@@ -86,6 +87,7 @@ class ParquetStreamWriter:
         self._tmp = self._cm.__enter__()
         self._writers: list[Any] = []
         self._ev: dict[str, list[Any]] = {c: [] for c in EVENT_COLUMNS}
+        self._defaults: list[int] = []
         self._ed: dict[str, list[Any]] = {c: [] for c in _EDGE_COLUMNS}
         self._done = False
         try:
@@ -105,6 +107,7 @@ class ParquetStreamWriter:
         cols = self._ev
         for c in EVENT_COLUMNS:
             cols[c].append(getattr(event, _ATTR[c]))
+        self._defaults.extend(_defaults_of((event,)))
         for e in edges:
             self._ed["src"].append(e.src)
             self._ed["dst"].append(e.dst)
@@ -140,9 +143,12 @@ class ParquetStreamWriter:
         if not n:
             return
         attrs = [None if v is None else self._enc.encode(v).decode() for v in cols["attrs"]]
+        defaults = {_DEFAULTS_COLUMN: self._defaults}
         table = pa.table(
-            {"trace_id": [self.trace_id] * n, **cols, "attrs": attrs}, schema=self._schemas[0]
+            {"trace_id": [self.trace_id] * n, **cols, "attrs": attrs, **defaults},
+            schema=self._schemas[0],
         )
+        self._defaults = []
         self._writers[0].write_table(table, row_group_size=self.row_group)
         self._ev = {c: [] for c in EVENT_COLUMNS}
 

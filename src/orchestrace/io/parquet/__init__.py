@@ -5,7 +5,8 @@ A dataset is a directory (conventionally named ``*.parquet``) holding three file
     run.parquet/
       events.parquet   trace_id, id, t, type, agent, dur, role, from, to, tool, decision, step,
                        content, content_ref, trusted, tokens_in, tokens_out, cost, error,
-                       attrs (JSON text)
+                       attrs (JSON text), defaults (int8: bit 0 ``dur``, bit 1 ``cost``
+                       left at their default 0.0, which native JSON omits)
       edges.parquet    trace_id, src, dst, type
       traces.parquet   trace_id, task_id, system, topology, schema_version, rewards, costs,
                        metrics (map<string, double>), meta (JSON text), n_events, n_edges
@@ -46,12 +47,12 @@ from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.io.parquet._check import header_of
 from orchestrace.io.parquet._layout import _ATTR as _ATTR  # the streaming writer's too
+from orchestrace.io.parquet._layout import _DEFAULTS_COLUMN, EVENT_COLUMNS, _defaults_of
 from orchestrace.io.parquet._layout import _FILES as _FILES  # the streaming writer's too
 from orchestrace.io.parquet._layout import _ROW_GROUP as _ROW_GROUP  # the streaming writer's too
 from orchestrace.io.parquet._layout import (
     _TOKENS_FILE as _TOKENS_FILE,  # the streaming writer's too
 )
-from orchestrace.io.parquet._layout import EVENT_COLUMNS
 from orchestrace.io.parquet._layout import _pa as _pa  # the streaming writer's too
 from orchestrace.io.parquet._layout import _schemas as _schemas  # the streaming writer's too
 from orchestrace.io.parquet._layout import (
@@ -141,6 +142,7 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
                 if c == "attrs":
                     values = [None if v is None else enc.encode(v).decode() for v in values]
                 cols[c] = values
+            cols[_DEFAULTS_COLUMN] = _defaults_of(ev)
             ev_writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
             ed = tr.edges
             ed_writer.write_table(

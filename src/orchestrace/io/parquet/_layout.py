@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from orchestrace.trace.model import Event
 
 #: Event columns in file order (``from`` is the JSON name of ``Event.from_``).
@@ -39,6 +41,25 @@ EVENT_COLUMNS = (
 
 
 _ATTR = {c: ("from_" if c == "from" else c) for c in EVENT_COLUMNS}
+#: Float fields of ``Event`` that default to ``0.0``, with the default object itself. The
+#: native JSON writer omits a field only when it holds that very object, so the ``defaults``
+#: column (int8, bit ``k`` for the ``k``-th of these) records which ones a recording left at
+#: their default: the reader gives back exactly what was written. A dataset without the column
+#: reads every value as a number given explicitly.
+_ZERO_DEFAULTS: dict[str, float] = {
+    f.encode_name: f.default
+    for f in msgspec.structs.fields(Event)
+    if isinstance(f.default, float) and f.default == 0.0
+}
+_DEFAULTS_COLUMN = "defaults"
+
+
+def _defaults_of(events: Any) -> list[int]:
+    """The ``defaults`` column of ``events``: which zero-default fields hold the default object."""
+    fields = [(1 << k, _ATTR[c], d) for k, (c, d) in enumerate(_ZERO_DEFAULTS.items())]
+    return [sum(bit for bit, a, d in fields if getattr(e, a) is d) for e in events]
+
+
 _FILES = ("events.parquet", "edges.parquet", "traces.parquet")
 _TOKENS_FILE = "tokens.parquet"  # present only when some trace records token ids
 _EVENT: Any = Event  # built positionally from columns in field order
@@ -80,6 +101,7 @@ def _schemas() -> tuple[Any, Any, Any]:
             ("cost", pa.float64()),
             ("error", s),
             ("attrs", s),
+            (_DEFAULTS_COLUMN, pa.int8()),
         ]
     )
     edges = pa.schema([("trace_id", s), ("src", s), ("dst", s), ("type", s)])

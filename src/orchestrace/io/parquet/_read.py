@@ -33,7 +33,15 @@ from orchestrace.io.parquet._check import (
     _values,
     header_of,
 )
-from orchestrace.io.parquet._layout import _EVENT, _FILES, _TOKENS_FILE, EVENT_COLUMNS, _pa
+from orchestrace.io.parquet._layout import (
+    _DEFAULTS_COLUMN,
+    _EVENT,
+    _FILES,
+    _TOKENS_FILE,
+    _ZERO_DEFAULTS,
+    EVENT_COLUMNS,
+    _pa,
+)
 from orchestrace.trace.check import check_trace
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Edge, Trace
@@ -152,6 +160,18 @@ def parse_parquet(
     ev_found = _value_problems(events, _EVENT_KINDS, "events", _EVENT_MEMBERS)
     ed_found = _value_problems(edges, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
     ev_cols = {c: _values(events.column(c), _EVENT_KINDS[c]) for c in ("trace_id", *EVENT_COLUMNS)}
+    names = events.schema.names
+    integer = _DEFAULTS_COLUMN in names and _pa()[0].types.is_integer(
+        events.schema.field(_DEFAULTS_COLUMN).type
+    )
+    if integer:  # fields the recording left at their default (a foreign column is ignored)
+        flags = events.column(_DEFAULTS_COLUMN).to_pylist()
+        for k, (c, default) in enumerate(_ZERO_DEFAULTS.items()):
+            bit = 1 << k
+            ev_cols[c] = [
+                default if f is not None and f & bit and v == default else v
+                for v, f in zip(ev_cols[c], flags, strict=True)
+            ]
     ed_cols = {c: edges.column(c).to_pylist() for c in ("trace_id", "src", "dst", "type")}
     rows = traces.to_pylist()
     if not rows:
