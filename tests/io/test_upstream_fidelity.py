@@ -142,6 +142,7 @@ def test_attrs_property_never_collides_with_other_properties():
 
 def test_native_attrs_named_like_fields_or_markers_round_trip():
     tricky = {
+        "plain": None,
         "role": "shadow",
         "dur": 3.5,
         "cost": 0,
@@ -149,7 +150,7 @@ def test_native_attrs_named_like_fields_or_markers_round_trip():
         "attrs": {"x_orchestrace_type": "llm_call"},
         "x_orchestrace_type": "llm_call",
         "x_orchestrace_trace": {"meta": {}},
-        "plain": None,
+        "after": 1,
     }
     tr = _llm_trace()
     events = list(tr.events)
@@ -157,8 +158,10 @@ def test_native_attrs_named_like_fields_or_markers_round_trip():
     tr = tr.replace(events=tuple(events))
     doc = to_upstream(tr)
     assert doc["events"][1]["plain"] is None  # flattened where it reads back the same
+    assert "after" not in doc["events"][1]  # after an escaped one: escaped, to keep the order
     for trace, problems in _both(doc):
         assert trace == tr and problems == []
+        assert list(trace.events[1].attrs or {}) == list(tricky)
 
 
 def test_explicit_nulls_defaults_and_empty_objects_survive():

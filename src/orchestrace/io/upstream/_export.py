@@ -122,21 +122,30 @@ def _export_event(
         container[TRACE_KEY] = trace_marker
     escaped: dict[str, Any] = {}
     reserved: dict[str, Any] = {}
-    own_attrs = _not_set = object()
-    for key, value in (e.attrs or {}).items():
-        if key == "attrs":
-            own_attrs = value
-        elif key == KEPT_KEY and _writes_back(value, container, d["type"], later_marker):
+    items = list((e.attrs or {}).items())
+
+    def kept(key: str, value: Any) -> bool:
+        return key == KEPT_KEY and _writes_back(value, container, d["type"], later_marker)
+
+    def escape(key: str, value: Any) -> bool:  # flattened, it would read back as a field
+        return key in d or key in _SURVEY_EVENT_FIELDS or _reads_as_field(key, value)
+
+    # the import reads flattened attributes first, then the container's: with a container,
+    # the attributes from the first escaped one on are all escaped, so they keep their order
+    boxed = bool(container) or any(
+        kept(k, v) or (_is_container(v) if k == "attrs" else escape(k, v)) for k, v in items
+    )
+    escaping = False
+    for key, value in items:
+        if kept(key, value):
             reserved.update(value)  # marker entries kept on import: written back as read
-        elif key in d or key in _SURVEY_EVENT_FIELDS or _reads_as_field(key, value):
-            escaped[key] = value  # flattened, it would read back as a field (or break the schema)
+        elif key == "attrs" and not boxed:
+            d["attrs"] = value  # in its place: nothing else is escaped
+        elif escaping or (boxed and key == "attrs") or escape(key, value):
+            escaped[key] = value
+            escaping = True
         else:
             d[key] = value
-    if own_attrs is not _not_set:
-        if container or escaped or reserved or _is_container(own_attrs):
-            escaped["attrs"] = own_attrs
-        else:
-            d["attrs"] = own_attrs
     if escaped or e.attrs == {}:
         container[ATTRS_KEY] = escaped
     container.update(reserved)
