@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import math
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,6 +155,8 @@ class OrchestrationEnv:
         self._latency_weight = self._latency_norm = 0.0
         #: Draws the episode seed of ``reset()`` without a seed; ``reset(seed=s)`` reseeds it.
         self.np_random = np.random.default_rng()
+        #: Episodes this instance started (enters each episode's id).
+        self.episodes = 0
         #: An event loop shared with other environments (:class:`~orchestrace.learn.vector.VectorEnv`).
         self._shared_loop: asyncio.AbstractEventLoop | None = None
         self._asked_at = 0.0
@@ -205,6 +208,7 @@ class OrchestrationEnv:
             seed = int(seed)
             self.np_random = np.random.default_rng(seed)
         rng = np.random.default_rng([seed, 7])
+        self.episodes += 1
         size = opts.get("size") or int(rng.integers(self.size_range[0], self.size_range[1] + 1))
         task = make_task(self.task_name, seed=seed, size=int(size))
         self.seed = seed
@@ -230,7 +234,7 @@ class OrchestrationEnv:
                 "runner": {
                     "env": self.id,
                     "task": self.task_name,
-                    "episode": uuid.uuid4().hex[:12],
+                    "episode": _episode_id(self.np_random, self.episodes),
                     "seed": seed,
                     "options": _jsonable(opts),
                     "train_step": self.train_step,
@@ -552,3 +556,21 @@ def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
 
 #: Environments whose simulated verifiers read the ground truth by default.
 _ORACLE_ENVS = ("orchestrate-v0", "stop-v0")
+
+
+def _episode_id(generator: np.random.Generator, ordinal: int) -> str:
+    """An episode's id: a digest of the env's seeded generator and the episode's ordinal.
+
+    Deterministic: two instances called alike (same seeds, same number of episodes before)
+    give the same ids, so the same seed gives the same trace; the episodes of one instance
+    get different ids even with the same seed (their traces differ by the actions taken,
+    and datasets tell them apart by trace id). The generator is not advanced, so the
+    episode seeds that ``reset()`` draws stay the same.
+
+    Example:
+        >>> a = _episode_id(np.random.default_rng(5), 1)
+        >>> a == _episode_id(np.random.default_rng(5), 1), a == _episode_id(np.random.default_rng(5), 2)
+        (True, False)
+    """
+    state = json.dumps([generator.bit_generator.state, ordinal], sort_keys=True, default=str)
+    return hashlib.blake2b(state.encode(), digest_size=6).hexdigest()
