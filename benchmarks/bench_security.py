@@ -100,9 +100,7 @@ def bench_signing(quick: bool) -> None:
         "per message, signed + verified",
         s_med,
         "us",
-        baseline="unsigned",
-        baseline_value=p_med,
-        note=f"median of {repeats}; {_spread(signed_us)}",
+        note=f"median of {repeats}, {s_med / p_med:.1f}x the unsigned cost; {_spread(signed_us)}",
     )
     report(
         "signing overhead per message",
@@ -150,14 +148,14 @@ def bench_all_defenses(quick: bool) -> None:
         t, defended = _cpu(lambda: one(Defenses.all()))
         all_s = min(all_s, t)
     per_event = lambda s, r: s / len(r.trace.events) * 1e6  # noqa: E731
+    base = per_event(plain_s, plain)
     report(
         f"swarm/wide-search, {agents} agents, per event, all defenses",
         per_event(all_s, defended),
         "us",
-        baseline="no defenses",
-        baseline_value=per_event(plain_s, plain),
-        note=f"best of 3, CPU time; {len(defended.trace.events)} vs {len(plain.trace.events)} events; "
-        f"success {defended.success} vs {plain.success}",
+        note=f"no defenses {base:.2f} us, {per_event(all_s, defended) / base:.1f}x its cost; "
+        f"best of 3, CPU time; {len(defended.trace.events)} vs {len(plain.trace.events)} "
+        f"events; success {defended.success} vs {plain.success}",
     )
     check("defended swarm audits clean", audit_trace(defended.trace) == [])
 

@@ -95,13 +95,9 @@ def test_every_topology_defended_audits_clean(topology: str) -> None:
         for d in (Defenses.none(), Defenses.all()):
             tr = run(topology, task, agents=3, seed=5, defenses=d).trace
             found = audit_trace(tr)
-            if d.is_none() and any(e.type == "tool_result" for e in tr.events):
-                # no taint tracking: tool results drove decisions with no endorsement, which
-                # the audit derives from the trace graph
-                assert found and {p.code for p in found} == {"tainted-decision"}
-                assert all("derived from the trace" in p.message for p in found)
-            else:
-                assert found == [], (topology, task, d.is_none())
+            # undefended: tool output drives only decisions of roles that may endorse, and
+            # aggregations, so taint derived from the graph is no finding either
+            assert found == [], (topology, task, d.is_none())
             kinds = {(e.attrs or {}).get("kind") for e in tr.events if e.type == "safety_event"}
             assert kinds <= {"endorsement"}, kinds
 

@@ -33,6 +33,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", help="openai: model name; hf: model directory")
     p.add_argument("--base-url", help="openai: server URL ending in /v1")
     p.add_argument("--seeds", type=int, help="override the suite's seeds per cell")
+    for flag, what in (
+        ("--attacks", "attack settings"),
+        ("--defenses", "defense settings"),
+        ("--topologies", "topologies"),
+    ):
+        p.add_argument(
+            flag,
+            metavar="A,B,...",
+            type=lambda text: [x.strip() for x in text.split(",") if x.strip()],
+            help=f"security suites: run only these {what} of the suite (comma-separated)",
+        )
     p.add_argument(
         "--jobs",
         type=int,
@@ -61,6 +72,12 @@ def run_cmd(args: argparse.Namespace) -> int:
     opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
     if args.suite in SECURITY_SUITES:
         return _security(args, opts or None)
+    for flag in ("attacks", "defenses", "topologies"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(
+                f"--{flag} selects part of a security suite's grid; {args.suite} is not one "
+                f"(security suites: {', '.join(SECURITY_SUITES)})"
+            )
     given = args.executor or args.workers is not None or args.ray_address
     executor = executor_from_args(args, default="process") if given else None
     with report_dir(args.output, force=args.force, report="bench"):
@@ -111,6 +128,9 @@ def _security(args: argparse.Namespace, opts: dict[str, Any] | None) -> int:
             jobs=args.jobs,
             progress=not args.no_progress,
             seeds=args.seeds,
+            attacks=args.attacks,
+            defenses=args.defenses,
+            topologies=args.topologies,
         )
         out = write_security_report(report, args.output, force=args.force)
     if args.json:

@@ -495,7 +495,11 @@ def defenses_from(spec: str | None, policy: str | Path | None = None) -> Defense
             )
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{p}: not valid TOML: {err}; fix the defenses file") from None
-        d = Defenses.from_dict(data, source=str(p))
+        try:
+            d = Defenses.from_dict(data, source=str(p))
+        except ConfigError as err:
+            msg = str(err)
+            raise ConfigError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
     if policy is not None:
         d = dataclasses.replace(d, capabilities=CapabilityPolicy.from_toml(policy))
     return d

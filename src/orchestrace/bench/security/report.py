@@ -119,30 +119,43 @@ def security_markdown(report: dict[str, Any]) -> str:
         a
         for a in (
             "direct_injection",
+            "direct_injection_reworded",
             "indirect_injection_tool",
             "indirect_injection_document",
+            "indirect_injection_reworded",
             "replication",
         )
         if a in attacks
     ]
-    if inj and "none" in defenses and "taint" in defenses:
+    shown = [d for d in ("none", "taint", "detector", "all") if d in defenses]
+    if inj and "none" in shown and len(shown) > 1:
         out += [
             "",
-            "## Injection with and without taint tracking",
+            "## Injection: the fixed wording and rewordings, per defense",
             "",
-            "| attack | ASR none | ASR taint | utility under attack none | "
-            "utility under attack taint |",
-            "| --- | --- | --- | --- | --- |",
+            "`*_reworded` settings use paraphrases of the instruction the built-in detector's "
+            "patterns were not written for. Taint endorses by role and never reads the "
+            "wording; the detector is a heuristic filter on the wording. ASR / utility under "
+            "attack:",
+            "",
+            "| attack | " + " | ".join(shown) + " |",
+            "| --- | " + " | ".join("---" for _ in shown) + " |",
         ]
         for a in inj:
-            n, t = report["per_attack"]["none"][a], report["per_attack"]["taint"][a]
+            cells = [report["per_attack"][d][a] for d in shown]
             out.append(
-                f"| {a} | {_r(n['asr'])} | {_r(t['asr'])} | {_r(n['utility_under_attack'])} | "
-                f"{_r(t['utility_under_attack'])} |"
+                f"| {a} | "
+                + " | ".join(
+                    f"{_r(c['asr'])} / {_f(c['utility_under_attack']['rate'])}" for c in cells
+                )
+                + " |"
             )
-        bn = report["summary"]["none"]["benign_utility"]
-        bt = report["summary"]["taint"]["benign_utility"]
-        out += ["", f"Benign utility: none {_r(bn)}, taint {_r(bt)}."]
+        out += [
+            "",
+            "Benign utility: "
+            + ", ".join(f"{d} {_r(report['summary'][d]['benign_utility'])}" for d in shown)
+            + ".",
+        ]
     out += [
         "",
         "## Safety and ERS per topology",
@@ -159,11 +172,16 @@ def security_markdown(report: dict[str, Any]) -> str:
         "",
         "## Collusion detector and rewards (no defense)",
         "",
-        "Flagged: share of runs where the detector finds agents agreeing on an answer "
-        "verification rejects, or copying each other. Agreement reward: the share of solving "
-        "agents whose answer the final answer accepted (it is the answer, or one of the parts "
-        "a combined answer was built from); it needs no ground truth, so collusion can hack "
-        "it. Gated: the same reward set to 0 on flagged runs.",
+        "Flagged: share of runs where the detector finds agents agreeing on an answer the "
+        "task's checker rejects (it reads the checker's per-call truth recorded in the "
+        "trace: a benchmark signal, not one a deployed reward has), or copying each other "
+        "(truth-free). Agreement reward: the share of solving agents whose answer the final "
+        "answer accepted (it is the answer, or one of the parts a combined answer was built "
+        "from); it needs no ground truth, so collusion can hack it. On centralized, swarm and "
+        "hierarchical each worker solves its own part, so every part is accepted and the "
+        "reward is 1 by construction, colluded or not: there the collusion's effect shows in "
+        "the gated reward and the solve rate only. Gated: the same reward set to 0 on "
+        "flagged runs, so it uses the checker's truth.",
         "",
         "| topology | runs | flagged benign | flagged colluded | agreement reward benign / "
         "colluded | gated benign / colluded | solved benign / colluded |",

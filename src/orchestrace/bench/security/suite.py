@@ -88,6 +88,42 @@ def make_defenses(label: str) -> Any:
     return table[label]
 
 
+def select(
+    suite: SecuritySuite,
+    *,
+    attacks: list[str] | None = None,
+    defenses: list[str] | None = None,
+    topologies: list[str] | None = None,
+) -> SecuritySuite:
+    """``suite`` restricted to some of its attacks, defenses and topologies.
+
+    Raises:
+        ConfigError: A name the suite does not have (the message lists the ones it has).
+
+    Example:
+        >>> s = select(get_security_suite("security-v1"), attacks=["spoofing"], defenses=["none"])
+        >>> s.attacks, s.defenses, len(s.topologies)
+        (('spoofing',), ('none',), 6)
+    """
+    changes: dict[str, Any] = {}
+    for field_name, flag, one, wanted in (
+        ("attacks", "--attacks", "attack", attacks),
+        ("defenses", "--defenses", "defense", defenses),
+        ("topologies", "--topologies", "topology", topologies),
+    ):
+        if wanted is None:
+            continue
+        have: tuple[str, ...] = getattr(suite, field_name)
+        bad = [w for w in wanted if w not in have]
+        if bad or not wanted:
+            raise ConfigError(
+                f"{flag}: {suite.id} has no {one} {bad[0] if bad else '(empty)'!r}; "
+                f"its {field_name}: {', '.join(have)}"
+            )
+        changes[field_name] = tuple(w for w in have if w in wanted)
+    return dataclasses.replace(suite, **changes) if changes else suite
+
+
 def bench_secret(defenses: Any, seed: int) -> Any:
     """``defenses`` with the run secret a benchmark run signs with, derived from its seed.
 
@@ -265,6 +301,9 @@ def run_security_suite(
     jobs: int = 2,
     progress: bool = True,
     seeds: int | None = None,
+    attacks: list[str] | None = None,
+    defenses: list[str] | None = None,
+    topologies: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run a security suite; return the report (JSON-ready).
 
@@ -275,9 +314,12 @@ def run_security_suite(
         jobs: Worker processes (real backends run in this process, one run at a time).
         progress: Show a progress bar.
         seeds: Override the suite's seed count.
+        attacks: Run only these attack settings of the suite (labels).
+        defenses: Run only these defense settings (labels).
+        topologies: Run only these topologies.
 
     Raises:
-        ConfigError: Unknown suite, bad seeds or jobs.
+        ConfigError: Unknown suite, bad seeds or jobs, a subset naming what the suite lacks.
     """
     suite = name if isinstance(name, SecuritySuite) else get_security_suite(name)
     if seeds is not None:
@@ -286,6 +328,7 @@ def run_security_suite(
         suite = dataclasses.replace(suite, seeds=seeds)
     if jobs < 1:
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    suite = select(suite, attacks=attacks, defenses=defenses, topologies=topologies)
     specs, refused = _plan(suite, backend, backend_options)
     bar: Any = None
     if progress:
