@@ -705,3 +705,33 @@ def test_bad_run_secrets_fail_with_one_line(tmp_path: Any) -> None:
         Defenses(secret=RunSecret.new())
     with pytest.raises(ConfigError, match="unknown key 'secret'"):
         Defenses.from_dict({"sign_messages": True, "secret": "00" * 32})
+
+
+def test_only_an_endorsing_role_may_endorse_explicitly() -> None:
+    """With taint on and no policy, a worker cannot endorse its own tainted inputs."""
+    from orchestrace.runtime.guard import CapabilityDenied
+
+    outcome: dict[str, str] = {}
+
+    async def worker(ctx: Context) -> Any:
+        res = await ctx.call_tool("fetch", {})
+        try:
+            ctx.endorse([res], "looks fine to me")
+        except CapabilityDenied as err:
+            outcome["worker"] = str(err)
+        return res.value
+
+    async def root(ctx: Context) -> Any:
+        res = await ctx.call_tool("fetch", {})
+        outcome["root"] = ctx.endorse([res], "checked by the orchestrator")
+        [kid] = [await ctx.spawn("worker", worker)]
+        return (await ctx.wait([kid]))[0].value
+
+    rt = _run(root, Defenses(taint=True), tools={"fetch": lambda a: "42"})
+    assert "may not endorse tainted data" in outcome["worker"]
+    [denied] = _safety(rt.trace, "capability_denied")
+    assert denied.attrs["action"] == "endorse" and denied.attrs["role"] == "worker"
+    explicit = [e for e in _safety(rt.trace, "endorsement") if e.attrs["method"] == "explicit"]
+    assert [e.id for e in explicit] == [outcome["root"]] and explicit[0].attrs[
+        "by"
+    ] == "orchestrator"
