@@ -9,6 +9,10 @@ A detector is any object with ``name`` and ``scan(text) -> Detection``. Two come
   text-classification model, imported only when used; a text is flagged when the top label is
   one of ``labels`` with a score of at least ``threshold``.
 
+Both are heuristics: they recognise wording, and an instruction phrased otherwise passes them
+(the security benchmark's ``*_reworded`` settings measure it). They are a filter on top of
+taint tracking, never what endorses tainted data.
+
 Example:
     >>> d = HeuristicDetector()
     >>> d.scan("Paris is in France.").flagged
