@@ -55,9 +55,9 @@ def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
         ) from None
     except OrchestraceError as err:
         why = str(err)
-        for head in (f"{path}: ", "file: "):  # the path is named once, at the start
-            if why.startswith(head):
-                why = why[len(head) :]
+        for lead in (f"{path}: ", "file: "):  # the path is named once, at the start
+            if why.startswith(lead):
+                why = why[len(lead) :]
         raise ConfigError(f"{where}: cannot read {what}: {why.rstrip('.')}; {fix}") from None
     except OSError as err:
         raise ConfigError(f"{where}: cannot read {what} ({err.strerror or err}); {fix}") from None
