@@ -23,27 +23,48 @@ from orchestrace.runtime.config import MAX_INT, check_seed
 
 __all__ = ["COMMANDS", "main"]
 
-#: Sub-command name -> module (each has ``add_parser(subparsers)`` and ``run(args) -> int``).
-COMMANDS: dict[str, str] = {
-    "demo": "orchestrace.cli.demo",
-    "schema": "orchestrace.cli.schema",
-    "validate": "orchestrace.cli.validate",
-    "audit": "orchestrace.cli.audit",
-    "analyze": "orchestrace.cli.analyze",
-    "generate": "orchestrace.cli.generate",
-    "convert": "orchestrace.cli.convert",
-    "run": "orchestrace.cli.run",
-    "replay": "orchestrace.cli.replay",
-    "reward": "orchestrace.cli.reward",
-    "credit": "orchestrace.cli.credit",
-    "train": "orchestrace.cli.train",
-    "evaluate": "orchestrace.cli.evaluate",
-    "study": "orchestrace.cli.study",
-    "export": "orchestrace.cli.export",
-    "bench": "orchestrace.cli.bench",
-    "papers": "orchestrace.cli.papers",
-    "view": "orchestrace.cli.view",
+#: Sub-command name -> (module, one-line help). Each module has ``add_parser(subparsers)``
+#: and ``run(args) -> int``; it is imported only when its command is chosen (the help here is
+#: what ``orchestrace --help`` lists, and equals the one the module's parser declares).
+_TABLE: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "run the main job on embedded defaults and print the analysis"),
+    "schema": ("schema", "print the native trace JSON Schema (Draft 2020-12)"),
+    "validate": (
+        "validate",
+        "check trace files; one line per problem, exit 1 when any is invalid",
+    ),
+    "audit": (
+        "audit",
+        "security audit of traces: spoofing, escalation, taint, forged aggregates; "
+        "exit 1 on findings",
+    ),
+    "analyze": ("analyze", "print a trace's counts, critical path, speedup and Critical Steps"),
+    "generate": ("generate", "write a synthetic hierarchical trace"),
+    "convert": ("convert", "convert traces between formats (native, upstream, jsonl, parquet)"),
+    "run": ("run", "run a topology on a task and record its trace"),
+    "replay": ("replay", "re-execute a recorded run (exactly, or as a counterfactual fork)"),
+    "reward": ("reward", "score traces with reward functions (R1-R8, PARL)"),
+    "credit": ("credit", "assign a trace's reward to units (team ... token)"),
+    "train": ("train", "train an orchestration policy (needs the [learn] extra)"),
+    "evaluate": ("evaluate", "compare policies on held-out task instances"),
+    "study": (
+        "study",
+        "reproduce a study (stopping: learned O5 vs tuned rules, on equal data)",
+    ),
+    "export": (
+        "export",
+        "export orchestrator turns (prompt, completion, advantage) for TRL or verl",
+    ),
+    "bench": ("bench", "run a benchmark suite (E1-E4, scale envelope, failure taxonomy)"),
+    "papers": ("papers", "the survey's paper pool: check, taxonomy, stats, plot, coverage"),
+    "view": (
+        "view",
+        "show a trace in the browser: timeline, graph, critical path, credit, fork diff",
+    ),
 }
+
+#: Sub-command name -> module (each has ``add_parser(subparsers)`` and ``run(args) -> int``).
+COMMANDS: dict[str, str] = {name: f"orchestrace.cli.{mod}" for name, (mod, _) in _TABLE.items()}
 
 # inputs larger than this make the CLI restart itself with transparent huge pages enabled for
 # malloc: on VMs where page faults are slow this cuts decoding time by about a third
@@ -72,17 +93,62 @@ def _maybe_tune_malloc(argv: Sequence[str]) -> None:
         return
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every sub-command."""
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-commands whose parsers are built when chosen: each starts as a stand-in with its help.
+
+    Parsing a command imports its module and replaces the stand-in by the module's parser, in
+    its place in the help listing; the other commands' modules are never imported.
+    """
+
+    loaded: set[str]
+
+    def load(self, name: str) -> None:
+        """Build command ``name``'s real parser (once)."""
+        if name not in COMMANDS or name in self.loaded:
+            return
+        self.loaded.add(name)
+        at = next(k for k, a in enumerate(self._choices_actions) if a.dest == name)
+        del self._choices_actions[at], self._name_parser_map[name]
+        importlib.import_module(COMMANDS[name]).add_parser(self)
+        self._choices_actions.insert(at, self._choices_actions.pop())
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values:
+            self.load(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def build_parser(load: bool = False) -> argparse.ArgumentParser:
+    """The top-level parser with every sub-command.
+
+    Args:
+        load: Build every command's parser now (each is otherwise built when it is parsed,
+            so a run imports the module of its own command only).
+
+    Example:
+        >>> args = build_parser().parse_args(["schema"])
+        >>> args.command, callable(args.func)
+        ('schema', True)
+    """
     parser = argparse.ArgumentParser(
         prog="orchestrace",
         description="Orchestration traces for reinforcement learning of LLM multi-agent systems.",
     )
     parser.add_argument("--version", action="version", version=f"orchestrace {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in COMMANDS.items():
-        importlib.import_module(module).add_parser(sub)
-        del name
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
+    assert isinstance(sub, _Commands)
+    sub.loaded = set()
+    for name, (_, help_) in _TABLE.items():
+        sub.add_parser(name, help=help_)
+    if load:
+        for name in _TABLE:
+            sub.load(name)
     return parser
 
 
