@@ -36,15 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace._safe import redact
+from orchestrace._safe import redact, redact_url
 from orchestrace._version import __version__
 from orchestrace.bench.envelope import ENVELOPE_POINTS, envelope_point, measure_point
 from orchestrace.bench.faults import DropMessages, WrongAnswers
 from orchestrace.bench.metrics import run_metrics
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure, failures, make_executor
 from orchestrace.runtime import run
-from orchestrace.runtime.backends import make_backend
+from orchestrace.runtime.backends import BackendError, LLMRequest, make_backend
 from orchestrace.runtime.tasks import make_task
 from orchestrace.stats import mean_ci, wilson_interval
 
@@ -205,6 +205,13 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         **kw,
     )
     cpu = time.process_time() - t0
+    failed = [e for e in res.trace.events if e.type == "llm_call" and e.error]
+    if failed:  # a run on a failing backend measures the backend, not the system
+        raise RuntimeError_(
+            f"backend failed on {len(failed)} of "
+            f"{sum(1 for e in res.trace.events if e.type == 'llm_call')} LLM calls "
+            f"(first: {' '.join(str(failed[0].error).split())[:300]})"
+        )
     m = run_metrics(res.trace, credit_unit=CREDIT_UNITS.get(spec["topology"], "agent"))
     if fault == "wrong_answer":
         m["fault_units"], m["faults_injected"] = injector.seen, injector.injected
@@ -356,6 +363,46 @@ def _available_tasks(suite: Suite) -> tuple[Suite, list[str]]:
     return dataclasses.replace(suite, tasks=tuple(keep)), notes
 
 
+def _check_backend(name: str, options: dict[str, Any] | None) -> None:
+    """One LLM call before the grid: a backend that cannot answer stops the suite at once.
+
+    Raises:
+        ConfigError: The backend's first call failed (server down, wrong URL or model).
+    """
+    import asyncio  # noqa: PLC0415  only real backends are checked
+
+    opts = dict(options or {})
+    backend: Any = make_backend(name, **opts)
+    request = LLMRequest(
+        agent="check",
+        role="solver",
+        kind="solve",
+        messages=[{"role": "user", "content": "Reply with the word OK."}],
+        max_tokens=8,
+    )
+
+    async def ask() -> str | None:
+        try:
+            resp = await backend.complete(request)
+        except BackendError as err:
+            return str(err)
+        finally:
+            await backend.aclose()
+        return None if resp.error is None else str(resp.error)
+
+    error = asyncio.run(ask())
+    if error is not None:
+        where = (
+            f"--base-url {redact_url(str(opts['base_url']))}"
+            if opts.get("base_url")
+            else f"the {name} backend"
+        )
+        raise ConfigError(
+            f"{where}: the backend failed its first call, so no run can succeed "
+            f"({' '.join(error.split())[:300]}); start the server or fix --base-url/--model"
+        )
+
+
 def run_suite(
     name: str | Suite = "sim-v2",
     *,
@@ -392,6 +439,8 @@ def run_suite(
             raise ConfigError(f"seeds must be >= 1, got {seeds}")
         suite = dataclasses.replace(suite, seeds=seeds)
     suite, notes = _available_tasks(suite)
+    if backend == "openai":  # a server: one call tells whether it answers
+        _check_backend(backend, backend_options)
     if backend == "sim" and suite.sim_options:
         backend_options = {**suite.sim_options, **(backend_options or {})}
     specs = _specs(suite, backend, backend_options)
