@@ -124,6 +124,7 @@ class RayExecutor(Executor):
         self._task: Any = None
         self._restarts_when_dead = retries  # Ray re-runs a task whose worker died
         ray = self._ray
+        _errors_to_stderr()
         if address is not None:
             _check_address(address)
         if ray.is_initialized():
@@ -138,7 +139,7 @@ class RayExecutor(Executor):
             ray.shutdown()  # another cluster, or a local instance of another size
         kw: dict[str, Any] = {
             "include_dashboard": False,
-            "log_to_driver": True,
+            "log_to_driver": False,  # workers' output stays in Ray's session logs
             "configure_logging": False,
         }
         if address is not None:
@@ -214,6 +215,24 @@ class RayExecutor(Executor):
 
     def close(self) -> None:
         """Leave the Ray instance running (a later map reuses it); see :func:`shutdown_ray`."""
+
+
+def _errors_to_stderr() -> None:
+    """Send what Ray's driver prints (a dead worker, a failed task) to stderr, never stdout.
+
+    Ray prints the errors its raylet publishes on this process's stdout, where they would
+    mix with a command's output (``--json`` rows); diagnostics belong on stderr.
+    """
+    mod = sys.modules.get("ray._private.worker")
+    original = getattr(mod, "print_to_stdstream", None)
+    if original is None or getattr(original, "_to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix=ignore_prefix)
+
+    to_stderr._to_stderr = True  # type: ignore[attr-defined]
+    mod.print_to_stdstream = to_stderr  # type: ignore[union-attr]
 
 
 def _paths() -> list[str]:
