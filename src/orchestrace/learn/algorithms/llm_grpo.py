@@ -609,9 +609,9 @@ def _frozen_copy(model: Any) -> Any:
 
 def _lora(model: Any) -> Any:
     try:
-        import peft  # type: ignore[import-not-found]  # noqa: PLC0415  optional extra [hf]
+        import peft  # noqa: PLC0415  optional extra [hf]
     except ImportError:
-        raise ImportError("LoRA needs peft: pip install peft") from None
+        raise ImportError("LoRA needs peft: pip install 'orchestrace[hf]'") from None
     targets = [
         n for n in ("q_proj", "v_proj", "c_attn") if any(n in k for k, _ in model.named_modules())
     ]
