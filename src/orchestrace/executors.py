@@ -49,9 +49,10 @@ import multiprocessing
 import os
 import pickle
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,6 +72,7 @@ __all__ = [
     "executor_from_args",
     "failures",
     "make_executor",
+    "owned",
     "shutdown_ray",
 ]
 
@@ -579,6 +581,24 @@ def add_executor_flags(p: Any, what: str) -> None:
         help="ray: join the cluster at ADDR (HOST:PORT as `ray start --head` prints it, or "
         "auto) instead of starting a local Ray instance",
     )
+
+
+@contextmanager
+def owned(executor: Executor | None) -> Iterator[Executor | None]:
+    """Close ``executor`` at the end of the block, however it ends; stop Ray if it started Ray.
+
+    Example:
+        >>> with owned(make_executor("local")) as ex:
+        ...     ex.map(abs, [-1])
+        [1]
+    """
+    try:
+        yield executor
+    finally:
+        if executor is not None:
+            executor.close()
+            if executor.name == "ray" and getattr(executor, "_started", False):
+                shutdown_ray()
 
 
 def executor_from_args(args: Any, default: str = "local") -> Executor:

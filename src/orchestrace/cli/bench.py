@@ -11,7 +11,7 @@ from orchestrace.bench.report import write_report
 from orchestrace.bench.security import SECURITY_SUITES, run_security_suite, write_security_report
 from orchestrace.bench.suite import SUITES, run_suite
 from orchestrace.errors import ConfigError
-from orchestrace.executors import add_executor_flags, executor_from_args
+from orchestrace.executors import add_executor_flags, executor_from_args, owned
 from orchestrace.io._output import report_dir
 from orchestrace.runtime.backends import BACKENDS
 
@@ -80,7 +80,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             )
     given = args.executor or args.workers is not None or args.ray_address
     executor = executor_from_args(args, default="process") if given else None
-    with report_dir(args.output, force=args.force, report="bench"):
+    with owned(executor), report_dir(args.output, force=args.force, report="bench"):
         report = run_suite(
             args.suite,
             backend=args.backend,

@@ -13,7 +13,7 @@ from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
 from orchestrace.errors import ConfigError
-from orchestrace.executors import add_executor_flags, executor_from_args
+from orchestrace.executors import add_executor_flags, executor_from_args, owned
 from orchestrace.io import load
 
 
@@ -125,7 +125,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             f"--backend, --model and --base-url apply to the methods that re-execute the run "
             f"({', '.join(_FORKING)}), not to {args.method}; leave them out"
         )
-    with verdict_warnings():
+    with verdict_warnings(), owned(kw.get("executor")):
         table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
     warning = table.stats.get("warning")
     if warning:

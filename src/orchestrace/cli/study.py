@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError
-from orchestrace.executors import add_executor_flags, executor_from_args
+from orchestrace.executors import add_executor_flags, executor_from_args, owned
 from orchestrace.io._output import report_dir
 from orchestrace.learn.stopping import StudyConfig, missing_note, run_study, summary_table
 
@@ -109,7 +109,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     given = args.executor or args.workers is not None or args.ray_address
     executor = executor_from_args(args, default="process") if given else None
     t0 = time.perf_counter()
-    with report_dir(args.output, force=args.force, report="study"):
+    with owned(executor), report_dir(args.output, force=args.force, report="study"):
         study = run_study(
             tasks,
             config=cfg,
