@@ -335,3 +335,58 @@ def test_an_address_that_is_not_a_ray_cluster_is_refused_in_bounded_time(
     msg = str(err.value)
     assert msg.startswith(f"--ray-address {address}: ") and "\n" not in msg
     assert "ray start --head" in msg
+
+
+# ---------------------------------------------------------------------------- retries
+def _retry_case(ex: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    marker = str(tmp_path / f"died-{ex.name}")
+    once = ex.map(dies_once, [(n, marker) for n in range(4)])
+    once_retried = [r.to_dict() for r in ex.retried]
+    out = ex.map(dies_on_three, range(8), chunksize=4, on_error="record")
+    return {
+        "once": once,
+        "once_retried": once_retried,
+        "failures": [f.to_dict() for f in failures(out)],
+        "retried": [r.to_dict() for r in ex.retried],
+        "stderr": capsys.readouterr().err,
+        "out": out,
+    }
+
+
+@pytest.mark.slow
+def test_process_records_retries_and_counts_attempts_as_ray_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with make_executor("process", 2) as ex:
+        got = _retry_case(ex, tmp_path, capsys)
+    assert got["once"] == [0, 2, 4, 6]
+    # the job whose worker died once is recorded, with the attempt and how
+    assert [r["index"] for r in got["once_retried"]] == [2]
+    assert got["once_retried"][0]["attempt"] == 1
+    assert "worker died" in got["once_retried"][0]["reason"]
+    # a chunk that keeps dying: re-run whole (retries=1), then job by job once each
+    (fail,) = got["failures"]
+    assert fail == {"index": 3, "error": fail["error"], "attempts": 3, "kind": "worker-died"}
+    assert [r for r in got["out"] if not isinstance(r, JobFailure)] == [
+        i * 2 for i in range(8) if i != 3
+    ]
+    assert {(r["index"], r["attempt"]) for r in got["retried"]} == {
+        (i, a) for i in range(4) for a in (1, 2)
+    }
+    assert got["stderr"].count("note: process executor: ") == 2
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_records_retries_and_counts_attempts_as_process_does(
+    ray_local: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    got = _retry_case(ray_local, tmp_path, capsys)
+    assert got["once"] == [0, 2, 4, 6]
+    assert [(r["index"], r["attempt"]) for r in got["once_retried"]] == [(2, 1)]
+    (fail,) = got["failures"]
+    assert fail["index"] == 3 and fail["attempts"] == 3 and fail["kind"] == "worker-died"
+    assert {(r["index"], r["attempt"]) for r in got["retried"]} == {
+        (i, a) for i in range(4) for a in (1, 2)
+    }
+    assert got["stderr"].count("note: ray executor: ") == 2

@@ -122,7 +122,7 @@ class RayExecutor(Executor):
         self._ray = _import_ray()
         self._started = False
         self._task: Any = None
-        self._restarts_when_dead = retries  # Ray re-runs a task whose worker died
+        self._attempts: dict[Any, int] = {}  # a finished task's attempts past its first
         ray = self._ray
         _errors_to_stderr()
         if address is not None:
@@ -179,14 +179,20 @@ class RayExecutor(Executor):
     def _open(self, fn: Callable[..., Any], shared: Any) -> None:
         ray = self._ray
         if self._task is None:
-            self._task = ray.remote(num_cpus=1, max_retries=self.retries)(_run_chunk)
+            self._task = ray.remote(num_cpus=1, max_retries=self.retries)(_run_ray_chunk)
         super()._open(ray.put(fn), ray.put(shared) if shared is not _NO_SHARED else _NO_SHARED)
 
     def _capacity(self) -> int:
         return sys.maxsize  # every chunk at once: Ray schedules them
 
-    def _submit(self, chunk: list[Any]) -> Any:
-        return self._task.remote(self._fn, self._shared, chunk)
+    def _submit(self, chunk: list[Any], solo: bool = False) -> Any:
+        task = self._task.options(max_retries=0) if solo else self._task
+        return task.remote(self._fn, self._shared, chunk)
+
+    def _reran(self, handle: Any, died: bool, solo: bool) -> int:
+        if died:  # Ray gave up after its own retries
+            return 0 if solo else self.retries
+        return self._attempts.pop(handle, 0)
 
     def _wait(self, handles: list[Any]) -> list[tuple[Any, _Outcome]]:
         ray = self._ray
@@ -194,7 +200,9 @@ class RayExecutor(Executor):
         out: list[tuple[Any, _Outcome]] = []
         for ref in done:
             try:
-                outcome: _Outcome = ray.get(ref)
+                attempt, outcome = ray.get(ref)
+                if attempt:
+                    self._attempts[ref] = attempt
             except ray.exceptions.RayError as err:
                 dead = (
                     ray.exceptions.WorkerCrashedError,
@@ -213,8 +221,19 @@ class RayExecutor(Executor):
         for ref in handles:
             self._ray.cancel(ref, force=True)
 
+    def _release(self) -> None:
+        super()._release()
+        self._attempts.clear()
+
     def close(self) -> None:
         """Leave the Ray instance running (a later map reuses it); see :func:`shutdown_ray`."""
+
+
+def _run_ray_chunk(fn: Any, shared: Any, chunk: list[Any]) -> tuple[int, Any]:
+    """A chunk as a Ray task: ``(attempts of this task before this one, outcomes)``."""
+    worker = sys.modules["ray._private.worker"].global_worker
+    get = getattr(getattr(worker, "core_worker", None), "get_current_task_attempt_number", None)
+    return (int(get()) if get is not None else 0), _run_chunk(fn, shared, chunk)
 
 
 def _errors_to_stderr() -> None:

@@ -48,6 +48,7 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -68,6 +69,7 @@ __all__ = [
     "LocalExecutor",
     "ProcessExecutor",
     "RayExecutor",
+    "Retry",
     "add_executor_flags",
     "executor_from_args",
     "failures",
@@ -123,6 +125,32 @@ class JobFailure:
             "attempts": self.attempts,
             "kind": self.kind,
         }
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A job started again because its worker died: which job, which attempt died, and how.
+
+    Attributes:
+        index: The job's position in the spec list.
+        attempt: The attempt that ended with its worker (1: the first start).
+        reason: How the worker died, and what happened next.
+
+    Example:
+        >>> str(Retry(3, 1, "worker died (BrokenProcessPool)"))
+        'job 3: attempt 1: worker died (BrokenProcessPool)'
+    """
+
+    index: int
+    attempt: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"job {self.index}: attempt {self.attempt}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The retry as a JSON-ready dict."""
+        return {"index": self.index, "attempt": self.attempt, "reason": self.reason}
 
 
 def failures(results: Sequence[Any]) -> list[JobFailure]:
@@ -196,6 +224,8 @@ class Executor:
         name: ``local``, ``process`` or ``ray``.
         workers: Jobs run at the same time (``None`` on a Ray cluster: as many as it has CPUs).
         retries: Re-runs of a job whose worker died.
+        retried: The :class:`Retry` records of the last :meth:`map` (empty when no worker
+            died).
 
     Example:
         >>> with make_executor("local") as ex:
@@ -204,8 +234,6 @@ class Executor:
     """
 
     name = "executor"
-    #: Extra starts of a chunk that comes back dead (Ray re-runs such a task itself).
-    _restarts_when_dead = 0
 
     def __init__(self, workers: int | None = 1, retries: int = 1) -> None:
         if workers is not None and (isinstance(workers, bool) or workers < 1):
@@ -216,6 +244,7 @@ class Executor:
         self.retries = retries
         self._fn: Any = None
         self._shared: Any = None
+        self.retried: list[Retry] = []
 
     def describe(self) -> dict[str, Any]:
         """What a report records about the executor."""
@@ -255,29 +284,38 @@ class Executor:
         queue = deque(
             list(range(i, min(i + chunksize, len(specs)))) for i in range(0, len(specs), chunksize)
         )
-        running: dict[Any, list[int]] = {}
+        running: dict[Any, tuple[list[int], bool]] = {}
+        solo_queue: deque[list[int]] = deque()  # jobs of a chunk that kept dying, one by one
+        self.retried = retried = []
         bar = _Progress(len(specs), progress)
         self._open(fn, shared)
         try:
-            while queue or running:
-                while queue and len(running) < self._capacity():
-                    chunk = queue.popleft()
+            while queue or solo_queue or running:
+                while (queue or solo_queue) and len(running) < self._capacity():
+                    solo = bool(solo_queue)
+                    chunk = (solo_queue or queue).popleft()
                     for i in chunk:
                         starts[i] += 1
-                    running[self._submit([specs[i] for i in chunk])] = chunk
+                    running[self._submit([specs[i] for i in chunk], solo)] = (chunk, solo)
                 for handle, outcome in self._wait(list(running)):
-                    chunk = running.pop(handle)
+                    chunk, solo = running.pop(handle)
                     kind: Literal["raised", "worker-died"] = "raised"
+                    died = isinstance(outcome, _Died)
+                    how = f"worker died ({outcome.how})" if isinstance(outcome, _Died) else ""
+                    for i in chunk:  # attempts the executor re-ran by itself (Ray)
+                        for _ in range(self._reran(handle, died, solo)):
+                            retried.append(Retry(i, starts[i], how or "worker died"))
+                            starts[i] += 1
                     if isinstance(outcome, _Died):
-                        for i in chunk:
-                            starts[i] += self._restarts_when_dead
-                        if len(chunk) > 1:  # job by job: the one that kills its worker is named
-                            queue.extend([i] for i in chunk)
-                            continue
-                        if starts[chunk[0]] < self.retries + 1:
+                        if not solo and starts[chunk[0]] < self.retries + 1:
+                            retried.extend(Retry(i, starts[i], how) for i in chunk)
                             queue.append(chunk)
                             continue
-                        outcome, kind = [(False, f"worker died ({outcome.how})")], "worker-died"
+                        if not solo and len(chunk) > 1:  # one by one: the culprit is named
+                            retried.extend(Retry(i, starts[i], how + "; run alone") for i in chunk)
+                            solo_queue.extend([i] for i in chunk)
+                            continue
+                        outcome, kind = [(False, how)], "worker-died"
                     elif isinstance(outcome, str):
                         outcome = [(False, outcome)] * len(chunk)
                     bar.update(len(chunk))
@@ -297,6 +335,8 @@ class Executor:
                 self._cancel(list(running))
             self._release()
             bar.close()
+            if retried:
+                _note_retries(self.name, retried)
         return results
 
     # what an executor supplies ---------------------------------------------------------
@@ -308,9 +348,13 @@ class Executor:
         """Chunks submitted at a time."""
         return 1
 
-    def _submit(self, chunk: list[Any]) -> Any:
-        """Start a chunk; returns a handle :meth:`_wait` gives back with its outcome."""
+    def _submit(self, chunk: list[Any], solo: bool = False) -> Any:
+        """Start a chunk (``solo``: one job, started once); a handle for :meth:`_wait`."""
         raise NotImplementedError
+
+    def _reran(self, handle: Any, died: bool, solo: bool) -> int:
+        """Attempts of a chunk that died and were re-run by the executor itself (Ray)."""
+        return 0
 
     def _wait(self, handles: list[Any]) -> list[tuple[Any, _Outcome]]:
         """Wait for at least one chunk; its handle and outcome."""
@@ -348,7 +392,7 @@ class LocalExecutor(Executor):
         self._done: dict[int, _Outcome] = {}
         self._ids = itertools.count()
 
-    def _submit(self, chunk: list[Any]) -> Any:
+    def _submit(self, chunk: list[Any], solo: bool = False) -> Any:
         handle = next(self._ids)
         self._done[handle] = _run_chunk(self._fn, self._shared, chunk)
         return handle
@@ -359,6 +403,18 @@ class LocalExecutor(Executor):
     def _cancel(self, handles: list[Any]) -> None:
         for h in handles:
             self._done.pop(h, None)
+
+
+def _note_retries(name: str, retried: list[Retry]) -> None:
+    """One stderr line: which jobs were started again after their worker died."""
+    jobs = sorted({r.index for r in retried})
+    shown = ", ".join(str(r) for r in retried[:5])
+    more = f", and {len(retried) - 5} more" if len(retried) > 5 else ""
+    print(
+        f"note: {name} executor: {len(jobs)} job(s) started again after their worker died "
+        f"({shown}{more})",
+        file=sys.stderr,
+    )
 
 
 # ---------------------------------------------------------------------------- processes
@@ -426,7 +482,7 @@ class ProcessExecutor(Executor):
     def _capacity(self) -> int:
         return len(self._slots)
 
-    def _submit(self, chunk: list[Any]) -> Any:
+    def _submit(self, chunk: list[Any], solo: bool = False) -> Any:
         slot = next(s for s in range(len(self._slots)) if s not in self._busy.values())
         pool = self._slots[slot]
         if pool is None:

@@ -144,3 +144,36 @@ def test_an_envelope_only_report_has_no_empty_tables() -> None:
     assert "Scale envelope only: 1 point in" in md
     for absent in ("E1-E3", "E4", "Failure taxonomy", "Missing runs", "seeds per cell"):
         assert absent not in md
+
+
+def dies_once_on_swarm_seed_0(marker: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """``run_one``, except that one run kills its worker the first time it starts."""
+    import os
+    from pathlib import Path
+
+    if spec["topology"] == "swarm" and spec["seed"] == 0 and spec["fault"] is None:
+        if not os.path.exists(marker):
+            Path(marker).write_text("x")
+            os._exit(3)
+    return suite_mod.run_one(spec)
+
+
+@pytest.mark.slow
+def test_a_run_retried_after_its_worker_died_is_recorded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import functools
+
+    from orchestrace.bench.report import markdown
+
+    run = functools.partial(dies_once_on_swarm_seed_0, str(tmp_path / "died"))
+    monkeypatch.setattr(suite_mod, "run_one", run)
+    with make_executor("process", 2) as ex:
+        rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
+    assert len(rep["runs"]) == 8 and rep["missing"]["runs"] == []
+    retried = rep["retries"]
+    assert retried and all(r["attempt"] == 1 for r in retried)
+    assert any((r["topology"], r["seed"], r["fault"]) == ("swarm", 0, None) for r in retried)
+    assert all("worker died" in r["reason"] for r in retried)
+    assert "## Retried runs" in markdown(rep)
+    assert "note: process executor: " in capsys.readouterr().err

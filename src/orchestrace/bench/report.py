@@ -78,6 +78,23 @@ def markdown(report: dict[str, Any]) -> str:
         ]
         if empty:
             out += ["", f"Cells with no run left (no row in the tables below): {', '.join(empty)}."]
+    retried = report.get("retries") or []
+    if retried:
+        out += [
+            "",
+            "## Retried runs",
+            "",
+            "Runs started again because their worker died (a run listed here and not under "
+            "Missing runs completed on a later attempt).",
+            "",
+            "| topology | task | seed | fault | attempt | reason |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        out += [
+            f"| {r['topology']} | {r['task']} | {r['seed']} | {r['fault'] or '-'} | "
+            f"{r['attempt']} | {r['reason'].replace('|', '/')} |"
+            for r in retried
+        ]
     if report["cells"]:
         out += _cells_markdown(report["cells"])
     out += _envelope_section(report)

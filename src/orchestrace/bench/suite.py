@@ -419,7 +419,9 @@ def run_suite(
     The runs are independent jobs on ``executor``; the report is the same on every executor
     (apart from timings). A run that fails (it raised, or its worker died on every attempt) is
     recorded: the report keeps the other runs, lists the failed ones under ``missing`` (and in
-    ``notes``) and aggregates each cell over the runs it has.
+    ``notes``) and aggregates each cell over the runs it has. A run whose LLM calls failed
+    (backend errors in its trace) is a failed run. Every start of a run after its worker
+    died is listed under ``retries`` (run, attempt, reason).
 
     Args:
         name: Suite id or object.
@@ -473,6 +475,10 @@ def run_suite(
         if ex is not executor:  # made here: its workers are not needed after the runs
             ex.close()
     runs = [r for r in out if not isinstance(r, JobFailure)]
+    retried = [
+        {**{k: specs[r.index][k] for k in ("topology", "task", "seed", "fault")}, **r.to_dict()}
+        for r in ex.retried
+    ]
     missing = [
         {**{k: specs[f.index][k] for k in ("topology", "task", "seed", "fault")}, **f.to_dict()}
         for f in failures(out)
@@ -530,6 +536,7 @@ def run_suite(
         "wall_s": wall,
         "cells": (cells := aggregate(runs, suite)),
         "missing": {"runs": missing, "cells": _missing_cells(suite, cells, missing)},
+        "retries": retried,
         "envelope": env_rows,
         "envelope_infeasible": skipped,
         "runs": runs,

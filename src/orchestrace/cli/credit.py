@@ -127,6 +127,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
     with verdict_warnings(), owned(kw.get("executor")):
         table = make_assigner(args.method, **kw).assign(trace, args.unit, reward=args.reward)
+    retried = getattr(kw.get("executor"), "retried", None)
+    if retried:  # forks started again after their worker died (also noted on stderr)
+        table.stats["retries"] = "; ".join(str(r) for r in retried)
     warning = table.stats.get("warning")
     if warning:
         print(f"warning: {display(warning, 300)}", file=sys.stderr)
