@@ -11,9 +11,16 @@ managers' answers. Options:
 * ``branching``: sub-managers a manager above the last level spawns (default: about the
   ``depth``-th root of its share of workers);
 * ``stages``: orchestrator stages (default 1). The task is cut into ``stages`` consecutive
-  slices; in each stage the orchestrator plans (one recorded decision), spawns a fresh manager
-  tree with its share of the workers over that slice, waits, and keeps the stage's answer; the
-  final answer combines the stages. ``--agents`` counts the workers of all stages together.
+  slices; in each stage the orchestrator plans, spawns a fresh manager tree with its share of
+  the workers over that slice, waits, and keeps the stage's answer; the final answer combines
+  the stages. ``--agents`` counts the workers of all stages together.
+
+Each stage's plan is an LLM call (kind ``plan``) whose answer sets how many managers the stage
+spawns: an integer from 1 to the stage's workers, read strictly (anything else, or a failed
+call, keeps the default, ``managers`` or about the square root of the workers, and says so).
+The orchestrator records that choice as an ``orchestrator_decision`` event (``spawn``; attrs
+``stage``, ``managers``, ``source`` = ``plan`` or ``default``, ``suggested``, ``answer``,
+``next`` = ``continue`` while stages remain, else ``stop``).
 
 With the defaults the run is the classic two-level hierarchy.
 """
@@ -82,6 +89,22 @@ async def orchestrate(ctx: Context) -> Any:
     return await ctx.aggregate(answers, "combine")
 
 
+def _managers(answer: Any, n: int) -> int | None:
+    """The plan's manager count: an integer (or a string of digits) in 1..n, else ``None``."""
+    if isinstance(answer, str) and answer.strip().isdigit():
+        answer = int(answer.strip())
+    if isinstance(answer, int) and not isinstance(answer, bool) and 1 <= answer <= n:
+        return answer
+    return None
+
+
+def _shown(answer: Any) -> Any:
+    """The plan's answer as recorded (JSON scalars as they are, anything else as short text)."""
+    if answer is None or isinstance(answer, (bool, int, float)):
+        return answer
+    return str(answer)[:200]
+
+
 async def _stage(ctx: Context, whole: Subtask, n: int, levels: int, stage: int) -> Any:
     """One manager tree over ``whole`` with ``n`` workers; its combined answer.
 
@@ -94,7 +117,22 @@ async def _stage(ctx: Context, whole: Subtask, n: int, levels: int, stage: int) 
     if stage:
         plan["stage"] = stage
         plan["part"] = whole.prompt
-    await ctx.generate("plan", plan)
+    resp = await ctx.generate("plan", plan)
+    chosen = _managers(resp.answer if resp.error is None else None, n)
+    last = stage == 0 or stage >= int(ctx.option("stages", 1))
+    ctx.record_decision(
+        "spawn",
+        f"stage {stage}: {chosen or m} managers",
+        {
+            "stage": stage,
+            "managers": chosen or m,
+            "source": "plan" if chosen else "default",
+            "suggested": m,
+            "answer": None if resp.error is not None else _shown(resp.answer),
+            "next": "stop" if last else "continue",
+        },
+    )
+    m = chosen or m
     parts = task.split(whole, m)
     share = _shares(n, len(parts))
     extra: dict[str, Any] = {"levels": levels} if levels > 1 else {}
