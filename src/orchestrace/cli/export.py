@@ -59,7 +59,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
     traces = []
     for path in args.traces:  # every trace of each file or dataset (a Parquet dataset holds many)
-        held = load_all(path, partial=True)
+        held = load_all(path, check=True, partial=True)
         refuse_truncated(path, held, partial=args.partial)
         traces += held
     with verdict_warnings():
