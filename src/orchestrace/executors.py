@@ -512,7 +512,11 @@ class ProcessExecutor(Executor):
 
     def _cancel(self, handles: list[Any]) -> None:
         for fut in handles:
-            self._drop(self._busy.pop(fut))
+            # a job that finished in the same wait as a failure that stopped the map is no
+            # longer busy: its worker is idle and stays
+            slot = self._busy.pop(fut, None)
+            if slot is not None:
+                self._drop(slot)
 
     def _release(self) -> None:
         super()._release()
