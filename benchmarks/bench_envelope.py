@@ -16,7 +16,7 @@ import argparse
 import shutil
 import tempfile
 
-from orchestrace.bench.envelope import measure_point
+from orchestrace.masbench.envelope import measure_point
 
 from _common import check, report
 

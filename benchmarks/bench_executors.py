@@ -48,7 +48,7 @@ CONFIGS = (("local", 1), ("process", 1), ("process", 2), ("ray", 1), ("ray", 2))
 
 
 def _bench_cells(executor: Any, seeds: int) -> str:
-    from orchestrace.bench.suite import run_suite
+    from orchestrace.masbench.suite import run_suite
 
     rep = run_suite("sim-v2", seeds=seeds, executor=executor, progress=False, envelope=False)
     assert not rep["missing"]["runs"], rep["missing"]

@@ -21,7 +21,7 @@ from orchestrace.runtime.clock import VirtualTimeLoop
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import Runtime
 from orchestrace.runtime.rounds import rounds_worker
-from orchestrace.runtime.tasks import make_task
+from orchestrace.tasks import make_task
 
 from _common import report
 

@@ -58,7 +58,7 @@ PINNED: dict[str, list[str]] = {
         "validate",
         "work",
     ],
-    "orchestrace.bench": [
+    "orchestrace.masbench": [
         "DETECTORS",
         "DropMessages",
         "Finding",
@@ -71,7 +71,7 @@ PINNED: dict[str, list[str]] = {
         "run_suite",
         "write_report",
     ],
-    "orchestrace.bench.security": [
+    "orchestrace.masbench.security": [
         "ATTACK_SETTINGS",
         "DEFENSE_SETTINGS",
         "SECURITY_SUITES",
@@ -319,7 +319,20 @@ PINNED: dict[str, list[str]] = {
         "make_backend",
         "request_key",
     ],
-    "orchestrace.runtime.tasks": [
+    "orchestrace.sandbox": [
+        "ALLOW_ENV",
+        "Isolation",
+        "MAX_SOURCE",
+        "RunResult",
+        "Sandbox",
+        "SandboxPolicy",
+        "Verdict",
+        "decode_value",
+        "detect",
+        "encode_value",
+        "run_candidate_tests",
+    ],
+    "orchestrace.tasks": [
         "ArithmeticTask",
         "HumanEvalTask",
         "MathWordTask",

@@ -69,7 +69,7 @@ def test_old_import_path_still_works():
 
 def test_bench_does_not_import_learn():
     code = (
-        "import sys, orchestrace.bench, orchestrace.bench.suite, orchestrace.bench.report\n"
+        "import sys, orchestrace.masbench, orchestrace.masbench.suite, orchestrace.masbench.report\n"
         "print(sorted(m for m in sys.modules if m.startswith('orchestrace.learn')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

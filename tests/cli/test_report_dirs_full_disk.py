@@ -153,8 +153,8 @@ def test_leftovers_of_an_interrupted_write_are_ours(
 
 
 def test_python_writers_check_their_directory(tmp_path: Path) -> None:
-    from orchestrace.bench.report import write_report
     from orchestrace.learn.stopping import write_report as write_study
+    from orchestrace.masbench.report import write_report
 
     foreign = tmp_path / "mine"
     foreign.mkdir()

@@ -178,7 +178,7 @@ def _planted(seed):
 
 
 def test_planted_decisive_message_ranks_first():
-    from orchestrace.credit.reward import reward_of
+    from orchestrace.credit.target import reward_of
     from orchestrace.runtime.replay import DropMessage, cache_from_trace
 
     wins = 0

@@ -12,8 +12,8 @@ from orchestrace.credit import (
     check_credit,
     shapley_exact,
 )
-from orchestrace.credit.reward import counterfactual_reward
 from orchestrace.credit.shapley import TraceGame, downstream_llm_keys, redraw, unit_starts
+from orchestrace.credit.target import counterfactual_reward
 from orchestrace.io import dump
 from orchestrace.runtime import run
 from orchestrace.runtime.replay import DropMessage, Silence, backend_for, fork

@@ -607,9 +607,7 @@ def test_columnar_graph_refuses_counts_beyond_int64(tokens):
     from orchestrace.io._columnar import from_columns
 
     with pytest.raises(ValueError, match=r"does not fit a 64-bit column \(2\^63-1 at most\)"):
-        from_columns(
-            ["e1"], [0.0], [0.0], ["message"], ["a"], [], [], [], tokens_in=tokens
-        )
+        from_columns(["e1"], [0.0], [0.0], ["message"], ["a"], [], [], [], tokens_in=tokens)
 
 
 def test_stream_problems_name_the_line_of_their_record(tmp_path, small_trace):

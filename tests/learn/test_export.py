@@ -60,7 +60,7 @@ def test_runtime_traces_without_recorded_prompts_export():
 def test_every_row_completion_answers_its_own_prompt():
     from orchestrace.runtime import run
     from orchestrace.runtime.prompts import render
-    from orchestrace.runtime.tasks import make_task
+    from orchestrace.tasks import make_task
 
     trace = run("centralized", task="arith", agents=3, seed=1).trace
     turns = orchestrator_turns(trace)
@@ -203,7 +203,7 @@ def test_verl_ground_truth_is_the_tasks_and_compute_score_handles_every_source(t
 
     from orchestrace.learn.verl_reward import compute_score, data_sources, score_details
     from orchestrace.runtime import run
-    from orchestrace.runtime.tasks import TASKS, make_task
+    from orchestrace.tasks import TASKS, make_task
 
     failed = run("centralized", task="arith", agents=3, seed=1).trace  # answered wrong
     assert failed.meta["result"]["success"] is False

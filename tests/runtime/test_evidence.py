@@ -13,7 +13,7 @@ from orchestrace.runtime.backends import backend_from_spec
 from orchestrace.runtime.backends.base import LLMRequest
 from orchestrace.runtime.backends.openai import OpenAIBackend
 from orchestrace.runtime.backends.sim import SimBackend
-from orchestrace.runtime.tasks import make_task
+from orchestrace.tasks import make_task
 
 SEEDS = range(40)
 
@@ -171,7 +171,7 @@ def test_evidence_runs_replay_exactly(topology, task):
 
 
 def test_suites_pin_their_simulator():
-    from orchestrace.bench.suite import SUITES, Suite, run_suite
+    from orchestrace.masbench.suite import SUITES, Suite, run_suite
 
     assert SUITES["sim-v1"].sim_options == {"oracle_verifiers": True}
     assert {"wide-search-v0", "multihop-v0"} <= set(SUITES["sim-v1"].tasks)

@@ -505,7 +505,7 @@ def test_repr_holds_no_credentials():
 
 
 def test_bench_reports_show_backend_options_without_credentials():
-    from orchestrace.bench.suite import public_options
+    from orchestrace.masbench.suite import public_options
 
     shown = public_options(
         {"base_url": f"http://alice:{PASSWORD}@h/v1", "model": "m", "api_key": SECRET}

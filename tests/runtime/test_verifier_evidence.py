@@ -7,8 +7,8 @@ from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import Runtime
-from orchestrace.runtime.tasks import make_task
 from orchestrace.runtime.topologies.common import verify_request
+from orchestrace.tasks import make_task
 
 
 def critic_accepts_truth(task_name, failure, seeds=range(60)):

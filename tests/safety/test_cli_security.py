@@ -91,8 +91,8 @@ def test_run_attack_from_the_command_line(
 
 
 def test_security_suite_subset_and_reproducible_signed_rows() -> None:
-    from orchestrace.bench.security import run_security_suite
     from orchestrace.errors import ConfigError
+    from orchestrace.masbench.security import run_security_suite
 
     kw = {"attacks": ["spoofing"], "defenses": ["sig_cap", "all"], "topologies": ["swarm"]}
     a = run_security_suite("security-smoke-v1", jobs=1, progress=False, seeds=2, **kw)

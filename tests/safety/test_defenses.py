@@ -18,7 +18,6 @@ from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.context import Context
 from orchestrace.runtime.core import Runtime
 from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
-from orchestrace.runtime.tasks import make_task
 from orchestrace.safety import (
     CapabilityPolicy,
     Defenses,
@@ -27,6 +26,7 @@ from orchestrace.safety import (
     audit_trace,
     make_detector,
 )
+from orchestrace.tasks import make_task
 from orchestrace.trace.check import check_trace
 from orchestrace.trace.model import Trace
 

@@ -7,12 +7,12 @@ import json
 import sys
 from typing import Any
 
-from orchestrace.bench.report import write_report
-from orchestrace.bench.security import SECURITY_SUITES, run_security_suite, write_security_report
-from orchestrace.bench.suite import SUITES, run_suite
 from orchestrace.errors import ConfigError
 from orchestrace.executors import add_executor_flags, executor_from_args, owned
 from orchestrace.io._output import report_dir
+from orchestrace.masbench.report import write_report
+from orchestrace.masbench.security import SECURITY_SUITES, run_security_suite, write_security_report
+from orchestrace.masbench.suite import SUITES, run_suite
 from orchestrace.runtime.backends import BACKENDS
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace.credit._draws import SampleBackends
-from orchestrace.credit.reward import counterfactual_reward
+from orchestrace.credit.target import counterfactual_reward
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.executors import Executor, JobFailure, _one_line
 from orchestrace.runtime import replay

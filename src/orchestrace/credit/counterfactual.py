@@ -80,7 +80,7 @@ from orchestrace._safe import display
 from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
 from orchestrace.credit.base import CreditTable, check_unit, table
 from orchestrace.credit.loo import LeaveOneOutCredit
-from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
+from orchestrace.credit.target import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.executors import Executor
 from orchestrace.runtime.backends.base import backend_spec

@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 
 from orchestrace.credit.base import CreditTable, check_unit, table, unit_members
-from orchestrace.credit.reward import RewardLike, resolve_reward
+from orchestrace.credit.target import RewardLike, resolve_reward
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Trace
 

@@ -37,7 +37,7 @@ from orchestrace.credit._draws import (
 )
 from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
 from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
-from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
+from orchestrace.credit.target import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor
 from orchestrace.runtime.replay import DropMessage, Silence, check_replayable

@@ -60,7 +60,7 @@ from orchestrace.credit.base import (
     unit_members,
 )
 from orchestrace.credit.counterfactual import CounterfactualTable
-from orchestrace.credit.reward import RewardLike, counterfactual_reward, finite_reward
+from orchestrace.credit.target import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure
 from orchestrace.runtime import replay

@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 from orchestrace.credit.base import CreditTable, check_unit, table, unit_members
-from orchestrace.credit.reward import RewardLike, resolve_reward
+from orchestrace.credit.target import RewardLike, resolve_reward
 from orchestrace.trace.model import Trace
 
 __all__ = ["UniformCredit"]

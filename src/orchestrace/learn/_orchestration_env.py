@@ -43,7 +43,7 @@ from orchestrace.runtime.rounds import (
     RoundsSpec,
 )
 from orchestrace.runtime.rounds import key_of as _key
-from orchestrace.runtime.tasks import make_task
+from orchestrace.tasks import make_task
 from orchestrace.trace.model import Trace
 
 __all__ = ["OBS_DIM", "SIZE_RANGES", "EnvConfig", "OrchestrationEnv"]

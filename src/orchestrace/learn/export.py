@@ -61,7 +61,7 @@ from orchestrace.learn.verl_reward import DATA_SOURCE_PREFIX
 from orchestrace.rewards import make
 from orchestrace.rewards.base import VerdictWarning, outcome_known
 from orchestrace.runtime.prompts import render
-from orchestrace.runtime.tasks import TASKS, make_task
+from orchestrace.tasks import TASKS, make_task
 from orchestrace.trace.model import Event, Trace
 
 __all__ = [

@@ -80,7 +80,7 @@ def gym_env(env_id: str = "orchestrate-v1", **kw: Any) -> Any:
     cls = env_class()
     task = kw.get("task")
     if isinstance(task, str):  # named as the keyword the caller passed, not a CLI option
-        from orchestrace.runtime.tasks import TASKS, task_class  # noqa: PLC0415
+        from orchestrace.tasks import TASKS, task_class  # noqa: PLC0415
 
         if task_class(task) is None:
             raise ConfigError(

@@ -2,7 +2,7 @@
 
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` for each
 rollout. This one reads the final answer from the completion (the value after the last
-``ANSWER:``, see :func:`orchestrace.runtime.tasks.base.parse_answer`) and scores it against
+``ANSWER:``, see :func:`orchestrace.tasks.base.parse_answer`) and scores it against
 ``ground_truth`` with the task's own checker: 1.0 when accepted, 0.0 otherwise. Tasks whose
 checker runs the answer as a program (``humaneval-v0``) are never run here: they score 0.0,
 with the reason in :func:`score_details` and a warning.
@@ -31,8 +31,8 @@ import warnings
 from typing import Any
 
 from orchestrace.errors import ConfigError
-from orchestrace.runtime.tasks import TASKS, make_task
-from orchestrace.runtime.tasks.base import parse_answer
+from orchestrace.tasks import TASKS, make_task
+from orchestrace.tasks.base import parse_answer
 
 __all__ = ["DATA_SOURCE_PREFIX", "compute_score", "data_sources", "score_details"]
 

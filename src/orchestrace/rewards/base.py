@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.core import ROOT
-from orchestrace.runtime.tasks import make_task, task_class
-from orchestrace.runtime.tasks.base import answer_digest
+from orchestrace.tasks import make_task, task_class
+from orchestrace.tasks.base import answer_digest
 from orchestrace.trace.model import Event, Trace
 
 if TYPE_CHECKING:
-    from orchestrace.runtime.tasks.base import Verdict
+    from orchestrace.tasks.base import Verdict
 
 __all__ = [
     "REGISTRY",
@@ -188,7 +188,7 @@ def recorded_verdict(trace: Trace) -> Verdict | None:
     """The checker's verdict recorded with the run (``meta.result.verdict``), as recorded.
 
     ``None`` when there is none, or when it is malformed (not an object, or ``passed`` is not
-    ``true``, ``false`` or ``null``). See :data:`orchestrace.runtime.tasks.base.Verdict`.
+    ``true``, ``false`` or ``null``). See :data:`orchestrace.tasks.base.Verdict`.
     """
     result = _result(trace)
     raw = result.get("verdict") if result is not None else None

@@ -36,7 +36,7 @@ from orchestrace.rewards.base import (
     team_reward,
     truth_of,
 )
-from orchestrace.runtime.tasks import make_task
+from orchestrace.tasks import make_task
 from orchestrace.trace.graph import speedup
 from orchestrace.trace.model import MAX_INT, Event, Trace
 

@@ -39,8 +39,8 @@ from orchestrace.runtime.core import (
 )
 from orchestrace.runtime.export import Exporter, JsonlExporter
 from orchestrace.runtime.recorder import Processor, ProgressBar, Recorder
-from orchestrace.runtime.tasks import TASKS, Task, make_task
 from orchestrace.runtime.topologies import TOPOLOGIES, check_options, get_topology, team_use
+from orchestrace.tasks import TASKS, Task, make_task
 from orchestrace.trace.model import Trace
 
 if TYPE_CHECKING:

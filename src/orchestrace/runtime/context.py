@@ -11,7 +11,7 @@ Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
     >>> from orchestrace.runtime.clock import run_virtual
     >>> from orchestrace.runtime.core import Runtime
-    >>> from orchestrace.runtime.tasks import make_task
+    >>> from orchestrace.tasks import make_task
     >>> async def lead(ctx: Context):
     ...     r = await ctx.generate("solve", ctx.payload(ctx.task.whole()))
     ...     return r.answer
@@ -34,7 +34,7 @@ from orchestrace.runtime.aggregate import text_of as _text_of
 from orchestrace.runtime.backends.base import LLMResponse
 from orchestrace.runtime.cache import CallKind
 from orchestrace.runtime.config import RunConfig
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.tasks.base import Subtask, Task
 from orchestrace.trace.model import Decision
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ aggregation in :mod:`~orchestrace.runtime.messaging` (functions of the runtime t
 
 Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
-    >>> from orchestrace.runtime.tasks import make_task
+    >>> from orchestrace.tasks import make_task
     >>> from orchestrace.runtime.clock import run_virtual
     >>> task = make_task("arith", seed=0, size=8)
     >>> async def worker(ctx, part):
@@ -69,13 +69,13 @@ from orchestrace.runtime.context import (
 )
 from orchestrace.runtime.guard import Guard, TaintBlocked
 from orchestrace.runtime.recorder import FAILURES_KEY, Recorder, assemble_trace
-from orchestrace.runtime.tasks.base import (
+from orchestrace.runtime.tools import call_tool
+from orchestrace.tasks.base import (
     Subtask,
     Task,
     Verdict,
     unknown_verdict,
 )
-from orchestrace.runtime.tools import call_tool
 from orchestrace.trace.model import Edge, Event, Trace
 
 __all__ = [

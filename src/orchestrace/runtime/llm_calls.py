@@ -11,7 +11,7 @@ Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
     >>> from orchestrace.runtime.clock import run_virtual
     >>> from orchestrace.runtime.core import Runtime
-    >>> from orchestrace.runtime.tasks import make_task
+    >>> from orchestrace.tasks import make_task
     >>> async def lead(ctx):
     ...     r = await ctx.generate("solve", {"truth": 3, "hardness": 0})
     ...     return r.answer

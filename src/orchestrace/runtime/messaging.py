@@ -12,7 +12,7 @@ Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
     >>> from orchestrace.runtime.clock import run_virtual
     >>> from orchestrace.runtime.core import Runtime
-    >>> from orchestrace.runtime.tasks import make_task
+    >>> from orchestrace.tasks import make_task
     >>> async def lead(ctx):
     ...     await ctx.send("user", "hello")
     ...     return await ctx.aggregate([1, 2, 2], "vote")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrace.runtime.tasks.base import parse_answer
+from orchestrace.tasks.base import parse_answer
 
 __all__ = ["SPOTLIGHT_NOTE", "SYSTEM", "parse", "public", "render", "spotlight"]
 

@@ -45,7 +45,7 @@ from typing import Any
 from orchestrace._safe import scrub_known
 from orchestrace.errors import OrchestraceError, RuntimeError_
 from orchestrace.runtime.export import Exporter, JsonlExporter, Record
-from orchestrace.runtime.tasks.base import Verdict, answer_digest
+from orchestrace.tasks.base import Verdict, answer_digest
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, Trace
 

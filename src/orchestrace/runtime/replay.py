@@ -78,8 +78,8 @@ from orchestrace.runtime.interventions import (
 )
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.rounds import recorded_root
-from orchestrace.runtime.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.runtime.topologies import get_topology
+from orchestrace.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.trace.model import Trace
 
 _ENC = msgspec.json.Encoder(order="deterministic")

@@ -21,7 +21,7 @@ Example:
     >>> from orchestrace.runtime.backends.sim import SimBackend
     >>> from orchestrace.runtime.clock import run_virtual
     >>> from orchestrace.runtime.core import Runtime
-    >>> from orchestrace.runtime.tasks import make_task
+    >>> from orchestrace.tasks import make_task
     >>> plan = iter([
     ...     {"spawn": 2, "role": "worker", "comm": "none", "aggregate": "vote", "stop": False},
     ...     {"spawn": 1, "role": "expert", "comm": "broadcast", "aggregate": "vote", "stop": False},
@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrace._safe import display
 from orchestrace.errors import TraceError
 from orchestrace.runtime.context import Context, Result
-from orchestrace.runtime.tasks.base import Task
 from orchestrace.runtime.topologies.common import verify_request
+from orchestrace.tasks.base import Task
 from orchestrace.trace.model import Trace
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from orchestrace.runtime.security import (
     Keyring,
     RunSecret,
 )
-from orchestrace.runtime.tasks import make_task
+from orchestrace.tasks import make_task
 from orchestrace.trace.model import Event, Trace
 
 _DECISIONS = ("spawn", "delegate", "stop", "aggregate")

@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.bench.taxonomy import detect
 from orchestrace.credit import make_assigner
 from orchestrace.credit.base import root_agents, unit_members
 from orchestrace.errors import ConfigError, OrchestraceError, TraceError
+from orchestrace.masbench.taxonomy import detect
 from orchestrace.rewards.families import message_signals, step_scores
 from orchestrace.trace.check import check_trace
 from orchestrace.trace.enums import EDGE_TYPES, EVENT_TYPES

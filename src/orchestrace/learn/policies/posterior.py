@@ -39,7 +39,7 @@ from orchestrace.errors import ConfigError
 from orchestrace.learn.env import OrchestrationEnv
 from orchestrace.learn.policies.heuristic import Heuristic
 from orchestrace.runtime.backends.sim import DEFAULT_SKILLS
-from orchestrace.runtime.tasks import make_task, task_class
+from orchestrace.tasks import make_task, task_class
 
 __all__ = ["PosteriorStop", "SimModel"]
 

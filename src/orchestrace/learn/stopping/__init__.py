@@ -101,7 +101,7 @@ from orchestrace.learn.stopping.report import (
 )
 from orchestrace.learn.stopping.results import _frontier_at as _frontier_at
 from orchestrace.learn.stopping.results import _live_check, _task_results
-from orchestrace.runtime.tasks import make_task
+from orchestrace.tasks import make_task
 
 __all__ = [
     "Bank",

@@ -6,7 +6,7 @@ from typing import Any
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.tasks.base import Subtask
+from orchestrace.tasks.base import Subtask
 
 __all__ = [
     "VOTES",

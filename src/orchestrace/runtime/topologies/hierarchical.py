@@ -31,8 +31,8 @@ import math
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.tasks.base import Subtask
 from orchestrace.runtime.topologies.common import solver, worker_role
+from orchestrace.tasks.base import Subtask
 
 __all__ = ["orchestrate"]
 

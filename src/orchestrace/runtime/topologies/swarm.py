@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrace.runtime.core import Context
-from orchestrace.runtime.tasks.base import Subtask
 from orchestrace.runtime.topologies.common import how_to_combine, solve_part, worker_role
+from orchestrace.tasks.base import Subtask
 
 __all__ = ["orchestrate"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.backends.base import LLMRequest
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.tasks.base import Subtask, Task
 
 #: A marker every injected instruction carries (how the simulator recognises one, how the
 #: trace shows one was forwarded).
@@ -31,7 +31,7 @@ def default_target(task: Task) -> Any:
     """The wrong answer an attacker pushes on ``task`` (same type as the truth).
 
     Example:
-        >>> from orchestrace.runtime.tasks import make_task
+        >>> from orchestrace.tasks import make_task
         >>> default_target(make_task("arith", seed=0, size=4))
         1337
     """

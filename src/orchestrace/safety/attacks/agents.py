@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.backends.base import LLMRequest
-from orchestrace.runtime.tasks.base import Task
 from orchestrace.safety.attacks._common import ROOT, _solving
 from orchestrace.safety.attacks.base import Attack, _State
 from orchestrace.safety.attacks.checks import (
@@ -25,6 +24,7 @@ from orchestrace.safety.attacks.checks import (
     forgeries_reached,
     planted_reached,
 )
+from orchestrace.tasks.base import Task
 from orchestrace.trace.model import Trace
 
 _MESSAGE_READERS = {

@@ -19,7 +19,6 @@ from orchestrace.runtime.backends.base import LLMRequest, LLMResponse, backend_s
 from orchestrace.runtime.interventions import json_native
 from orchestrace.runtime.prompts import SPOTLIGHT_NOTE, render
 from orchestrace.runtime.replay import Intervention
-from orchestrace.runtime.tasks.base import Task
 from orchestrace.safety.attacks._common import (
     _COORDINATING,
     MARK,
@@ -30,6 +29,7 @@ from orchestrace.safety.attacks._common import (
     injection_text,
 )
 from orchestrace.safety.attacks.checks import _target_of, planted_reached
+from orchestrace.tasks.base import Task
 from orchestrace.trace.model import Trace
 
 

@@ -14,8 +14,6 @@ from typing import Any, ClassVar
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.backends.base import LLMRequest
-from orchestrace.runtime.tasks import make_task
-from orchestrace.runtime.tasks.base import Task
 from orchestrace.runtime.topologies.common import uses_evidence
 from orchestrace.safety.attacks._common import (
     MARK,
@@ -28,6 +26,8 @@ from orchestrace.safety.attacks._common import (
 )
 from orchestrace.safety.attacks.base import Attack, _State
 from orchestrace.safety.attacks.checks import carriers
+from orchestrace.tasks import make_task
+from orchestrace.tasks.base import Task
 from orchestrace.trace.model import Trace
 
 
@@ -36,7 +36,7 @@ class DirectInjection(Attack):
     """The attacker's instruction appended to the task itself (every prompt carries it).
 
     Example:
-        >>> from orchestrace.runtime.tasks import make_task
+        >>> from orchestrace.tasks import make_task
         >>> t = make_task("arith", seed=0, size=4)
         >>> from orchestrace.runtime.backends.sim import SimBackend
         >>> armed = DirectInjection().arm(t, SimBackend(seed=0), seed=0)

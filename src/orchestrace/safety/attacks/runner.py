@@ -19,8 +19,6 @@ from orchestrace.runtime.clock import run_real, run_virtual
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import Runtime
 from orchestrace.runtime.replay import Intervention
-from orchestrace.runtime.tasks import make_task
-from orchestrace.runtime.tasks.base import Task
 from orchestrace.runtime.topologies import check_options, get_topology
 from orchestrace.safety.attacks.agents import (
     AggregationManipulation,
@@ -36,6 +34,8 @@ from orchestrace.safety.attacks.injection import (
     IndirectInjection,
     Replication,
 )
+from orchestrace.tasks import make_task
+from orchestrace.tasks.base import Task
 from orchestrace.trace.model import Trace
 
 #: The attacks by name.

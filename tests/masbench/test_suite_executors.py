@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from orchestrace.bench import suite as suite_mod
-from orchestrace.bench.suite import Suite, run_suite
 from orchestrace.executors import make_executor
+from orchestrace.masbench import suite as suite_mod
+from orchestrace.masbench.suite import Suite, run_suite
 
 TINY = Suite(
     "tiny-v1",
@@ -104,8 +104,8 @@ def dies_on_critic_seed_1(spec: dict[str, Any]) -> dict[str, Any]:
 def test_a_run_whose_worker_dies_is_listed_and_the_others_kept(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrace.bench.report import markdown
     from orchestrace.executors import shutdown_ray
+    from orchestrace.masbench.report import markdown
 
     monkeypatch.setattr(suite_mod, "run_one", dies_on_critic_seed_1)
     ex = _ray_or_skip() if name == "ray" else make_executor("process", 2)
@@ -126,7 +126,7 @@ def test_a_run_whose_worker_dies_is_listed_and_the_others_kept(
 
 
 def test_an_envelope_only_report_has_no_empty_tables() -> None:
-    from orchestrace.bench.report import markdown
+    from orchestrace.masbench.report import markdown
 
     only = Suite(
         "env-only-v1",
@@ -151,10 +151,10 @@ def dies_once_on_swarm_seed_0(marker: str, spec: dict[str, Any]) -> dict[str, An
     import os
     from pathlib import Path
 
-    if spec["topology"] == "swarm" and spec["seed"] == 0 and spec["fault"] is None:
-        if not os.path.exists(marker):
-            Path(marker).write_text("x")
-            os._exit(3)
+    first = spec["topology"] == "swarm" and spec["seed"] == 0 and spec["fault"] is None
+    if first and not os.path.exists(marker):
+        Path(marker).write_text("x")
+        os._exit(3)
     return suite_mod.run_one(spec)
 
 
@@ -164,7 +164,7 @@ def test_a_run_retried_after_its_worker_died_is_recorded(
 ) -> None:
     import functools
 
-    from orchestrace.bench.report import markdown
+    from orchestrace.masbench.report import markdown
 
     run = functools.partial(dies_once_on_swarm_seed_0, str(tmp_path / "died"))
     monkeypatch.setattr(suite_mod, "run_one", run)

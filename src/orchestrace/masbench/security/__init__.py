@@ -30,13 +30,13 @@ Example:
 
 from __future__ import annotations
 
-from orchestrace.bench.security.figures import aggregate_security
-from orchestrace.bench.security.report import (
+from orchestrace.masbench.security.figures import aggregate_security
+from orchestrace.masbench.security.report import (
     read_security_runs,
     security_markdown,
     write_security_report,
 )
-from orchestrace.bench.security.suite import (
+from orchestrace.masbench.security.suite import (
     ATTACK_SETTINGS,
     DEFENSE_SETTINGS,
     SECURITY_SUITES,

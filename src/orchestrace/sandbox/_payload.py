@@ -1,9 +1,9 @@
 """What runs inside a sandbox: the value format and the three roles (script, tests, candidate).
 
 This module uses the standard library only and imports nothing of orchestrace when it runs: the
-parent compiles it together with :mod:`orchestrace.runtime._sandbox_launcher` and sends both to
+parent compiles it together with :mod:`orchestrace.sandbox._launcher` and sends both to
 the launcher (``python -I -S``), which executes them in one namespace. The parent side
-(:mod:`orchestrace.runtime.sandbox`) re-exports :func:`encode_value` and :func:`decode_value`.
+(:mod:`orchestrace.sandbox`) re-exports :func:`encode_value` and :func:`decode_value`.
 
 Example:
     >>> decode_value(encode_value({"a": (1, 2.5, None)}))

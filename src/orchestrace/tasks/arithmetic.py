@@ -16,7 +16,7 @@ import ast
 import operator
 from typing import Any
 
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.tasks.base import Subtask, Task
 
 __all__ = ["ArithmeticTask", "safe_eval"]
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrace.bench import SUITES
-from orchestrace.bench.envelope import (
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.io import read_parquet
+from orchestrace.io._output import OutputError
+from orchestrace.io.parquet_stream import ParquetExporter, ParquetStreamWriter
+from orchestrace.masbench import SUITES
+from orchestrace.masbench.envelope import (
     ENVELOPE_POINTS,
     INDUSTRY,
     envelope_markdown,
@@ -13,10 +17,6 @@ from orchestrace.bench.envelope import (
     industry_point,
     measure_point,
 )
-from orchestrace.errors import ConfigError, RuntimeError_
-from orchestrace.io import read_parquet
-from orchestrace.io._output import OutputError
-from orchestrace.io.parquet_stream import ParquetExporter, ParquetStreamWriter
 from orchestrace.runtime import run
 
 

@@ -43,9 +43,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrace.bench.metrics import run_metrics
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.io.parquet_stream import ParquetExporter
+from orchestrace.masbench.metrics import run_metrics
 from orchestrace.runtime import run
 from orchestrace.trace.check import check_trace
 
@@ -251,7 +251,7 @@ def measure_point(kind: str, *, isolate: bool = True, **args: Any) -> dict[str, 
             row["peak_rss_mb"] = row["base_rss_mb"] = None
         return row
 
-    code = "from orchestrace.bench.envelope import _child_main; _child_main()"
+    code = "from orchestrace.masbench.envelope import _child_main; _child_main()"
     proc = subprocess.run(
         [sys.executable, "-c", code],
         input=json.dumps({"kind": kind, "args": args}, default=str),

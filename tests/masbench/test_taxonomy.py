@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchestrace.bench.taxonomy import CATEGORIES, DETECTORS, detect, taxonomy_counts
+from orchestrace.masbench.taxonomy import CATEGORIES, DETECTORS, detect, taxonomy_counts
 from orchestrace.trace.build import TraceBuilder
 
 

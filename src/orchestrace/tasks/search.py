@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.tasks.base import Subtask, Task
 
 __all__ = ["WideSearchTask", "WideSearchTaskV1", "WideSearchTaskV2"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.errors import ConfigError
-from orchestrace.runtime.tasks.arithmetic import ArithmeticTask
-from orchestrace.runtime.tasks.base import (
+from orchestrace.tasks.arithmetic import ArithmeticTask
+from orchestrace.tasks.base import (
     Subtask,
     Task,
     Verdict,
@@ -30,10 +30,10 @@ from orchestrace.runtime.tasks.base import (
     parse_answer,
     unknown_verdict,
 )
-from orchestrace.runtime.tasks.humaneval import HumanEvalTask
-from orchestrace.runtime.tasks.mathword import MathWordTask
-from orchestrace.runtime.tasks.multihop import MultiHopTask, MultiHopTaskV1, MultiHopTaskV2
-from orchestrace.runtime.tasks.search import WideSearchTask, WideSearchTaskV1, WideSearchTaskV2
+from orchestrace.tasks.humaneval import HumanEvalTask
+from orchestrace.tasks.mathword import MathWordTask
+from orchestrace.tasks.multihop import MultiHopTask, MultiHopTaskV1, MultiHopTaskV2
+from orchestrace.tasks.search import WideSearchTask, WideSearchTaskV1, WideSearchTaskV2
 
 __all__ = [
     "TASKS",

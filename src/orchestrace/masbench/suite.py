@@ -38,15 +38,15 @@ import numpy as np
 
 from orchestrace._safe import redact, redact_url
 from orchestrace._version import __version__
-from orchestrace.bench.envelope import ENVELOPE_POINTS, envelope_point, measure_point
-from orchestrace.bench.faults import DropMessages, WrongAnswers
-from orchestrace.bench.metrics import run_metrics
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure, failures, make_executor
+from orchestrace.masbench.envelope import ENVELOPE_POINTS, envelope_point, measure_point
+from orchestrace.masbench.faults import DropMessages, WrongAnswers
+from orchestrace.masbench.metrics import run_metrics
 from orchestrace.runtime import run
 from orchestrace.runtime.backends import BackendError, LLMRequest, make_backend
-from orchestrace.runtime.tasks import make_task
 from orchestrace.stats import mean_ci, wilson_interval
+from orchestrace.tasks import make_task
 
 __all__ = ["SUITES", "Suite", "run_one", "run_suite"]
 
@@ -95,7 +95,7 @@ class Suite:
     sim_options: dict[str, Any] = field(default_factory=dict)
     #: Envelope points beyond the grid: (agents, target events).
     envelope_points: tuple[tuple[int, int], ...] = ()
-    #: Also record the industry configuration (:data:`orchestrace.bench.envelope.INDUSTRY`).
+    #: Also record the industry configuration (:data:`orchestrace.masbench.envelope.INDUSTRY`).
     envelope_industry: bool = False
     #: Run each envelope point in a fresh process and record its peak memory.
     envelope_isolate: bool = False

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace._version import __version__
-from orchestrace.bench.security.figures import aggregate_security
-from orchestrace.bench.suite import public_options
 from orchestrace.errors import ConfigError
-from orchestrace.runtime.tasks import make_task
+from orchestrace.masbench.security.figures import aggregate_security
+from orchestrace.masbench.suite import public_options
 from orchestrace.safety import CapabilityPolicy, Defenses, RunSecret
 from orchestrace.safety.attacks import make_attack, run_attacked
 from orchestrace.safety.collusion import agreement_reward, detect_collusion
+from orchestrace.tasks import make_task
 
 #: The attack settings a suite can name: label -> (attack name, options).
 ATTACK_SETTINGS: dict[str, tuple[str, dict[str, Any]]] = {

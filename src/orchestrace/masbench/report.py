@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from orchestrace.bench.envelope import envelope_markdown, scale_gap_figure
 from orchestrace.io._output import report_dir, report_file
+from orchestrace.masbench.envelope import envelope_markdown, scale_gap_figure
 
 __all__ = ["markdown", "write_report"]
 
@@ -194,7 +194,7 @@ def _envelope_section(report: dict[str, Any]) -> list[str]:
             "## Scale envelope (sim backend, virtual time)",
             "",
             "Swarm points: wide-search, one document per turn; industry: the staged "
-            "three-level hierarchy (`orchestrace.bench.envelope.INDUSTRY`). CPU s covers "
+            "three-level hierarchy (`orchestrace.masbench.envelope.INDUSTRY`). CPU s covers "
             "recording, validation and analysis; peak MiB is the peak resident memory of the "
             "point's own process (n/a when it ran in the suite's process).",
             "",

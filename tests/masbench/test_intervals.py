@@ -1,7 +1,7 @@
 """E1 intervals and per-solved figures in the aggregated benchmark cells and the report."""
 
-from orchestrace.bench.report import markdown
-from orchestrace.bench.suite import INTERVALS, Suite, aggregate
+from orchestrace.masbench.report import markdown
+from orchestrace.masbench.suite import INTERVALS, Suite, aggregate
 
 
 def _run(success: float, seed: int, fault: str | None = None) -> dict:

@@ -37,12 +37,12 @@ tests compare genuine builtins, and the verdict travels on a channel the candida
 
 This module is the parent's side (starting sandboxes, enforcing the wall clock and the output
 cap, the candidate-test protocol); the limits and results are in
-:mod:`~orchestrace.runtime.sandbox_policy`, the launcher in
-:mod:`~orchestrace.runtime._sandbox_launcher` and the value format and what runs inside a
-sandbox in :mod:`~orchestrace.runtime._sandbox_payload` (both standard-library only).
+:mod:`~orchestrace.sandbox.policy`, the launcher in
+:mod:`~orchestrace.sandbox._launcher` and the value format and what runs inside a
+sandbox in :mod:`~orchestrace.sandbox._payload` (both standard-library only).
 
 Example:
-    >>> from orchestrace.runtime.sandbox import run_candidate_tests
+    >>> from orchestrace.sandbox import run_candidate_tests
     >>> v = run_candidate_tests(
     ...     "def add(a, b):\n    return a + b\n", "add",
     ...     "def check(candidate):\n    assert candidate(2, 3) == 5\n")  # doctest: +SKIP
@@ -69,9 +69,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrace.errors import RuntimeError_
-from orchestrace.runtime import _sandbox_launcher, _sandbox_payload
-from orchestrace.runtime._sandbox_payload import decode_value, encode_value
-from orchestrace.runtime.sandbox_policy import (
+from orchestrace.sandbox import _launcher as _sandbox_launcher
+from orchestrace.sandbox import _payload as _sandbox_payload
+from orchestrace.sandbox._payload import decode_value, encode_value
+from orchestrace.sandbox.policy import (
     ALLOW_ENV,
     MAX_SOURCE,
     Isolation,

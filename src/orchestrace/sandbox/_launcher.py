@@ -1,7 +1,7 @@
 """The sandbox launcher: namespaces, a private root, no privileges, seccomp and rlimits.
 
-The parent (:class:`orchestrace.runtime.sandbox.Sandbox`) compiles this module and
-:mod:`orchestrace.runtime._sandbox_payload`, starts the base interpreter (``python -I -S``)
+The parent (:class:`orchestrace.sandbox.Sandbox`) compiles this module and
+:mod:`orchestrace.sandbox._payload`, starts the base interpreter (``python -I -S``)
 and sends both ahead of the sandbox's configuration; the launcher runs them in one namespace
 with ``__name__ == "__main__"`` and calls :func:`_launch`, which sets the sandbox up and runs
 the payload's role in it. It therefore uses the standard library only.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 if __name__ != "__main__":  # in the launcher the payload is already in this namespace
-    from orchestrace.runtime._sandbox_payload import _ROLES, _describe
+    from orchestrace.sandbox._payload import _ROLES, _describe
 
 
 _CLONE_NEWNS = 0x00020000

