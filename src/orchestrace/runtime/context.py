@@ -204,8 +204,8 @@ class Context:
 
     @property
     def config(self) -> RunConfig:
-        """The run configuration."""
-        return self._rt.config
+        """The run configuration (without the run secret; the defenses are a copy)."""
+        return self._rt.agent_config
 
     @property
     def now(self) -> float:

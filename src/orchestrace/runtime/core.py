@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -188,6 +190,11 @@ class Runtime:
         self.guard: Guard | None = None
         if not self.config.defenses.is_none() or detector is not None:
             self.guard = Guard(self, self.config.defenses, detector)
+        #: What agents read as ``ctx.config``: the configuration without the run secret (from
+        #: which every agent's signing key derives) and with its own copy of the capability
+        #: policy, so nothing an agent reaches through its context signs for another agent or
+        #: changes what the guard enforces.
+        self.agent_config = _agent_view(self.config)
 
     # ------------------------------------------------------------------ time & budgets
     def now(self) -> float:
@@ -592,3 +599,13 @@ class Runtime:
             agents=len(self.agents),
             topology=self.topology,
         )
+
+
+def _agent_view(config: RunConfig) -> RunConfig:
+    """``config`` as agents see it: no run secret, a private copy of the defenses."""
+    d = config.defenses
+    if d.secret is None and d.capabilities is None:
+        return config
+    return dataclasses.replace(
+        config, defenses=dataclasses.replace(copy.deepcopy(d, {id(d.secret): None}), secret=None)
+    )

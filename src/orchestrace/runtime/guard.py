@@ -45,6 +45,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,8 @@ class Guard:
         #: replay only: recorded MACs of valid messages (see :meth:`reuse_macs`)
         self.recorded: dict[tuple[str, str, str, int, str], str] = {}
         self.recorded_endorsements: dict[tuple[str, str], str] = {}
-        self.policy = defenses.capabilities
+        # the guard enforces its own copy: the policy agents can read is not this one
+        self.policy = copy.deepcopy(defenses.capabilities)
         if self.policy is not None:
             own = _TOPOLOGY_ROLES.get(str(rt.topology)) if rt.topology else None
             roles = set(SYSTEM if own is None else own) | _option_roles(rt.config.options)
