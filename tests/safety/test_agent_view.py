@@ -11,7 +11,7 @@ from orchestrace.runtime._keys import Keyring, RunSecret
 from orchestrace.runtime.context import Context
 from orchestrace.runtime.security import RolePolicy
 from orchestrace.safety import Defenses
-from orchestrace.safety.attacks import Escalation, run_attacked
+from orchestrace.safety.attacks import Collusion, Escalation, run_attacked
 
 
 def _reachable(obj: Any, seen: set[int], depth: int = 0) -> list[Any]:
@@ -92,3 +92,9 @@ def test_a_worker_rewriting_the_policy_it_can_read_gains_nothing(monkeypatch) ->
         ]
         assert denied, topo
         assert not attack.succeeded(res.trace), topo
+
+
+def test_collusion_larger_than_the_team_is_refused() -> None:
+    reason = Collusion(agents=10).applies_to_team("swarm", 3)
+    assert reason is not None and "use agents >= 10" in reason
+    assert Collusion(agents=3).applies_to_team("swarm", 3) is None

@@ -290,6 +290,11 @@ class Collusion(Attack):
                 f"{topology} with {agents} agent: a colluding subset needs two or more "
                 "solving agents; use agents >= 2"
             )
+        if self.agents > agents:
+            return (
+                f"{topology} with {agents} agents: collusion of {self.agents} agents needs as "
+                f"many; use agents >= {self.agents} or collusion:agents={agents}"
+            )
         return None
 
     def forced(self, st: _State, request: LLMRequest) -> tuple[str, Any] | None:
