@@ -138,7 +138,19 @@ def env_class() -> type:
 
         def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
             if isinstance(self.action_space, spaces.Discrete):
-                action = int(action)
+                arr = np.asarray(action) if action is not None else None
+                ok = (
+                    arr is not None
+                    and arr.shape == ()
+                    and np.issubdtype(arr.dtype, np.integer)
+                    and 0 <= int(arr) < int(self.action_space.n)
+                )
+                if not ok:
+                    raise ConfigError(
+                        f"action {action!r} is not in {self.action_space}: give one integer "
+                        f"from 0 to {int(self.action_space.n) - 1}"
+                    )
+                action = int(arr)  # type: ignore[arg-type]
             else:
                 arr = np.asarray(action)
                 if arr.shape != self.action_space.shape or not self.action_space.contains(
