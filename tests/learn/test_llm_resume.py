@@ -74,3 +74,24 @@ def test_lora_samples_plainly_and_resumes(tmp_path):
     res = train_llm(resume_config(out, iterations=2))
     assert [r["iteration"] for r in res.log] == [0, 1]
     assert [r["iteration"] for r in _rows(tmp_path / "o" / "train.csv")] == ["0", "1"]
+
+
+@pytest.mark.slow
+def test_a_relative_policy_is_recorded_so_a_resume_elsewhere_finds_it(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, resume_config, train_llm
+    from orchestrace.learn.llm_policy import tiny_chat_lm
+
+    tiny_chat_lm(tmp_path / "tiny")
+    monkeypatch.chdir(tmp_path)
+    cfg = LLMTrainConfig(
+        policy="tiny", iterations=1, tasks=1, group=2, kl_coef=0.1, out=str(tmp_path / "run")
+    )
+    train_llm(cfg)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    again = resume_config(str(tmp_path / "run"), iterations=2)
+    assert again.policy == str((tmp_path / "tiny").resolve())
+    train_llm(again)
+    assert [r["iteration"] for r in _rows(tmp_path / "run" / "train.csv")] == ["0", "1"]

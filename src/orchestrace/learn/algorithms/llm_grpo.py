@@ -49,6 +49,7 @@ Example (tiny model built from a config; a few seconds on CPU)::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import random
 import time
@@ -263,6 +264,9 @@ def train_llm(
     cfg = config
     check_device(cfg.device, torch)
     source = local_model(cfg.resume, "--resume") if cfg.resume else local_model(cfg.policy)
+    if not cfg.resume:
+        # recorded as an absolute path: a resume from another directory finds the KL reference
+        cfg = dataclasses.replace(cfg, policy=str(source.resolve()))
     if cfg.workers.startswith("frozen:"):
         local_model(cfg.workers[len("frozen:") :], "--workers frozen:")
     state = read_state(cfg.resume) if cfg.resume else None
