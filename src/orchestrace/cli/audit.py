@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from orchestrace._safe import display
+from orchestrace._safe import bounded, display, redact
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.errors import OrchestraceError
 from orchestrace.io import load_all
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         except OrchestraceError as err:
             failed_files += 1
-            print(f"error: {display(str(err), 2000)}", file=sys.stderr)
+            print(f"error: {bounded(redact(str(err)))}", file=sys.stderr)
             continue
         for tr in traces:
             for note in audit_notes(tr, secret=secret):
