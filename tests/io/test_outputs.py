@@ -469,3 +469,17 @@ def test_a_failed_report_keeps_files_it_did_not_write(tmp_path):
         (d / "notes.txt").write_text("the user's")  # appears while the run goes on
         raise RuntimeError("work failed")
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_discarding_a_new_stream_file_leaves_what_replaced_it(tmp_path):
+    from orchestrace.io._output import StreamTarget
+
+    path = tmp_path / "run.jsonl"
+    target = StreamTarget(path)
+    os.rename(path, tmp_path / "moved.jsonl")
+    path.write_text("the user's own file\n")
+    target.discard(remove_new=True)
+    assert path.read_text() == "the user's own file\n"
+    mine = StreamTarget(tmp_path / "mine.jsonl")
+    mine.discard(remove_new=True)
+    assert not (tmp_path / "mine.jsonl").exists()

@@ -215,12 +215,15 @@ class StreamTarget:
             remove_new: Also remove a newly created file (a recording that cannot be
                 completed); a replaced file's predecessor is always kept.
         """
+        # a new file is removed only while the path still names the file this writer made
+        # (something put there since, by the user or another program, is left alone)
+        ours = remove_new and self._tmp is None and self._open and self._in_place()
         self._close()
         if self._tmp is not None:
             with suppress(OSError):
                 os.unlink(self._tmp)
             self._tmp = None
-        elif remove_new:
+        elif ours:
             with suppress(OSError):
                 os.unlink(self.path)
         self._release()
