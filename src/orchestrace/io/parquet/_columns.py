@@ -44,7 +44,12 @@ from orchestrace.io.parquet._check import (
     header_of,
 )
 from orchestrace.io.parquet._layout import _FILES, _pa
-from orchestrace.io.parquet._read import _no_traces, _read_error, read_token_tables
+from orchestrace.io.parquet._read import (
+    _GRAPH_COLUMNS,
+    _no_traces,
+    _read_error,
+    read_token_tables,
+)
 from orchestrace.trace.check import check_graph
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Trace
@@ -54,23 +59,7 @@ __all__ = ["ScannedTrace", "scan_parquet"]
 
 #: Event columns the graph and the checks read (``from``, ``content``, ``content_ref`` and
 #: ``trusted`` have their types checked from the schema and are otherwise not needed).
-GRAPH_COLUMNS = [
-    "id",
-    "t",
-    "dur",
-    "type",
-    "agent",
-    "to",
-    "role",
-    "tool",
-    "decision",
-    "step",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-    "error",
-    "attrs",
-]
+GRAPH_COLUMNS = [*_GRAPH_COLUMNS, "error", "attrs"]
 
 
 @dataclass
@@ -203,7 +192,7 @@ def scan_parquet(
                 n_errors[0] += batch.num_rows - batch.column("error").null_count
                 pos += batch.num_rows
                 if not found and not attrs:
-                    yield {c: batch.column(c) for c in GRAPH_COLUMNS if c not in ("error", "attrs")}
+                    yield {c: batch.column(c) for c in _GRAPH_COLUMNS}
 
         def edges(
             stream: Iterator[Any], found: list[tuple[int, Problem]]
