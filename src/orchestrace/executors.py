@@ -31,6 +31,11 @@ was started ``retries + 1`` times (Ray re-runs a task itself, ``max_retries=retr
 the chunk comes back as dead); a job whose worker died on every attempt is a
 :class:`JobFailure` of kind ``worker-died`` (or the error, with ``on_error="raise"``).
 
+At about 680 lines the module stays whole: :meth:`Executor.map` holds the one failure and
+retry path every executor shares, and the local and process executors are small subclasses
+that supply only how a chunk is submitted and waited for (the Ray one is in
+``_ray_executor``, loaded only with the extra).
+
 Example:
     >>> ex = make_executor("local")
     >>> ex.map(abs, [-2, 3, -1])
