@@ -32,8 +32,8 @@ the chunk comes back as dead); a job whose worker died on every attempt is a
 :class:`JobFailure` of kind ``worker-died`` (or the error, with ``on_error="raise"``).
 
 At about 680 lines the module stays whole: :meth:`Executor.map` holds the one failure and
-retry path every executor shares, and the local and process executors are small subclasses
-that supply only how a chunk is submitted and waited for (the Ray one is in
+retry path every executor shares, and the local and process executors are subclasses
+that supply only how chunks are submitted, waited for and cancelled (the Ray one is in
 ``_ray_executor``, loaded only with the extra).
 
 Example:
