@@ -20,16 +20,13 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.core import ROOT
 from orchestrace.tasks import make_task, task_class
-from orchestrace.tasks.base import answer_digest
+from orchestrace.tasks.base import answer_digest, recorded_verdict
 from orchestrace.trace.model import Event, Trace
-
-if TYPE_CHECKING:
-    from orchestrace.tasks.base import Verdict
 
 __all__ = [
     "REGISTRY",
@@ -182,22 +179,6 @@ def truth_of(trace: Trace) -> Any:
     """The task's ground truth, when the trace records it."""
     result = _result(trace)
     return result.get("truth") if result is not None else None
-
-
-def recorded_verdict(trace: Trace) -> Verdict | None:
-    """The checker's verdict recorded with the run (``meta.result.verdict``), as recorded.
-
-    ``None`` when there is none, or when it is malformed (not an object, or ``passed`` is not
-    ``true``, ``false`` or ``null``). See :data:`orchestrace.tasks.base.Verdict`.
-    """
-    result = _result(trace)
-    raw = result.get("verdict") if result is not None else None
-    if not isinstance(raw, dict) or "passed" not in raw:
-        return None
-    passed = raw["passed"]
-    if passed is not None and not isinstance(passed, bool):
-        return None
-    return dict(raw)
 
 
 def executes_code(trace: Trace) -> bool:

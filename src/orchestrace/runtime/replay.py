@@ -48,7 +48,6 @@ import msgspec
 
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
-from orchestrace.rewards.base import recorded_verdict
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -80,6 +79,7 @@ from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.rounds import recorded_root
 from orchestrace.runtime.topologies import get_topology
 from orchestrace.tasks import Task, Verdict, make_task, unknown_verdict
+from orchestrace.tasks.base import recorded_verdict
 from orchestrace.trace.model import Trace
 
 _ENC = msgspec.json.Encoder(order="deterministic")

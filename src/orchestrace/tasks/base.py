@@ -37,6 +37,7 @@ __all__ = [
     "answer_digest",
     "check_spec",
     "parse_answer",
+    "recorded_verdict",
     "unknown_verdict",
 ]
 
@@ -73,6 +74,30 @@ def answer_digest(answer: Any) -> str:
 def unknown_verdict(checker: str, reason: str) -> Verdict:
     """A verdict for an answer that was not checked (``passed`` is ``None``)."""
     return {"passed": None, "checker": checker, "reason": reason, "isolation": None}
+
+
+def recorded_verdict(trace: Any) -> Verdict | None:
+    """The checker's verdict recorded with a run (``meta.result.verdict``), as recorded.
+
+    ``trace`` is anything with a ``meta`` mapping (a :class:`~orchestrace.trace.model.Trace`).
+    ``None`` when there is none, or when it is malformed (not an object, or ``passed`` is not
+    ``true``, ``false`` or ``null``). See :data:`Verdict`.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> recorded_verdict(SimpleNamespace(meta={"result": {"verdict": {"passed": True}}}))
+        {'passed': True}
+        >>> recorded_verdict(SimpleNamespace(meta={"result": {"verdict": {"passed": "yes"}}}))
+    """
+    meta = getattr(trace, "meta", None)
+    result = meta.get("result") if isinstance(meta, dict) else None
+    raw = result.get("verdict") if isinstance(result, dict) else None
+    if not isinstance(raw, dict) or "passed" not in raw:
+        return None
+    passed = raw["passed"]
+    if passed is not None and not isinstance(passed, bool):
+        return None
+    return dict(raw)
 
 
 def check_spec(
