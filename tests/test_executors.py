@@ -6,6 +6,7 @@ import hashlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,29 +84,35 @@ def _counted() -> _Counted:
 
 
 # ---------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def ray_local() -> Any:
-    if not HAS_RAY:
+@pytest.fixture
+def ray_local(shared_ray: str | None) -> Any:
+    """A Ray executor on the test process's local Ray instance of 2 CPUs."""
+    if shared_ray is None:
         pytest.skip("ray is not installed")
     import ray
 
-    from orchestrace.executors import shutdown_ray
-
-    shutdown_ray()
     ex = make_executor("ray", 2)
     assert ray.cluster_resources().get("CPU") == 2
-    yield ex
-    shutdown_ray()
+    return ex
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[Any]:
+    """Two process workers for the tests that are not about starting or stopping them.
+
+    A worker that dies in one test is replaced, as it would be within one command.
+    """
+    with make_executor("process", 2) as ex:
+        yield ex
 
 
 @pytest.mark.slow
 # ---------------------------------------------------------------------------- local and process
-def test_local_and_process_give_identical_results_in_job_order() -> None:
+def test_local_and_process_give_identical_results_in_job_order(pool: Any) -> None:
     specs = list(range(12))
     local = make_executor("local").map(digest, specs)
-    with make_executor("process", 2) as ex:
-        one = ex.map(digest, specs)
-        chunked = ex.map(digest, specs, chunksize=5)
+    one = pool.map(digest, specs)
+    chunked = pool.map(digest, specs, chunksize=5)
     assert local == one == chunked == [digest(s) for s in specs]
 
 
@@ -125,17 +132,17 @@ def test_process_workers_live_as_long_as_the_executor() -> None:
     ex.close()
 
 
-def test_shared_object_reaches_every_job() -> None:
+def test_shared_object_reaches_every_job(pool: Any) -> None:
     blob = b"x" * 3
     local = make_executor("local").map(with_shared, [1, 2], shared=blob)
-    proc = make_executor("process", 2).map(with_shared, [1, 2], shared=blob)
+    proc = pool.map(with_shared, [1, 2], shared=blob)
     assert local == proc == [3001, 3002]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["local", "process"])
-def test_a_job_that_raises_is_recorded_or_raised(name: str) -> None:
-    ex = make_executor(name, 2 if name == "process" else None)
+def test_a_job_that_raises_is_recorded_or_raised(name: str, pool: Any) -> None:
+    ex = pool if name == "process" else make_executor(name)
     out = ex.map(raises_on_three, range(6), on_error="record")
     assert out[:3] == [0, 2, 4] and out[4:] == [8, 10]
     assert failures(out) == [JobFailure(3, "ValueError: spec 3 is bad", 1, "raised")]
@@ -144,8 +151,8 @@ def test_a_job_that_raises_is_recorded_or_raised(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_process_worker_death_is_retried_then_recorded() -> None:
-    ex = make_executor("process", 2)
+def test_process_worker_death_is_retried_then_recorded(pool: Any) -> None:
+    ex = pool
     out = ex.map(dies_on_three, range(8), on_error="record")
     assert [r for i, r in enumerate(out) if i != 3] == [i * 2 for i in range(8) if i != 3]
     (fail,) = failures(out)
@@ -156,9 +163,9 @@ def test_process_worker_death_is_retried_then_recorded() -> None:
 
 
 @pytest.mark.slow
-def test_process_worker_death_once_is_retried_and_succeeds(tmp_path: Path) -> None:
+def test_process_worker_death_once_is_retried_and_succeeds(tmp_path: Path, pool: Any) -> None:
     marker = str(tmp_path / "died")
-    out = make_executor("process", 2).map(dies_once, [(n, marker) for n in range(6)])
+    out = pool.map(dies_once, [(n, marker) for n in range(6)])
     assert out == [n * 2 for n in range(6)] and Path(marker).exists()
 
 
@@ -267,15 +274,6 @@ def test_cli_unreachable_ray_address_is_one_line(
     assert err.startswith(f"error: --ray-address 127.0.0.1:{port}: no Ray cluster answers there")
 
 
-HEAD = """
-import sys, ray
-ray.init(num_cpus=1, include_dashboard=False)
-print(ray.get_runtime_context().gcs_address, flush=True)
-sys.stdin.read()
-ray.shutdown()
-"""
-
-
 JOIN = """
 import sys
 from orchestrace.executors import make_executor
@@ -286,32 +284,24 @@ print(ex.map(abs, [-1, -2, -3]), ex.describe()["cluster_cpus"])
 
 @needs_ray
 @pytest.mark.slow
-def test_ray_address_joins_a_running_cluster() -> None:
+def test_ray_address_joins_a_running_cluster(shared_ray: str | None) -> None:
     import subprocess
     import sys
 
-    head = subprocess.Popen(
-        [sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    # the running cluster: the local instance this test process started (2 CPUs); a fresh
+    # driver joins it, as `orchestrace ... --ray-address` does; the token is in ~/.ray
+    assert shared_ray is not None
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    out = subprocess.run(
+        [sys.executable, "-c", JOIN, shared_ray],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        check=False,
     )
-    try:
-        assert head.stdout is not None
-        address = head.stdout.readline().strip()
-        # a fresh driver, as `orchestrace ... --ray-address` is; the instance's token is in ~/.ray
-        env = {**os.environ, "RAY_AUTH_MODE": "token"}
-        out = subprocess.run(
-            [sys.executable, "-c", JOIN, address],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=180,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.strip().splitlines()[-1] == "[1, 2, 3] 1"
-    finally:
-        assert head.stdin is not None
-        head.stdin.close()
-        head.wait(timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[1, 2, 3] 2"
 
 
 @needs_ray
@@ -326,7 +316,8 @@ def test_an_address_that_is_not_a_ray_cluster_is_refused_in_bounded_time(
 
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setattr(executors, "RAY_JOIN_TIMEOUT_S", 8.0)
+    # the bound is the join timeout: a short one is refused the same way as the default
+    monkeypatch.setattr(executors, "RAY_JOIN_TIMEOUT_S", 2.0)
     address = f"127.0.0.1:{server.server_address[1]}"
     t0 = time.perf_counter()
     try:
@@ -334,7 +325,7 @@ def test_an_address_that_is_not_a_ray_cluster_is_refused_in_bounded_time(
             make_executor("ray", ray_address=address)
     finally:
         server.shutdown()
-    assert time.perf_counter() - t0 < 30
+    assert time.perf_counter() - t0 < 20
     msg = str(err.value)
     assert msg.startswith(f"--ray-address {address}: ") and "\n" not in msg
     assert "ray start --head" in msg
@@ -358,10 +349,9 @@ def _retry_case(ex: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.slow
 def test_process_records_retries_and_counts_attempts_as_ray_does(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pool: Any
 ) -> None:
-    with make_executor("process", 2) as ex:
-        got = _retry_case(ex, tmp_path, capsys)
+    got = _retry_case(pool, tmp_path, capsys)
     assert got["once"] == [0, 2, 4, 6]
     # the job whose worker died once is recorded, with the attempt and how
     assert [r["index"] for r in got["once_retried"]] == [2]
