@@ -39,7 +39,7 @@ from orchestrace.runtime.backends.hf import HFResponse
 from orchestrace.trace.model import Trace
 from orchestrace.trace.tokens import token_table
 
-__all__ = ["CallKey", "CallKind", "ReplayCache", "ToolOutcome"]
+__all__ = ["CallKey", "CallKind", "ReplayCache", "ToolOutcome", "encode_args"]
 
 #: The two kinds of recorded calls.
 CallKind = Literal["llm", "tool"]
@@ -65,32 +65,79 @@ class CallKey(NamedTuple):
     id: str
 
     @staticmethod
-    def llm_inputs(request: LLMRequest) -> str:
-        """Hash of an LLM request's inputs (what its occurrences are counted by)."""
-        return hashlib.blake2b(request.fingerprint(), digest_size=8).hexdigest()
+    def llm_inputs(request: LLMRequest, *, fingerprint: bytes | None = None) -> str:
+        """Hash of an LLM request's inputs (what its occurrences are counted by).
+
+        ``fingerprint``, when given, must be ``request.fingerprint()`` (saves encoding again).
+        """
+        fp = request.fingerprint() if fingerprint is None else fingerprint
+        return hashlib.blake2b(fp, digest_size=8).hexdigest()
 
     @staticmethod
-    def tool_inputs(name: str, args: Any) -> str:
-        """Hash of a tool call's inputs: the tool's name and arguments."""
-        return hashlib.blake2b(_ENC.encode([name, args]), digest_size=8).hexdigest()
+    def tool_inputs(name: str, args: Any, *, encoded_args: bytes | None = None) -> str:
+        """Hash of a tool call's inputs: the tool's name and arguments.
+
+        ``encoded_args``, when given, must be the canonical JSON of ``args`` (as
+        :func:`encode_args` gives it); the hash is the same either way.
+
+        Example:
+            >>> args = {"b": 1, "a": [2]}
+            >>> CallKey.tool_inputs("f", args) == CallKey.tool_inputs(
+            ...     "f", args, encoded_args=encode_args(args))
+            True
+        """
+        if encoded_args is None:
+            data = _ENC.encode([name, args])
+        else:  # the same bytes as encoding [name, args]: a JSON array of the two, no spaces
+            data = b"".join((b"[", _ENC.encode(name), b",", encoded_args, b"]"))
+        return hashlib.blake2b(data, digest_size=8).hexdigest()
 
     @classmethod
-    def llm(cls, request: LLMRequest, occurrence: int) -> CallKey:
-        """The key of an LLM call (its id is :func:`~.backends.base.request_key`)."""
+    def llm(
+        cls,
+        request: LLMRequest,
+        occurrence: int,
+        *,
+        fingerprint: bytes | None = None,
+        inputs: str | None = None,
+    ) -> CallKey:
+        """The key of an LLM call (its id is :func:`~.backends.base.request_key`).
+
+        ``fingerprint`` (``request.fingerprint()``) and ``inputs`` (:meth:`llm_inputs`), when
+        the caller has them already, are used instead of being computed again.
+        """
+        fp = request.fingerprint() if fingerprint is None else fingerprint
         return cls(
             "llm",
             request.agent,
-            cls.llm_inputs(request),
+            cls.llm_inputs(request, fingerprint=fp) if inputs is None else inputs,
             occurrence,
-            request_key(request, occurrence),
+            request_key(request, occurrence, fingerprint=fp),
         )
 
     @classmethod
-    def tool(cls, agent: str, name: str, args: Any, occurrence: int) -> CallKey:
-        """The key of a tool call of ``agent``."""
-        inputs = cls.tool_inputs(name, args)
+    def tool(
+        cls, agent: str, name: str, args: Any, occurrence: int, *, inputs: str | None = None
+    ) -> CallKey:
+        """The key of a tool call of ``agent`` (``inputs``: :meth:`tool_inputs`, if known)."""
+        if inputs is None:
+            inputs = cls.tool_inputs(name, args)
         digest = hashlib.blake2b(f"{agent}:{inputs}:{occurrence}".encode(), digest_size=16)
         return cls("tool", agent, inputs, occurrence, digest.hexdigest())
+
+
+def encode_args(args: Any) -> bytes:
+    """The canonical JSON of a tool call's arguments (sorted keys, no spaces).
+
+    Raises:
+        TypeError: ``args`` holds a value of a type JSON cannot carry.
+        msgspec.EncodeError: ``args`` cannot be encoded otherwise (e.g. a cycle).
+
+    Example:
+        >>> encode_args({"b": 1, "a": "x"})
+        b'{"a":"x","b":1}'
+    """
+    return _ENC.encode(args)
 
 
 class ToolOutcome(NamedTuple):

@@ -63,7 +63,9 @@ async def generate(
         payload,
         max_tokens=max_tokens,
     )
-    key = CallKey.llm(req, a.occurrence("llm", CallKey.llm_inputs(req)))
+    fp = req.fingerprint()  # encoded once: the occurrence count and the key both hash it
+    inputs = CallKey.llm_inputs(req, fingerprint=fp)
+    key = CallKey.llm(req, a.occurrence("llm", inputs), fingerprint=fp, inputs=inputs)
     t0 = rt.now()
     recorded = key in rt.cache
     resp = await rt.call_llm(req, key)

@@ -26,7 +26,7 @@ import msgspec
 
 from orchestrace._safe import scrub_known
 from orchestrace.runtime.aggregate import text_of
-from orchestrace.runtime.cache import CallKey, ToolOutcome
+from orchestrace.runtime.cache import CallKey, ToolOutcome, encode_args
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.context import AgentState, ToolResult
 from orchestrace.trace.model import Edge, Event
@@ -50,34 +50,40 @@ async def call_tool(rt: Runtime, a: AgentState, name: str, args: dict[str, Any])
             return ToolResult(name, None, False, f"blocked: tainted inputs may not drive {name!r}")
     fn = rt.tools.get(name)
     rt.open_step(a)
-    key = CallKey.tool(a.name, name, args, a.occurrence("tool", CallKey.tool_inputs(name, args)))
+    # the arguments are encoded once: for the key, and as the call's recorded content (as the
+    # tool was called, so a replay, which does not run the tool, records the same)
+    encoded = encode_args(args)
+    inputs = CallKey.tool_inputs(name, args, encoded_args=encoded)
+    key = CallKey.tool(a.name, name, args, a.occurrence("tool", inputs), inputs=inputs)
+    content = encoded.decode()
     t0 = rt.now()
     cached = rt.cache.tool(key)
     if cached is not None:
         rt.cache_hits += 1
         value, error = cached.value, cached.error
+        text = None if error else text_of(value)
         await asyncio.sleep(cached.latency)
     else:
-        value, error, latency = run_tool(fn, name, args, key.id, rt.config, rt.tools)
+        value, error, latency, text = _run_tool(fn, name, args, key.id, rt.config, rt.tools)
         if rt.backend.virtual:
             await asyncio.sleep(latency)
         else:
             latency = rt.now() - t0
         rt.cache.put(key, ToolOutcome(value, error, round(latency, 9)))
-    call_id = rt.record(a, "tool_call", t0, tool=name, content=text_of(args), attrs={"key": key.id})
+    call_id = rt.record(a, "tool_call", t0, tool=name, content=content, attrs={"key": key.id})
     res_id = _record_result(
         rt,
         name,
         call_id,
         rt.now(),
-        content=None if error else text_of(value),
+        content=text,
         error=error,
         trusted=False,
         **({} if g is None or not g.d.taint else {"attrs": g.tool_attrs(name)}),
     )
     if g is not None:
-        g.tool_result(name, res_id, None if error else text_of(value))
-        if error is None and g.screen(a.name, res_id, text_of(value)):
+        g.tool_result(name, res_id, text)
+        if error is None and g.screen(a.name, res_id, text_of(value) if text is None else text):
             value, error = None, "quarantined: the injection detector flagged this result"
     a.pending.append((res_id, "causal"))
     a.turn_open = False
@@ -97,20 +103,39 @@ def run_tool(
     """Run a tool: its value, its error (``None`` when it succeeded) and its latency (seconds).
 
     Latency and injected failures are drawn from the run's seed and the call's key, so a run
-    repeats them exactly.
+    repeats them exactly. A run with neither (``tool_latency_s`` and ``tool_failure_rate``
+    zero) draws nothing: its latency is 0.0, as any draw would give.
     """
+    return _run_tool(fn, name, args, key_id, config, registered)[:3]
+
+
+def _run_tool(
+    fn: Callable[[dict[str, Any]], Any] | None,
+    name: str,
+    args: dict[str, Any],
+    key_id: str,
+    config: RunConfig,
+    registered: Iterable[str],
+) -> tuple[Any, str | None, float, str | None]:
+    """:func:`run_tool`, and the value as recorded text (``None`` when the call failed)."""
     if fn is None:
-        return None, f"unknown tool {name!r}; registered: {sorted(registered)}", 0.0
-    rng = random.Random(f"{config.seed}:tool:{key_id}")
-    latency = config.tool_latency_s * rng.uniform(0.5, 1.5)
+        return None, f"unknown tool {name!r}; registered: {sorted(registered)}", 0.0, None
+    mean, fail_rate = config.tool_latency_s, config.tool_failure_rate
+    latency = 0.0
+    failed = False
+    if mean or fail_rate:
+        # seeding costs microseconds per call: only done when a draw can change something
+        rng = random.Random(f"{config.seed}:tool:{key_id}")
+        latency = mean * rng.uniform(0.5, 1.5)
+        failed = bool(fail_rate) and rng.random() < fail_rate
     try:
-        if config.tool_failure_rate and rng.random() < config.tool_failure_rate:
+        if failed:
             raise RuntimeError("injected tool failure")
         value = fn(args)
-        _ENC.encode(value)  # a tool's value must be JSON
+        encoded = _ENC.encode(value)  # a tool's value must be JSON
     except Exception as err:
-        return None, f"{type(err).__name__}: {str(err)[:300]}", latency
-    return value, None, latency
+        return None, f"{type(err).__name__}: {str(err)[:300]}", latency, None
+    return value, None, latency, value if isinstance(value, str) else encoded.decode()
 
 
 def _record_result(rt: Runtime, tool: str, call_id: str, t: float, **fields: Any) -> str:

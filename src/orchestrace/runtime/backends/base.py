@@ -154,15 +154,16 @@ class Backend(Protocol):
         ...
 
 
-def request_key(request: LLMRequest, occurrence: int) -> str:
+def request_key(request: LLMRequest, occurrence: int, *, fingerprint: bytes | None = None) -> str:
     """Replay key of a call: agent, hash of its inputs, and how often it made this call before.
 
     Counting repeats of the same inputs (instead of a global call index) keeps the keys of
-    unchanged calls stable when a counterfactual fork changes other calls.
+    unchanged calls stable when a counterfactual fork changes other calls. ``fingerprint``,
+    when given, must be ``request.fingerprint()`` (a caller that has it saves encoding again).
     """
     h = hashlib.blake2b(digest_size=16)
     h.update(request.agent.encode("utf-8", "surrogatepass"))
     h.update(b"\x00")
-    h.update(request.fingerprint())
+    h.update(request.fingerprint() if fingerprint is None else fingerprint)
     h.update(occurrence.to_bytes(8, "little"))
     return h.hexdigest()
