@@ -31,7 +31,7 @@ def spy(monkeypatch):
     """Counts simulator calls and keeps every fork's result."""
     seen = {"sim": 0, "forks": []}
     complete = SimBackend.complete
-    real_fork = replay.fork
+    real_fork = replay._fork_with  # every fork re-executed in full goes through it
 
     async def counted(self, request):
         seen["sim"] += 1
@@ -43,7 +43,7 @@ def spy(monkeypatch):
         return res
 
     monkeypatch.setattr(SimBackend, "complete", counted)
-    monkeypatch.setattr(replay, "fork", forked)
+    monkeypatch.setattr(replay, "_fork_with", forked)
     return seen
 
 

@@ -49,6 +49,8 @@ class ForkContext:
 
 #: Sample backends built in this worker, by context (a worker serves one computation at a time).
 _FACTORIES: dict[tuple[str, str], Callable[[Trace, int], Any]] = {}
+#: The shared set-up of the trace this worker forks (its cache and task, built once).
+_SETUPS: dict[tuple[str, str], replay.ForkSetup] = {}
 
 
 def _key(ctx: ForkContext) -> tuple[str, str]:
@@ -61,17 +63,35 @@ def fork_job(ctx: ForkContext, job: ForkJob) -> tuple[int, float]:
     factory = _FACTORIES.get(key)
     if factory is None:
         _FACTORIES.clear()
+        _SETUPS.clear()
         factory = _FACTORIES[key] = ctx.factory()
-    return _fork(ctx, factory, job)
+    setup = _SETUPS.get(key)
+    if setup is None:
+        setup = _SETUPS[key] = replay.ForkSetup(ctx.trace)
+    return _fork(ctx, factory, job, setup)
+
+
+def _scorer(ctx: ForkContext) -> Callable[[replay.ForkResult], tuple[int, float]]:
+    """What a credit computation keeps of a fork: its backend calls and its reward."""
+
+    def score(res: replay.ForkResult) -> tuple[int, float]:
+        reward = counterfactual_reward(res.trace, ctx.reward_fn, rerun_checks=ctx.rerun_checks)
+        return res.backend_calls, reward
+
+    return score
 
 
 def _fork(
-    ctx: ForkContext, factory: Callable[[Trace, int], Any], job: ForkJob
+    ctx: ForkContext,
+    factory: Callable[[Trace, int], Any],
+    job: ForkJob,
+    setup: replay.ForkSetup,
 ) -> tuple[int, float]:
+    """One fork re-executed in full, with the set-up every fork of the computation shares."""
     ivs, k = job
-    res = replay.fork(ctx.trace, ivs, backend=factory(ctx.trace, k), rerun_checks=ctx.rerun_checks)
-    reward = counterfactual_reward(res.trace, ctx.reward_fn, rerun_checks=ctx.rerun_checks)
-    return res.backend_calls, reward
+    answering = replay.backend_for(ctx.trace, factory(ctx.trace, k))
+    res = setup.fork(ivs, answering, ctx.rerun_checks)
+    return _scorer(ctx)(res)
 
 
 def run_forks(
@@ -93,10 +113,11 @@ def run_forks(
         ConfigError: The reward function or backend cannot be sent to worker processes.
     """
     if executor is None or executor.name == "local":
+        setup = replay.ForkSetup(ctx.trace)
         out: list[tuple[int, float] | JobFailure] = []
         for i, job in enumerate(jobs):
             try:
-                out.append(_fork(ctx, factory, job))
+                out.append(_fork(ctx, factory, job, setup))
             except OrchestraceError:
                 raise
             except Exception as err:  # recorded: the other forks still run

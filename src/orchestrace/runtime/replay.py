@@ -40,7 +40,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ import msgspec
 
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
+from orchestrace.runtime import _snapshot
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -89,6 +91,7 @@ __all__ = [
     "ForceDecision",
     "ForceStop",
     "ForkResult",
+    "ForkSetup",
     "Intervention",
     "RedrawDownstream",
     "ReplaceMessage",
@@ -99,11 +102,13 @@ __all__ = [
     "cache_from_trace",
     "check_replayable",
     "fork",
+    "fork_many",
     "message_readers",
     "recorded_decisions",
     "replay",
     "reproduces",
     "sender_call",
+    "snapshot_forks",
     "spawn_one_more",
 ]
 
@@ -345,6 +350,8 @@ def _runtime(
     cache: ReplayCache,
     rerun_checks: bool = False,
     fork_of: dict[str, Any] | None = None,
+    runtime_class: type[Runtime] = Runtime,
+    setup: ForkSetup | None = None,
 ) -> tuple[Runtime, Any]:
     check_replayable(trace)
     meta = trace.meta
@@ -374,13 +381,17 @@ def _runtime(
             f"{str(err)[:200]}); record the run again"
         ) from None
     # a bad seed or size: the message names the trace and the meta.task field
-    task = make_task(name, seed=seed, size=size, source=f"trace {shown_trace(trace)}: meta.task")
+    task = (
+        setup.task()
+        if setup is not None
+        else make_task(name, seed=seed, size=size, source=f"trace {shown_trace(trace)}: meta.task")
+    )
     extra: dict[str, Any] = {"runner": meta["runner"]}
     if "team" in meta:  # what the topology did with --agents: part of the run's identity
         extra["team"] = meta["team"]
     if fork_of is not None:
         extra["fork"] = fork_of
-    rt = Runtime(
+    rt = runtime_class(
         task=task,
         backend=backend,
         config=config,
@@ -462,6 +473,90 @@ def reproduces(original: Trace, replayed: Trace) -> bool:
     return wall_clock(original) and _untimed(original) == _untimed(replayed)
 
 
+class ForkSetup:
+    """What every fork of one trace shares: the checked trace and its recorded answers.
+
+    Built once per batch of forks (a credit computation); each fork copies the cache (its
+    entries are immutable, so a copy is a dict copy) instead of rebuilding it from the trace.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("debate", "arith", agents=2, seed=1, task_size=8).trace
+        >>> len(ForkSetup(tr).cache) == len(ReplayCache.from_trace(tr))
+        True
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        check_replayable(trace)
+        self.trace = trace
+        self.cache = ReplayCache.from_trace(trace)
+        self._task: Task | None = None
+
+    def task(self) -> Task:
+        """A fresh instance of the trace's task: a copy of one built once (as built, unused)."""
+        if self._task is None:
+            spec = self.trace.meta["task"]
+            self._task = make_task(
+                spec["name"],
+                seed=spec["seed"],
+                size=spec["size"],
+                source=f"trace {shown_trace(self.trace)}: meta.task",
+            )
+        return copy.deepcopy(self._task)
+
+    def fork(
+        self, interventions: Sequence[Intervention], backend: Backend, rerun_checks: bool = False
+    ) -> ForkResult:
+        """:func:`fork` of the trace with ``backend`` (an object) answering changed calls."""
+        return _fork_with(self, interventions, backend, rerun_checks)
+
+
+def _fork_of(
+    trace: Trace, interventions: Sequence[Intervention], answering: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    described = [iv.describe() for iv in interventions]
+    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    return described, {
+        "of": trace.trace_id,
+        "interventions": described,
+        "backend": backend_spec(answering),
+        "recorded_backend": recorded if isinstance(recorded, dict) else None,
+    }
+
+
+def _fork_with(
+    setup: ForkSetup,
+    interventions: Sequence[Intervention],
+    answering: Backend,
+    rerun_checks: bool,
+) -> ForkResult:
+    """One fork, re-executed in full (the cache copied from ``setup``)."""
+    trace = setup.trace
+    cache = setup.cache.copy()
+    for iv in interventions:
+        cache.redraw(iv.redraws())
+    described, fork_of = _fork_of(trace, interventions, answering)
+    # a fork runs on virtual time whatever answers it: waits for a dropped message end at
+    # once; a real backend answers each changed call while the virtual clock stands still
+    runner: Any = (
+        answering if answering.virtual else OnVirtualTime(answering, how(trace, answering))
+    )
+    rt, root = _runtime(trace, runner, interventions, cache, rerun_checks, fork_of, setup=setup)
+
+    async def go() -> Trace:
+        try:
+            return await rt.run(root)
+        finally:
+            await runner.aclose()
+
+    new = run_virtual(go())
+    if isinstance(runner, OnVirtualTime) and runner.failure is not None:
+        raise runner.failure
+    if not answering.virtual:
+        check_answered(trace, new, answering)
+    return ForkResult(new, rt.backend_calls, rt.cache_hits, described)
+
+
 def fork(
     trace: Trace,
     interventions: Sequence[Intervention],
@@ -495,33 +590,115 @@ def fork(
             names ``--backend``), or a real backend answered none of the changed calls.
     """
     answering = backend_for(trace, backend, **dict(backend_options or {}))
-    cache = ReplayCache.from_trace(trace)
-    for iv in interventions:
-        cache.redraw(iv.redraws())
-    described = [iv.describe() for iv in interventions]
-    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
-    fork_of = {
-        "of": trace.trace_id,
-        "interventions": described,
-        "backend": backend_spec(answering),
-        "recorded_backend": recorded if isinstance(recorded, dict) else None,
-    }
-    # a fork runs on virtual time whatever answers it: waits for a dropped message end at
-    # once; a real backend answers each changed call while the virtual clock stands still
-    runner: Any = (
-        answering if answering.virtual else OnVirtualTime(answering, how(trace, answering))
-    )
-    rt, root = _runtime(trace, runner, interventions, cache, rerun_checks, fork_of)
+    return _fork_with(ForkSetup(trace), interventions, answering, rerun_checks)
 
-    async def go() -> Trace:
-        try:
-            return await rt.run(root)
-        finally:
-            await runner.aclose()
 
-    new = run_virtual(go())
-    if isinstance(runner, OnVirtualTime) and runner.failure is not None:
-        raise runner.failure
-    if not answering.virtual:
-        check_answered(trace, new, answering)
-    return ForkResult(new, rt.backend_calls, rt.cache_hits, described)
+def fork_many(
+    trace: Trace,
+    jobs: Sequence[tuple[Sequence[Intervention], Backend]],
+    *,
+    rerun_checks: bool = False,
+    report: Callable[[ForkResult], Any] | None = None,
+    setup: ForkSetup | None = None,
+    snapshots: bool = True,
+) -> list[Any]:
+    """Many forks of one trace: ``report(result)`` of each job ``(interventions, backend)``.
+
+    The result of each fork is the one :func:`fork` gives (the same trace, byte for byte),
+    but forks are not all re-executed from the start: on virtual time with the simulator
+    answering, the run is executed once and copied (a POSIX process fork) at the first point
+    where each fork's interventions act or its redrawn calls are looked up, so each fork costs
+    the part of the run after that point (:mod:`orchestrace.runtime._snapshot`). Where that
+    cannot be shown exact (a real backend, a trace on wall-clock time, defenses, a learning
+    environment's episode, an intervention of another kind, threads in this process), or a
+    copy fails, the fork is re-executed in full, so the results never depend on the path.
+
+    Args:
+        trace: A trace recorded by the runtime.
+        jobs: Each fork's interventions and the backend object answering its changed calls.
+        rerun_checks: As for :func:`fork`.
+        report: What to keep of each fork (default: the :class:`ForkResult`); it must return
+            something picklable. An exception it raises is raised here, as in a loop of
+            :func:`fork` calls.
+        setup: The shared set-up of ``trace`` (default: built here).
+        snapshots: ``False`` re-executes every fork in full (the reference path).
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("debate", "arith", agents=3, seed=1, rounds=1, task_size=16).trace
+        >>> b = backend_for(tr, seed_offset=1)
+        >>> msgs = [e.id for e in tr.events if e.type == "message"][:3]
+        >>> jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+        >>> fast = fork_many(tr, jobs, report=lambda r: _ENC.encode(r.trace))
+        >>> fast == fork_many(tr, jobs, report=lambda r: _ENC.encode(r.trace), snapshots=False)
+        True
+    """
+    setup = setup if setup is not None else ForkSetup(trace)
+    keep: Callable[[ForkResult], Any] = report if report is not None else (lambda r: r)
+    served = snapshot_forks(setup, jobs, keep, rerun_checks=rerun_checks) if snapshots else {}
+    return [
+        served[i] if i in served else keep(_fork_with(setup, todo, b, rerun_checks))
+        for i, (todo, b) in enumerate(jobs)
+    ]
+
+
+def snapshot_forks(
+    setup: ForkSetup,
+    jobs: Sequence[tuple[Sequence[Intervention], Backend]],
+    report: Callable[[ForkResult], Any],
+    *,
+    rerun_checks: bool = False,
+) -> dict[int, Any]:
+    """``report(result)`` of the jobs that snapshots serve exactly, by job index.
+
+    The part of :func:`fork_many` that forks from snapshots; a job left out (not servable, or
+    its copy failed, or ``report`` raised in it) is for the caller to re-execute in full.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("swarm", "arith", agents=3, seed=1, task_size=8).trace
+        >>> m = next(e.id for e in tr.events if e.type == "message")
+        >>> got = snapshot_forks(ForkSetup(tr), [([DropMessage.of(tr, m)], backend_for(tr))], len)
+        >>> list(got) in ([0], [])  # [] where this process cannot copy itself
+        True
+    """
+    trace = setup.trace
+    out: dict[int, Any] = {}
+    if wall_clock(trace) or _episode(trace):
+        return out
+    groups: dict[int, list[int]] = {}
+    for i, (_, b) in enumerate(jobs):
+        groups.setdefault(id(b), []).append(i)
+    for idx in groups.values():
+        answering = jobs[idx[0]][1]
+        snap_jobs = []
+        for i in idx:
+            ivs = list(jobs[i][0])
+            described, fork_of = _fork_of(trace, ivs, answering)
+            redraws = frozenset().union(*(iv.redraws() for iv in ivs))
+            snap_jobs.append(_snapshot.SnapJob(ivs, fork_of, described, redraws))
+
+        def build(
+            cls: type[Runtime], backend: Any, ivs: Sequence[Any], cache: ReplayCache
+        ) -> tuple[Runtime, Any]:
+            return _runtime(
+                trace, backend, ivs, cache, rerun_checks, {}, runtime_class=cls, setup=setup
+            )
+
+        def result(rt: Runtime, new: Trace, job: _snapshot.SnapJob) -> ForkResult:
+            return ForkResult(new, rt.backend_calls, rt.cache_hits, job.described)
+
+        served = _snapshot.run_snapshots(build, answering, setup.cache, snap_jobs, report, result)
+        if served is None:
+            continue
+        for n, i in enumerate(idx):
+            got = served[0].get(n)
+            if got is not None and got[0] == "ok":
+                out[i] = got[1]
+    return out
+
+
+def _episode(trace: Trace) -> bool:
+    """Whether ``trace`` is a learning environment's episode (its runner names an env)."""
+    runner = trace.meta.get("runner") if isinstance(trace.meta, dict) else None
+    return not isinstance(runner, dict) or "env" in runner

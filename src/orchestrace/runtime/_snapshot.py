@@ -1,0 +1,354 @@
+"""Many forks of one run from snapshots of it, each re-executing only its own suffix.
+
+The forks of one trace share their prefix: up to the first point where one of a fork's
+interventions acts (a message it drops or rewrites, a step it stops, a decision it forces, a
+return it changes) or where a call it draws again is looked up, a fork executes exactly what
+a run with no intervention executes. So this process runs the trace once with no
+intervention, watching every such point; where a fork's first point comes, the process is
+copied (``os.fork``): the copy applies the fork's interventions and redraws from there,
+runs to the end, scores the new trace and sends the score back through a pipe, while the
+original goes on to the next fork's point. Each fork costs its suffix alone, and its result
+is the one a full re-execution gives (same trace, byte for byte), because the copy holds the
+whole state of the run at that point: clock, queues, random draws, cache, counters.
+
+Only what makes that exact is served: a trace on virtual time whose forks are answered by the
+simulator (no connection, no thread, answers a pure function of the request), no defenses
+(their keys and taint state are not covered), a topology's run (not a learning
+environment's episode), interventions of the built-in kinds (whose hooks depend on their
+arguments alone), a process with a single thread on a system with ``fork``. Everything else,
+and any fork whose copy fails, is left to the caller's full re-execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import pickle
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrace.runtime.backends.sim import SimBackend
+from orchestrace.runtime.cache import CallKey, ReplayCache
+from orchestrace.runtime.clock import VirtualTimeLoop, _shutdown
+from orchestrace.runtime.core import Runtime
+from orchestrace.runtime.interventions import (
+    DropMessage,
+    ForceDecision,
+    ForceStop,
+    Intervention,
+    RedrawDownstream,
+    ReplaceMessage,
+    ResampleMessage,
+    Silence,
+)
+
+__all__ = ["SnapJob", "available", "run_snapshots", "supported"]
+
+#: Interventions whose hooks depend on their arguments alone (exact types: a subclass may
+#: override a hook with one that keeps state).
+_KNOWN = (
+    DropMessage,
+    ReplaceMessage,
+    ResampleMessage,
+    RedrawDownstream,
+    ForceStop,
+    ForceDecision,
+    Silence,
+)
+
+
+def available() -> bool:
+    """Whether this process can copy itself safely now (POSIX ``fork``, one thread)."""
+    return hasattr(os, "fork") and sys.platform != "win32" and threading.active_count() == 1
+
+
+def supported(interventions: Sequence[Any]) -> bool:
+    """Whether every intervention is of a built-in kind whose first effect can be located."""
+    return all(type(iv) in _KNOWN for iv in interventions)
+
+
+@dataclass
+class SnapJob:
+    """One fork: its interventions and the ``meta.fork`` record of the forked trace."""
+
+    interventions: list[Intervention]
+    fork_of: dict[str, Any]
+    described: list[dict[str, Any]]
+    redraws: frozenset[str] = field(default_factory=frozenset)
+
+
+class _Snap:
+    """The jobs still waiting for their first point, indexed by where that point can be."""
+
+    def __init__(self, jobs: Sequence[SnapJob], report: Callable[[Any], Any]) -> None:
+        self.jobs = list(jobs)
+        self.report = report
+        self.pending: set[int] = set(range(len(jobs)))
+        self.results: dict[int, tuple[str, Any]] = {}
+        self.by_address: dict[tuple[str, int, int], list[int]] = {}
+        self.by_agent: dict[str, list[int]] = {}  # Silence: messages and returns of the agent
+        self.by_stop: dict[str, list[tuple[int, int]]] = {}
+        self.by_decision: dict[tuple[str, str], list[tuple[int | None, int]]] = {}
+        self.by_key: dict[str, list[int]] = {}
+        for j, job in enumerate(self.jobs):
+            for iv in job.interventions:
+                if isinstance(iv, DropMessage | ReplaceMessage):
+                    self.by_address.setdefault((iv.sender, iv.step, iv.index), []).append(j)
+                elif isinstance(iv, Silence):
+                    self.by_agent.setdefault(iv.agent, []).append(j)
+                elif isinstance(iv, ForceStop):
+                    self.by_stop.setdefault(iv.agent, []).append((iv.step, j))
+                elif isinstance(iv, ForceDecision):
+                    self.by_decision.setdefault((iv.agent, iv.name), []).append((iv.step, j))
+            for key in job.redraws:
+                self.by_key.setdefault(key, []).append(j)
+        self.rt: _SnapRuntime | None = None
+        self.loop: VirtualTimeLoop | None = None
+        self.child: int | None = None  # the job this copy runs (None: the original)
+        self.wfd = -1
+        self.cpu_children = 0.0
+
+    # ------------------------------------------------------------------ the original
+    def split(self, found: Sequence[int]) -> bool:
+        """Copy the process for each job in ``found`` still pending; ``True`` in a copy."""
+        for j in sorted(set(found) & self.pending):
+            self.pending.discard(j)
+            if self._copy(j):
+                return True
+        if not self.pending and self.loop is not None:
+            self.loop.stop()  # every fork has its copy: the rest of this run serves none
+        return False
+
+    def _copy(self, j: int) -> bool:
+        rt = self.rt
+        assert rt is not None
+        r, w = os.pipe()
+        gc.freeze()  # the copy's collector leaves the shared objects (and their pages) alone
+        try:
+            pid = os.fork()
+        except OSError as err:
+            os.close(r)
+            os.close(w)
+            self.results[j] = ("err", f"fork failed: {err}")
+            return False
+        if pid == 0:  # the copy: this job's fork from here on
+            os.close(r)
+            # asyncio knows the running loop per process: this copy runs the same loop
+            asyncio.events._set_running_loop(self.loop)
+            self.wfd = w
+            self.child = j
+            self.pending.clear()
+            job = self.jobs[j]
+            rt.interventions = list(job.interventions)
+            rt.meta["fork"] = job.fork_of
+            rt.cache.redraw(job.redraws)
+            return True
+        os.close(w)
+        chunks = []
+        while True:
+            chunk = os.read(r, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        data = b"".join(chunks)
+        try:
+            self.results[j] = pickle.loads(data) if data else ("err", f"status {status}")
+        except Exception as err:  # a truncated report: the caller re-executes the fork
+            self.results[j] = ("err", f"unreadable report: {err}")
+        return False
+
+    # ------------------------------------------------------------------ a copy
+    def finish_child(self, result: Any, error: BaseException | None) -> None:
+        """Score the fork, send the score to the original and end this copy."""
+        try:
+            if error is not None:
+                out: tuple[str, Any] = ("err", f"{type(error).__name__}: {error}")
+            else:
+                out = ("ok", self.report(result))
+            data = pickle.dumps(out)
+        except BaseException as err:
+            data = pickle.dumps(("err", f"{type(err).__name__}: {err}"))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.wfd, view) :]
+        finally:
+            os._exit(0)
+
+
+class _Probe(Intervention):
+    """The single intervention of the original run: it changes nothing and finds fork points.
+
+    In a copy, the call it was asked at is answered by the fork's interventions, in order.
+    """
+
+    def __init__(self, snap: _Snap) -> None:
+        self.snap = snap
+        self.shown: Any = None
+
+    def __str__(self) -> str:
+        return str(self.shown)
+
+    def _ivs(self) -> list[Any]:
+        rt = self.snap.rt
+        assert rt is not None
+        return rt.interventions
+
+    def message(
+        self, sender: str, step: int, index: int, to: str, content: str, data: Any
+    ) -> tuple[str, Any] | None:
+        """Find the forks whose message (or silenced agent) this is."""
+        s = self.snap
+        found = s.by_address.get((sender, step, index), []) + s.by_agent.get(sender, [])
+        if found and s.split(found):
+            out: tuple[str, Any] | None = (content, data)
+            for iv in self._ivs():
+                out = iv.message(sender, step, index, to, content, data)
+                if out is None:
+                    return None
+                content, data = out
+            return out
+        return content, data
+
+    def returned(self, agent: str, value: Any) -> Any:
+        """Find the forks that silence ``agent``."""
+        s = self.snap
+        found = s.by_agent.get(agent)
+        if found and s.split(found):
+            for iv in self._ivs():
+                value = iv.returned(agent, value)
+        return value
+
+    def forces_stop(self, agent: str, step: int) -> bool:
+        """Find the forks that stop ``agent`` at ``step``."""
+        s = self.snap
+        stops = s.by_stop.get(agent)
+        if stops:
+            found = [j for at, j in stops if step >= at]
+            if found and s.split(found):
+                for iv in self._ivs():
+                    if iv.forces_stop(agent, step):
+                        self.shown = iv
+                        return True
+        return False
+
+    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
+        """Find the forks that force this decision."""
+        s = self.snap
+        cands = s.by_decision.get((agent, name))
+        if cands:
+            found = [j for at, j in cands if at is None or at == step]
+            if found and s.split(found):
+                for iv in self._ivs():
+                    at = getattr(iv, "decision_at", None)
+                    value = at(agent, step, name, value) if at else iv.decision(agent, name, value)
+        return value
+
+    def describe(self) -> dict[str, Any]:
+        """Kind only (the original's trace is not kept)."""
+        return {"kind": "SnapshotProbe"}
+
+
+class _ProbeCache(ReplayCache):
+    """The replay cache of the original run: a look-up of a redrawn call is a fork point."""
+
+    __slots__ = ("snap",)
+
+    def __init__(self, snap: _Snap, template: ReplayCache) -> None:
+        super().__init__()
+        self.snap = snap
+        copied = template.copy()
+        self._entries = copied._entries
+        self._release = copied._release
+
+    def _look(self, key: object) -> None:
+        s = self.snap
+        if s.pending and isinstance(key, CallKey):
+            found = s.by_key.get(key.id)
+            if found:
+                s.split(found)
+
+    def __contains__(self, key: object) -> bool:
+        self._look(key)
+        return super().__contains__(key)
+
+    def llm(self, key: CallKey) -> Any:
+        """The recorded answer, after the forks that draw this call again have their copy."""
+        self._look(key)
+        return super().llm(key)
+
+
+class _SnapRuntime(Runtime):
+    """A runtime whose copies record the fork's own header, and whose end is a fork point."""
+
+    snap: _Snap
+
+    def _finish(self, header: Any) -> Any:
+        s = self.snap
+        if s.child is None and s.pending:
+            s.split(sorted(s.pending))  # forks that never act: their copy starts here
+        if s.child is not None:
+            header = self.header()  # interventions, backend and meta.fork of this fork
+        return super()._finish(header)
+
+
+def run_snapshots(
+    build: Callable[..., tuple[Runtime, Any]],
+    backend: Any,
+    template: ReplayCache,
+    jobs: Sequence[SnapJob],
+    report: Callable[[Any], Any],
+    result: Callable[[Runtime, Any, SnapJob], Any],
+) -> tuple[dict[int, tuple[str, Any]], float] | None:
+    """Run every job from a snapshot; ``({job: ("ok", report) | ("err", why)}, copies' CPU)``.
+
+    ``build(runtime_class, backend, interventions, cache)`` makes the runtime and root of the
+    original run; ``result(rt, trace, job)`` is what ``report`` scores in a copy. ``None``
+    when the run cannot be served this way (the caller re-executes every job in full).
+    """
+    if not jobs or not available() or type(backend) is not SimBackend:
+        return None
+    if not all(supported(job.interventions) for job in jobs):
+        return None
+    snap = _Snap(jobs, report)
+    rt, root = build(_SnapRuntime, backend, [_Probe(snap)], _ProbeCache(snap, template))
+    if rt.guard is not None:
+        return None
+    assert isinstance(rt, _SnapRuntime)
+    rt.snap = snap
+    snap.rt = rt
+    before = os.times()
+
+    async def go() -> Any:
+        try:
+            trace = await rt.run(root)
+        except BaseException as err:
+            if snap.child is not None:
+                snap.finish_child(None, err)
+            raise
+        if snap.child is not None:
+            snap.finish_child(result(rt, trace, jobs[snap.child]), None)
+        return trace
+
+    loop = VirtualTimeLoop(0.5)
+    snap.loop = loop
+    try:
+        loop.run_until_complete(go())
+    except Exception:
+        pass  # forks without a report are re-executed in full by the caller
+    finally:
+        if snap.child is not None:  # a copy never returns into the caller
+            os._exit(3)
+        gc.unfreeze()
+        _shutdown(loop)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return snap.results, cpu
