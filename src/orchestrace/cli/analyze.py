@@ -11,6 +11,7 @@ from orchestrace._safe import bounded, display
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, warning_line
 from orchestrace.io import detect_format, foreign_format, iter_traces, load_all
+from orchestrace.io._columnar import skip_pandas_probe
 from orchestrace.io._common import read_bytes
 from orchestrace.io._json_size import check_json_size
 from orchestrace.io.json import parse
@@ -84,6 +85,7 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
 
 def _parquet(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     """Each trace of a dataset, checked and analysed column-wise (no event objects)."""
+    skip_pandas_probe()
     ids = trace_ids(args.file)
     if args.trace_id is not None and args.trace_id not in ids:
         return []

@@ -18,6 +18,7 @@ import msgspec
 from orchestrace._safe import bounded, display
 from orchestrace.errors import Problem, TraceFormatError
 from orchestrace.io import detect_format, foreign_format, import_path, iter_jsonl, parse
+from orchestrace.io._columnar import skip_pandas_probe
 from orchestrace.io._common import BOM, format_error, read_bytes
 from orchestrace.io._json_size import check_json_size
 from orchestrace.io.json import _check_duplicate_keys
@@ -82,6 +83,7 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
                 n_events += item.trace.n_events
         return problems, f"{n_traces} trace(s), {n_events} events"
     if fmt == "parquet":
+        skip_pandas_probe()
         problems = []
         n_traces = n_events = 0
         for scanned in scan_parquet(path, partial=args.partial):

@@ -26,7 +26,7 @@ from orchestrace.trace._ids import POW10, dense_table, lookup_ints
 from orchestrace.trace.enums import DECISIONS, EDGE_TYPES, EVENT_TYPES
 from orchestrace.trace.graph import COLUMNS, NameTable, TraceGraph
 
-__all__ = ["from_batches", "from_columns"]
+__all__ = ["from_batches", "from_columns", "skip_pandas_probe", "string_array"]
 
 EdgeRefs = Callable[[int, str], str] | tuple[Any, Any]
 
@@ -123,26 +123,44 @@ def from_batches(
         return np.asarray(a.to_numpy(zero_copy_only=False), dtype=dtype)
 
     member_sets = {
-        "event type": pa.array([m.value for m in EVENT_TYPES], pa.string()),
-        "edge type": pa.array([m.value for m in EDGE_TYPES], pa.string()),
-        "decision": pa.array([m.value for m in DECISIONS], pa.string()),
+        "event type": string_array([m.value for m in EVENT_TYPES]),
+        "edge type": string_array([m.value for m in EDGE_TYPES]),
+        "decision": string_array([m.value for m in DECISIONS]),
     }
 
+    def encoded(x: Any) -> tuple[Any, np.ndarray]:
+        """``(dictionary, indices)`` of a string column; -1 indexes a null."""
+        a = arr(x)
+        if not pa.types.is_dictionary(a.type):
+            a = pc.dictionary_encode(pc.cast(a, pa.string()))
+        dictionary = pc.cast(a.dictionary, pa.string())
+        return dictionary, numeric(a.indices, np.int64, -1)
+
     def enum_codes(x: Any, what: str, dtype: Any) -> np.ndarray:
-        a = pc.cast(arr(x), pa.string())
-        out = pc.index_in(a, value_set=member_sets[what])
-        unknown = pc.and_(pc.is_null(out), pc.is_valid(a))
-        if pc.any(unknown).as_py():
-            bad = pc.filter(a, unknown).unique().to_pylist()[:5]
+        dictionary, idx = encoded(x)
+        codes = numeric(pc.index_in(dictionary, value_set=member_sets[what]), np.int64, -1)
+        unknown = np.flatnonzero(codes < 0)
+        if len(unknown) and np.isin(idx, unknown).any():
+            used = np.zeros(len(codes), dtype=bool)
+            used[idx[idx >= 0]] = True
+            first = _first_use(idx, len(codes))
+            bad_codes = unknown[used[unknown]]
+            bad_codes = bad_codes[np.argsort(first[bad_codes], kind="stable")]
+            bad = [dictionary[int(k)].as_py() for k in bad_codes[:5]]
             choices = member_sets[what].to_pylist()
             raise ValueError(f"unknown {what} {bad}; use one of {choices}")
-        return numeric(out, dtype, -1)
+        return np.asarray(np.append(codes, -1).astype(dtype)[idx])
 
     def string_codes(x: Any, table: NameTable) -> np.ndarray:
-        enc = pc.dictionary_encode(pc.cast(arr(x), pa.string()))
-        local = [table[s] for s in enc.dictionary.to_pylist()]
-        remap = np.asarray([*local, -1], dtype=np.int32)
-        return np.asarray(remap[numeric(enc.indices, np.int64, -1)])
+        # names get codes in order of first use, as a row-by-row pass would give them
+        dictionary, idx = encoded(x)
+        first = _first_use(idx, len(dictionary))
+        used = np.flatnonzero(first < len(idx))
+        used = used[np.argsort(first[used], kind="stable")]
+        remap = np.full(len(dictionary) + 1, -1, dtype=np.int32)
+        values = dictionary.to_pylist()
+        remap[used] = [table[values[k]] for k in used.tolist()]
+        return np.asarray(remap[idx])
 
     def as_dict(raw: Any) -> dict[str, Any]:
         if hasattr(raw, "schema"):
@@ -184,7 +202,7 @@ def from_batches(
         del got, batch, raw
         pool.release_unused()
     cols = grow.finish()
-    ids_arr = pa.concat_arrays(id_parts) if id_parts else pa.array([], pa.string())
+    ids_arr = pa.concat_arrays(id_parts) if id_parts else string_array([])
     del id_parts
     n = len(ids_arr)
 
@@ -222,8 +240,8 @@ def from_batches(
     refs_out: Any = edge_refs
     if edge_refs is None:
         refs_out = (
-            pa.concat_arrays([a for a, _ in kept]) if kept else pa.array([], pa.string()),
-            pa.concat_arrays([b for _, b in kept]) if kept else pa.array([], pa.string()),
+            pa.concat_arrays([a for a, _ in kept]) if kept else string_array([]),
+            pa.concat_arrays([b for _, b in kept]) if kept else string_array([]),
         )
     return TraceGraph(
         ids_arr,
@@ -237,6 +255,66 @@ def from_batches(
         edge_refs=refs_out,
         unique=unique,
     )
+
+
+def string_array(values: list[str]) -> Any:
+    """A ``pyarrow`` string array of ``values``, built from its buffers.
+
+    ``pyarrow.array`` of Python values asks pandas whether they are pandas objects, which
+    imports pandas (a third of a second) the first time; strings need no such question.
+
+    Example:
+        >>> string_array(["a", "bc"]).to_pylist()
+        ['a', 'bc']
+    """
+    import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return pa.StringArray.from_buffers(
+        len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))
+    )
+
+
+def skip_pandas_probe() -> None:
+    """Let ``pyarrow`` take pandas as absent until something really converts to pandas.
+
+    ``pyarrow`` checks once per process whether pandas is importable, the first time it
+    converts a Python value (a fill value, a scalar to compare with): that imports pandas,
+    0.2-0.5 s, although the columnar commands never use it. This makes the check find no
+    pandas, so the check costs nothing; converting a table to pandas
+    (``Table.to_pandas``) still imports and uses it. Only for a command-line process: the
+    check's answer also decides whether ``pyarrow`` recognises pandas objects passed to it.
+
+    Example:
+        >>> skip_pandas_probe()
+    """
+    import sys  # noqa: PLC0415  only this process-wide step needs it
+
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+
+    class _Absent:
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+            if name == "pandas" or name.startswith("pandas."):
+                raise ImportError("pandas is not needed here")
+
+    finder = _Absent()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.scalar(0)  # the first Python value converted runs pyarrow's check
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def _first_use(idx: np.ndarray, size: int) -> np.ndarray:
+    """Row of the first use of each code ``0..size-1`` in ``idx`` (``len(idx)``: unused)."""
+    first = np.full(size + 1, len(idx), dtype=np.int64)
+    rows = np.arange(len(idx) - 1, -1, -1, dtype=np.int64)
+    first[idx[::-1]] = rows  # the last write to a slot is its first row
+    return first[:size]
 
 
 def _is_arrow(x: Any) -> bool:

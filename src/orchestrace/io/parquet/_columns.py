@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import Problem, TraceFormatError
-from orchestrace.io._columnar import from_batches
+from orchestrace.io._columnar import from_batches, string_array
 from orchestrace.io.parquet._check import (
     _EDGE_KINDS,
     _EDGE_MEMBERS,
     _EVENT_KINDS,
     _EVENT_MEMBERS,
+    _NOT_NULL,
     _REWRITE,
     _TRACE_KINDS,
     _check_dataset,
@@ -60,6 +61,10 @@ __all__ = ["ScannedTrace", "scan_parquet"]
 #: Event columns the graph and the checks read (``from``, ``content``, ``content_ref`` and
 #: ``trusted`` have their types checked from the schema and are otherwise not needed).
 GRAPH_COLUMNS = [*_GRAPH_COLUMNS, "error", "attrs"]
+#: String columns with few distinct values: read as Arrow dictionaries (codes into the row
+#: group's distinct values), so that checks and name tables work on the distinct values.
+DICTIONARY_COLUMNS = ("trace_id", "type", "agent", "role", "from", "to", "tool", "decision")
+MAX_INT = 2**63 - 1
 
 
 @dataclass
@@ -127,7 +132,14 @@ def scan_parquet(
             _FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), schemas, strict=True
         ):
             _check_schema(schema, kinds, name, src)
-        files = [pq.ParquetFile(p / name, pre_buffer=False) for name in _FILES[:2]]
+        files = [
+            pq.ParquetFile(
+                p / name,
+                pre_buffer=False,
+                read_dictionary=[c for c in DICTIONARY_COLUMNS if c in schema.names],
+            )
+            for name, schema in zip(_FILES[:2], schemas[:2], strict=True)
+        ]
         traces = pq.ParquetFile(p / _FILES[2]).read()  # (read_table loads pyarrow.dataset)
     except (pa.ArrowException, OSError) as err:
         raise _read_error(path, "dataset", err) from None
@@ -159,10 +171,10 @@ def scan_parquet(
                     )
     ev_columns = [n for n in schemas[0].names if all_columns or n in GRAPH_COLUMNS]
     ev_columns = [n for n in ev_columns if n in _EVENT_KINDS]
-    if "trace_id" not in ev_columns:
+    if not ev_columns:
         ev_columns.insert(0, "trace_id")
     ev_rows = _Rows(pa, files[0], ev_columns, path)
-    ed_rows = _Rows(pa, files[1], ["trace_id", "src", "dst", "type"], path)
+    ed_rows = _Rows(pa, files[1], ["src", "dst", "type"], path)
     caps: dict[tuple[str, str], int] = {}
     ed_lo = 0
     for k, row in enumerate(rows):
@@ -185,9 +197,9 @@ def scan_parquet(
         ) -> Iterator[dict[str, Any]]:
             pos = 0
             for batch in stream:
-                _capped(
-                    caps, found, pos, _value_problems(batch, _EVENT_KINDS, "events", _EVENT_MEMBERS)
-                )
+                if not _values_ok(pa, pc, batch, _EVENT_KINDS, _EVENT_MEMBERS):
+                    bad = _value_problems(batch, _EVENT_KINDS, "events", _EVENT_MEMBERS)
+                    _capped(caps, found, pos, bad)
                 attrs += _attrs_problems(pc, batch.column("attrs"), pos)
                 n_errors[0] += batch.num_rows - batch.column("error").null_count
                 pos += batch.num_rows
@@ -199,9 +211,9 @@ def scan_parquet(
         ) -> Iterator[dict[str, Any]]:
             pos = 0
             for batch in stream:
-                _capped(
-                    caps, found, pos, _value_problems(batch, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
-                )
+                if not _values_ok(pa, pc, batch, _EDGE_KINDS, _EDGE_MEMBERS):
+                    bad = _value_problems(batch, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
+                    _capped(caps, found, pos, bad)
                 pos += batch.num_rows
                 if not found:
                     yield {c: batch.column(c) for c in ("src", "dst", "type")}
@@ -311,8 +323,59 @@ def _all_equal(pc: Any, pa: Any, column: Any, value: Any) -> bool:
         return True
     if value is None:
         return bool(column.null_count == len(column))
-    same = pc.equal(pc.cast(column, pa.string()), pa.scalar(value, pa.string()))
-    return bool(pc.all(pc.fill_null(same, False)).as_py())
+    if column.null_count:
+        return False
+    target = string_array([value])[0]
+    if pa.types.is_dictionary(column.type):
+        same = pc.equal(pc.cast(column.dictionary, pa.string()), target)
+        hits = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+        codes = np.asarray(column.indices.to_numpy(zero_copy_only=False))
+        return bool(hits[codes].all())
+    same = pc.equal(pc.cast(column, pa.string()), target)
+    return bool(pc.all(same).as_py())
+
+
+def _values_ok(
+    pa: Any, pc: Any, batch: Any, kinds: dict[str, str], members: dict[str, tuple[str, ...]]
+) -> bool:
+    """Whether no value of ``batch`` can be bad: when ``False``, ``_value_problems`` says which.
+
+    The same rules as ``_value_problems``, each asked once per column of the batch (or of
+    a dictionary column's distinct values) instead of per row; a column that might hold a
+    bad value (a null in a required column, an empty name) answers ``False``.
+    """
+    names = set(batch.schema.names)
+    for name, kind in kinds.items():
+        if name not in names or name == "trace_id":
+            continue
+        col = batch.column(name)
+        if col.null_count and name in _NOT_NULL:
+            return False
+        typ = col.type
+        if pa.types.is_null(typ) or col.null_count == len(col):
+            continue
+        if kind in ("float", "int"):
+            if pa.types.is_floating(typ):
+                v = (col.drop_null() if col.null_count else col).to_numpy(zero_copy_only=False)
+                if not bool(np.all((v >= 0) & (v < np.inf))):
+                    return False
+            elif pa.types.is_unsigned_integer(typ):
+                if pc.max(col).as_py() > MAX_INT:
+                    return False
+            elif pc.min(col).as_py() < 0:
+                return False
+        elif kind == "str":
+            values = col.dictionary if pa.types.is_dictionary(typ) else col
+            named = name in ("id", "agent", "src", "dst", "trace_id", "task_id")
+            if named and len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
+                return False
+            if name in members:
+                if values.null_count:
+                    return False
+                allowed = string_array(list(members[name]))
+                if not pc.all(pc.is_in(pc.cast(values, pa.string()), value_set=allowed)).as_py():
+                    return False
+    return True
 
 
 def _attrs_problems(pc: Any, column: Any, pos: int = 0) -> list[Problem]:
