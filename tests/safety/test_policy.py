@@ -100,9 +100,11 @@ def test_policy_fifo_without_writer_fails_fast(
     import os
     import time
 
+    from orchestrace.io import _common
     from orchestrace.runtime.security import defenses_from
 
-    monkeypatch.setenv("ORCHESTRACE_FIFO_WRITER_S", "0.5")
+    # the wait is read when orchestrace.io is imported: set it where the reader looks it up
+    monkeypatch.setattr(_common, "FIFO_WRITER_WAIT_S", 0.5)
     fifo = tmp_path / "p.toml"
     os.mkfifo(fifo)
     t0 = time.monotonic()
