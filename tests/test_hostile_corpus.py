@@ -194,6 +194,39 @@ def test_child_runs_are_killed_at_the_limit(tmp_path: Path) -> None:
     assert (rc, text, hung) == (0, "hello\n", False)
 
 
+def test_fifo_without_writer_is_refused_within_the_default_wait(tmp_path: Path) -> None:
+    """The child runs above wait 0.3 s for a FIFO's writer; the default wait (3 s) ends too."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "nobody.json"
+    os.mkfifo(fifo)
+    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRACE_FIFO_WRITER_S"}
+    probe = (
+        "import sys, time\n"
+        "from orchestrace.errors import TraceFormatError\n"
+        "from orchestrace.io._common import read_bytes\n"
+        "t0 = time.monotonic()\n"
+        "try:\n"
+        "    read_bytes(sys.argv[1])\n"
+        "except TraceFormatError as err:\n"
+        "    print(f'{time.monotonic() - t0:.3f}', err)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    seconds, message = r.stdout.split(" ", 1)
+    assert "a FIFO that no program opened for writing within 3 s" in message
+    # it waited for a writer, and gave up (the bound is loose for a loaded machine)
+    assert 3.0 <= float(seconds) < 13.0, seconds
+
+
 def test_planted_code_would_be_noticed(seeds, tmp_path: Path) -> None:
     case = next(c for c in CASES if c.name == "json/humaneval-code")
     path = case.materialize(seeds, tmp_path)

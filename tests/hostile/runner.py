@@ -53,6 +53,9 @@ __all__ = [
 MAX_OUTPUT = 64 * 1024
 #: Idle seconds after which the commands give up on a silent pipe or FIFO (in child runs).
 PIPE_IDLE_S = 1
+#: Seconds the commands wait for a writer to open a FIFO (in child runs; the default is 3 s,
+#: which ``test_fifo_without_writer_is_refused_within_the_default_wait`` keeps in check).
+FIFO_WRITER_S = 0.3
 #: Memory limit of a child process (bytes of address space).
 CHILD_MEMORY = 4 << 30
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
@@ -320,6 +323,8 @@ def run_child(
     env = {k: v for k, v in os.environ.items() if k != "ORCHESTRACE_DEBUG"}
     # a pipe or FIFO without a writer is given up after this many idle seconds (default 30)
     env.setdefault("ORCHESTRACE_PIPE_IDLE_S", str(PIPE_IDLE_S))
+    # a named FIFO that no program opens for writing is refused after this many seconds
+    env.setdefault("ORCHESTRACE_FIFO_WRITER_S", str(FIFO_WRITER_S))
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [
