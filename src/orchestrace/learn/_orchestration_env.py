@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
 from orchestrace.runtime.backends import make_backend
@@ -159,6 +159,9 @@ class OrchestrationEnv:
         self.episodes = 0
         #: An event loop shared with other environments (:class:`~orchestrace.learn.vector.VectorEnv`).
         self._shared_loop: asyncio.AbstractEventLoop | None = None
+        #: This env's own virtual-time loop, kept from one episode to the next.
+        self._own_loop: VirtualTimeLoop | None = None
+        self._family = [float(self.task_name == f) for f in _FAMILIES]
         self._asked_at = 0.0
         #: When the episode's run finished (loop time), once it has.
         self._ended: list[float] = []
@@ -308,6 +311,9 @@ class OrchestrationEnv:
     def close(self) -> None:
         """End the current episode and release the backend (a real one's connections)."""
         self._end_episode()
+        if self._own_loop is not None:
+            self._own_loop.close()
+            self._own_loop = None
         if self._real is not None:
             loop, backend = self._real
             self._real = None
@@ -319,7 +325,7 @@ class OrchestrationEnv:
         """A fresh virtual-time loop and sim backend, or the env's real loop and backend."""
         cfg = self.config
         if cfg.backend == "sim":
-            loop = self._shared_loop or VirtualTimeLoop(watchdog_s=0.05)
+            loop = self._shared_loop or self._fresh_loop()
             # the v0 environments keep the oracle verifiers they were published with
             oracle = self.id in _ORACLE_ENVS
             base = {"role_tokens": {"expert": 2.0, "novice": 0.6}, "oracle_verifiers": oracle}
@@ -332,8 +338,35 @@ class OrchestrationEnv:
             )
         return self._real
 
+    def _fresh_loop(self) -> VirtualTimeLoop:
+        """This env's virtual-time loop as a new episode finds it: idle, its clock at 0.0.
+
+        The loop of the previous episode is kept when nothing of that episode is left on it
+        (no callback, no timer): rewinding its clock to 0.0 then leaves it exactly as a new
+        loop would be, without the cost of creating one (a selector and a socket pair).
+        """
+        loop = self._own_loop
+        if loop is not None and not loop.is_closed():
+            for _ in range(5):  # callbacks the finished episode left (its tasks' done callbacks)
+                if not loop._ready:  # type: ignore[attr-defined]
+                    break
+                loop.call_soon(loop.stop)
+                loop.run_forever()
+            if (
+                loop._ready  # type: ignore[attr-defined]
+                or loop._scheduled  # type: ignore[attr-defined]
+                or loop._timer_cancelled_count  # type: ignore[attr-defined]
+                or asyncio.all_tasks(loop)
+            ):
+                loop.close()
+            else:
+                loop._vclock[0] = 0.0
+                return loop
+        self._own_loop = VirtualTimeLoop(watchdog_s=0.05)
+        return self._own_loop
+
     def _end_episode(self, keep_trace: bool = False) -> None:
-        """Stop the current episode; free its loop (a virtual one) and its tasks."""
+        """Stop the current episode and its tasks; a real backend's loop stays open."""
         if self._loop is not None:
             loop = self._loop
             if self._run is not None and not self._run.done():
@@ -353,8 +386,6 @@ class OrchestrationEnv:
                     t.cancel()
                 with contextlib.suppress(RuntimeError):
                     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            if not shared and (self._real is None or loop is not self._real[0]):
-                loop.close()
         self._loop = self._run = self._req = self._act = None
         if not keep_trace:
             self.trace = None
@@ -396,9 +427,7 @@ class OrchestrationEnv:
     def _advance(self) -> np.ndarray | None:
         """Run the loop until a decision is requested (its observation) or the run ends."""
         assert self._loop is not None and self._run is not None and self._req is not None
-        self._loop.run_until_complete(
-            asyncio.wait(self._waiters(), return_when=asyncio.FIRST_COMPLETED)
-        )
+        _run_until_any(self._loop, self._waiters())
         return self._ready()
 
     def _waiters(self) -> set[asyncio.Future[Any]]:
@@ -423,28 +452,27 @@ class OrchestrationEnv:
     def _observe(self) -> np.ndarray:
         st = self.state
         cfg = self.config
-        values = [v for v, _ in st["answers"]]
-        counts = Counter(_key(v) for v in values).most_common()
+        keys = [_key(v) for v, _ in st["answers"]]
+        tally = Counter(keys)
+        counts = tally.most_common(2)
         top = counts[0][1] if counts else 0
         second = counts[1][1] if len(counts) > 1 else 0
-        n = len(values)
+        n = len(keys)
         mw = cfg.max_workers
         lo, hi = self.size_range
         cp = self.runtime.now() if self._loop is not None else 0.0
-        fam = [float(self.task_name == f) for f in _FAMILIES]
-        last_agrees = float(n > 0 and bool(counts) and _key(values[-1]) == counts[0][0])
+        lead = counts[0][0] if counts else None
+        last_agrees = float(n > 0 and keys[-1] == lead)
         confs = [c if c is not None else 0.5 for c in st["confidence"]]
-        top_confs = [
-            c for v, c in zip(values, confs, strict=True) if counts and _key(v) == counts[0][0]
-        ]
+        top_confs = [c for k, c in zip(keys, confs, strict=True) if k == lead]
         top_conf = max(top_confs, default=0.0)
         obs = [
-            *fam,
+            *self._family,
             (st["size"] - lo) / max(hi - lo, 1),
             n / mw,
             top / mw,
             second / mw,
-            (len(counts) / n) if n else 0.0,
+            (len(tally) / n) if n else 0.0,
             (top / n) if n else 0.0,
             (top - second) / mw,
             min(st["tokens"] / 10000.0, 1.0),
@@ -453,13 +481,14 @@ class OrchestrationEnv:
             (mw - n) / mw,
             last_agrees,
             top_conf,
-            float(np.mean(top_confs)) if top_confs else 0.0,
+            _mean(top_confs) if top_confs else 0.0,
             confs[-1] if confs else 0.0,
-            float(np.mean(confs)) if confs else 0.0,
+            _mean(confs) if confs else 0.0,
             1.0,
         ]
         st["top"], st["second"], st["top_conf"] = top, second, top_conf
-        return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 1.0)
+        # clipped to the box; float32 rounding keeps 0 and 1, so clipping first is the same
+        return np.array([0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in obs], dtype=np.float32)
 
     def prompt(self) -> str:
         """The current state as text: what an LLM orchestrator would read for this decision."""
@@ -520,6 +549,77 @@ def _check_latency(weight: Any, norm: Any, budget: Any, where: str) -> None:
             f"{where}: steps_budget must be an integer >= 1 (Critical Steps), got {budget!r}; "
             "e.g. steps_budget=12, or leave it out"
         )
+
+
+def _run_until_any(loop: asyncio.AbstractEventLoop, futures: set[asyncio.Future[Any]]) -> None:
+    """Run ``loop`` until one of ``futures`` is done (at once if one is already).
+
+    Stops the loop from the futures' own done callbacks, as ``run_until_complete`` does for
+    one future, without wrapping the wait in a task of its own.
+
+    Raises:
+        RuntimeError_: The loop stopped before any of them was done.
+    """
+    if any(f.done() for f in futures):
+        return
+
+    def stop(_: object) -> None:
+        loop.stop()
+
+    for f in futures:
+        f.add_done_callback(stop)
+    try:
+        loop.run_forever()
+    finally:
+        for f in futures:
+            f.remove_done_callback(stop)
+    if not any(f.done() for f in futures):
+        raise RuntimeError_(
+            "the episode's event loop stopped before the run reached a decision or its end; "
+            "do not stop the environment's loop from inside the run"
+        )
+
+
+def _fsum_like_numpy(values: list[float]) -> float:
+    """The sum ``numpy.add.reduce`` gives for a float64 array of ``values`` (same rounding).
+
+    NumPy sums a contiguous float64 array pairwise: fewer than 8 values in order, up to 128
+    in eight interleaved partial sums combined as a tree, more by halving. Summing in the same
+    order gives bit-identical results without building an array.
+
+    Example:
+        >>> xs = [0.1 * i for i in range(1, 20)]
+        >>> _fsum_like_numpy(xs) == float(np.add.reduce(np.asarray(xs)))
+        True
+    """
+    n = len(values)
+    if n < 8:
+        res = -0.0
+        for x in values:
+            res += x
+        return res
+    if n <= 128:
+        r = values[:8]
+        i = 8
+        end = n - n % 8
+        while i < end:
+            for j in range(8):
+                r[j] += values[i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for k in range(i, n):
+            res += values[k]
+        return res
+    half = n // 2
+    half -= half % 8
+    return _fsum_like_numpy(values[:half]) + _fsum_like_numpy(values[half:])
+
+
+def _mean(values: list[Any]) -> float:
+    """``float(np.mean(values))`` of non-empty ``values``, bit for bit, cheaper for floats."""
+    if all(type(v) is float for v in values):
+        return _fsum_like_numpy(values) / len(values)
+    return float(np.mean(values))
 
 
 def _number(x: Any) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 from orchestrace._safe import redact
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import report_dir, report_file
+from orchestrace.learn.algorithms.collect import Episode, WorkerPool, collect_batched
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.policies.torch_policy import MLPPolicy
 
@@ -43,9 +44,26 @@ class TrainConfig:
     env_options: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "EnvConfig settings"}
     )
+    num_envs: int = field(
+        default=32,
+        metadata={"help": "environments stepped together, one policy forward pass per step"},
+    )
+    num_workers: int = field(
+        default=0,
+        metadata={"help": "worker processes collecting episodes (0: in this process)"},
+    )
 
     def __post_init__(self) -> None:
-        for name in ("episodes", "batch", "group", "hidden", "layers", "epochs"):
+        for name in ("num_envs", "num_workers"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
+        if self.num_workers < 0:
+            raise ConfigError(
+                f"num_workers must be >= 0 (got {self.num_workers}): "
+                f"{self.__dataclass_fields__['num_workers'].metadata['help']}"
+            )
+        for name in ("episodes", "batch", "group", "hidden", "layers", "epochs", "num_envs"):
             if getattr(self, name) < 1:
                 raise ConfigError(
                     f"{name} must be >= 1 (got {getattr(self, name)}): "
@@ -57,20 +75,8 @@ class TrainConfig:
             raise ConfigError(f"lr must be in (0, 1), got {self.lr}")
 
 
-@dataclass
-class Episode:
-    """One episode: per-step observations, per-head actions, log-probs, values; the reward."""
-
-    obs: list[np.ndarray]
-    acts: list[list[int]]
-    logps: list[float]
-    values: list[float]
-    reward: float
-    info: dict[str, Any]
-
-
 def rollout(env: OrchestrationEnv, policy: MLPPolicy, seed: int, greedy: bool = False) -> Episode:
-    """Play one episode."""
+    """Play one episode, one policy call per step (:func:`collect_batched` batches many)."""
     obs, info = env.reset(seed=seed)
     ep = Episode([], [], [], [], 0.0, {})
     while True:
@@ -98,7 +104,15 @@ class TrainResult:
 
 
 class Trainer:
-    """The loop around an algorithm's ``update``: rollouts, logging, plots, checkpoints."""
+    """The loop around an algorithm's ``update``: rollouts, logging, plots, checkpoints.
+
+    Episodes are collected ``num_envs`` at a time with one policy forward pass per step
+    (:func:`~orchestrace.learn.algorithms.collect.collect_batched`), in this process or, with
+    ``num_workers``, in worker processes. Episode ``k`` of the run draws its actions from its
+    own random stream, so the episodes (and the training) are the same whatever ``num_envs``
+    and ``num_workers`` are, up to floating-point rounding of the batched forward passes
+    (see :mod:`~orchestrace.learn.algorithms.collect`).
+    """
 
     algo = "base"
 
@@ -112,6 +126,8 @@ class Trainer:
         self.opt = torch.optim.Adam(self.policy.net.parameters(), lr=config.lr)
         self.log: list[dict[str, float]] = []
         self.episodes = 0
+        self.envs: list[OrchestrationEnv] = [self.env]
+        self._pool: WorkerPool | None = None
         self._seed = config.seed * 10_000_019  # training instances never meet held-out seeds
 
     def next_seeds(self, n: int, group: int = 1) -> list[int]:
@@ -123,11 +139,31 @@ class Trainer:
         return out
 
     def collect(self, group: int = 1) -> list[Episode]:
-        """One batch of episodes."""
-        self.env.train_step = self.episodes
-        eps = [rollout(self.env, self.policy, s) for s in self.next_seeds(self.cfg.batch, group)]
+        """One batch of episodes (``group`` per task instance)."""
+        cfg = self.cfg
+        seeds = self.next_seeds(cfg.batch, group)
+        keys = range(self.episodes, self.episodes + len(seeds))
+        if cfg.num_workers:
+            if self._pool is None:
+                kw = {"task": cfg.task, **cfg.env_options}
+                self._pool = WorkerPool(cfg.num_workers, cfg.num_envs, cfg.env, kw, self.policy)
+            eps = self._pool.collect(
+                self.policy, seeds, keys, stream=cfg.seed, train_step=self.episodes
+            )
+        else:
+            while len(self.envs) < cfg.num_envs:
+                self.envs.append(make_env(cfg.env, task=cfg.task, **cfg.env_options))
+            for env in self.envs:
+                env.train_step = self.episodes
+            eps = collect_batched(self.envs, self.policy, seeds, keys, stream=cfg.seed)
         self.episodes += len(eps)
         return eps
+
+    def close(self) -> None:
+        """Stop the worker processes, if any (training ends with this)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def update(self, episodes: list[Episode]) -> dict[str, float]:
         """One optimisation step on a batch; returns losses to log."""
@@ -137,22 +173,25 @@ class Trainer:
         """Run to ``episodes``; write ``train.csv``, ``curve.png`` and ``policy.pt``."""
         cfg = self.cfg
         t0 = time.perf_counter()
-        while self.episodes < cfg.episodes:
-            t_batch = time.perf_counter()
-            eps = self.collect()
-            stats = self.update(eps)
-            row = {
-                "episodes": float(self.episodes),
-                "reward": float(np.mean([e.reward for e in eps])),
-                "r_perf": float(np.mean([e.info.get("r_perf", e.reward) for e in eps])),
-                "success": float(np.mean([e.info.get("success", 0.0) for e in eps])),
-                "tokens": float(np.mean([e.info.get("tokens", 0) for e in eps])),
-                "episodes_per_s": len(eps) / (time.perf_counter() - t_batch),
-                **stats,
-            }
-            self.log.append(row)
-            if progress is not None:
-                progress(len(eps))
+        try:
+            while self.episodes < cfg.episodes:
+                t_batch = time.perf_counter()
+                eps = self.collect()
+                stats = self.update(eps)
+                row = {
+                    "episodes": float(self.episodes),
+                    "reward": float(np.mean([e.reward for e in eps])),
+                    "r_perf": float(np.mean([e.info.get("r_perf", e.reward) for e in eps])),
+                    "success": float(np.mean([e.info.get("success", 0.0) for e in eps])),
+                    "tokens": float(np.mean([e.info.get("tokens", 0) for e in eps])),
+                    "episodes_per_s": len(eps) / (time.perf_counter() - t_batch),
+                    **stats,
+                }
+                self.log.append(row)
+                if progress is not None:
+                    progress(len(eps))
+        finally:
+            self.close()
         minutes = (time.perf_counter() - t0) / 60
         out = None
         if cfg.out:

@@ -116,6 +116,48 @@ class MLPPolicy:
                 acts.append(a)
         return acts, logp, float(value.item())
 
+    def sample_batch(
+        self, obs: np.ndarray, uniforms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Actions, joint log-probs and values for a batch of observations, in one forward pass.
+
+        Each head's action is drawn by inverting its cumulative distribution at the given
+        uniform draw: row ``i``, head ``h`` takes the first choice whose cumulative probability
+        exceeds ``uniforms[i, h]``. Whoever supplies the uniforms decides the random stream
+        (the trainers key it by episode, so a decision does not depend on which other episodes
+        share its batch). Without ``uniforms`` the actions are greedy (the most likely choice).
+
+        Args:
+            obs: Observations, shape ``(n, obs_dim)``.
+            uniforms: Draws in ``[0, 1)``, shape ``(n, heads)``; ``None`` for greedy actions.
+
+        Returns:
+            ``(actions, logp, values)``: int64 ``(n, heads)``, float32 ``(n,)`` and ``(n,)``.
+
+        Example:
+            >>> policy = MLPPolicy(20, [5, 2], hidden=8, seed=0)  # heads start uniform
+            >>> acts, logp, values = policy.sample_batch(
+            ...     np.zeros((2, 20), np.float32), np.array([[0.1, 0.9], [0.5, 0.2]])
+            ... )
+            >>> acts.tolist(), logp.shape, values.shape
+            ([[0, 1], [2, 0]], (2,), (2,))
+        """
+        torch = self.torch
+        with torch.no_grad():
+            logits, value = self.net(torch.from_numpy(np.ascontiguousarray(obs, np.float32)))
+            u = None if uniforms is None else torch.from_numpy(np.asarray(uniforms, np.float32))
+            acts, logp = [], torch.zeros(len(obs))
+            for h, lg in enumerate(logits):
+                lp = torch.log_softmax(lg, dim=-1)
+                if u is None:
+                    a = lp.argmax(dim=-1)
+                else:
+                    cdf = lp.exp().cumsum(dim=-1)
+                    a = (cdf <= u[:, h : h + 1]).sum(dim=-1).clamp_(max=lg.shape[-1] - 1)
+                logp += lp.gather(1, a[:, None])[:, 0]
+                acts.append(a)
+            return torch.stack(acts, dim=1).numpy(), logp.numpy(), value.numpy()
+
     def to_action(self, acts: list[int]) -> Any:
         """Env action from per-head choices."""
         return acts[0] if self.discrete else np.asarray(acts, dtype=np.int64)
