@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
 from orchestrace.credit import make_assigner
 from orchestrace.errors import ConfigError
-from orchestrace.executors import make_executor, shutdown_ray
+from orchestrace.executors import make_executor
 from orchestrace.runtime import run
 
 CASES = [
@@ -37,21 +36,13 @@ def _tables(trace: Any, executor: Any) -> list[str]:
 
 
 @pytest.mark.slow
-def test_forks_give_the_same_tables_on_every_executor(trace: Any) -> None:
+def test_forks_give_the_same_tables_on_every_executor(trace: Any, shared_ray: str | None) -> None:
     plain = _tables(trace, None)
     assert _tables(trace, make_executor("local")) == plain
-    assert _tables(trace, make_executor("process", 2)) == plain
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
-            raise
-        return
-    shutdown_ray()
-    try:
+    with make_executor("process", 2) as ex:
+        assert _tables(trace, ex) == plain
+    if shared_ray is not None:
         assert _tables(trace, make_executor("ray", 2)) == plain
-    finally:
-        shutdown_ray()
 
 
 def test_a_reward_that_cannot_be_pickled_is_refused_for_processes(trace: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrace.credit import make_assigner
 from orchestrace.errors import RuntimeError_
-from orchestrace.executors import make_executor, shutdown_ray
+from orchestrace.executors import make_executor
 from orchestrace.runtime import run
 
 
@@ -90,27 +90,16 @@ def test_a_fork_that_raises_leaves_out_its_row_only(trace: Any, full: Any) -> No
 
 @pytest.mark.slow
 def test_process_and_ray_keep_the_other_rows_when_a_fork_raises_or_its_worker_dies(
-    trace: Any, full: Any
+    trace: Any, full: Any, shared_ray: str | None
 ) -> None:
     table, key = full
-    names = ["process"]
-    try:
-        import ray  # noqa: F401
-
-        names.append("ray")
-    except ImportError:
-        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
-            raise
-    try:
-        for name in names:
-            with make_executor(name, 2) as ex:
-                for die in (False, True):
-                    bad = make_assigner(
-                        "counterfactual", samples=2, reward_fn=FailOn(key, die), executor=ex
-                    )
-                    _check_partial(bad.assign(trace, "message"), table, key, died=die)
-    finally:
-        shutdown_ray()
+    for name in ["process"] + (["ray"] if shared_ray is not None else []):
+        with make_executor(name, 2) as ex:
+            for die in (False, True):
+                bad = make_assigner(
+                    "counterfactual", samples=2, reward_fn=FailOn(key, die), executor=ex
+                )
+                _check_partial(bad.assign(trace, "message"), table, key, died=die)
 
 
 def test_cli_prints_the_table_then_one_error_line_and_exits_1(

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from orchestrace.errors import ConfigError
-from orchestrace.executors import make_executor, shutdown_ray
+from orchestrace.executors import make_executor
 from orchestrace.learn.env import make_env, rollouts
 from orchestrace.learn.policies.heuristic import FixedN, KAgree
 from orchestrace.trace.model import Trace
@@ -35,28 +35,18 @@ def test_rollouts_match_stepping_the_env_by_hand() -> None:
 
 
 @pytest.mark.slow
-def test_rollouts_are_the_same_on_every_executor() -> None:
+def test_rollouts_are_the_same_on_every_executor(shared_ray: str | None) -> None:
     seeds = list(range(10))
     local = rollouts(FixedN(n=3), seeds, "stop-v0", env_options=OPTS)
     assert [r["seed"] for r in local] == seeds
-    process = rollouts(
-        FixedN(n=3), seeds, "stop-v0", env_options=OPTS, executor=make_executor("process", 2)
-    )
+    with make_executor("process", 2) as ex:
+        process = rollouts(FixedN(n=3), seeds, "stop-v0", env_options=OPTS, executor=ex)
     assert process == local
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
-            raise
-        return
-    shutdown_ray()
-    try:
+    if shared_ray is not None:
         on_ray = rollouts(
             FixedN(n=3), seeds, "stop-v0", env_options=OPTS, executor=make_executor("ray", 2)
         )
-    finally:
-        shutdown_ray()
-    assert on_ray == local
+        assert on_ray == local
 
 
 def test_bad_env_options_are_refused_before_any_episode() -> None:
@@ -111,30 +101,15 @@ def test_a_failed_episode_keeps_the_others_and_is_named() -> None:
 
 
 @pytest.mark.slow
-def test_failed_and_crashed_episodes_on_process_and_ray() -> None:
+def test_failed_and_crashed_episodes_on_process_and_ray(shared_ray: str | None) -> None:
     from orchestrace.learn.env import RolloutsFailed
 
     good = rollouts(FixedN(n=2), range(5), "stop-v0", env_options=OPTS)
-    names = ["process"]
-    try:
-        import ray  # noqa: F401
-
-        names.append("ray")
-    except ImportError:
-        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
-            raise
-    try:
-        for name in names:
-            with make_executor(name, 2) as ex:
-                for die in (False, True):
-                    with pytest.raises(RolloutsFailed) as err:
-                        rollouts(
-                            BreaksOnSeed(2, 2, die),
-                            range(5),
-                            "stop-v0",
-                            env_options=OPTS,
-                            executor=ex,
-                        )
-                    _check(err.value.results, err.value.failures, good, died=die)
-    finally:
-        shutdown_ray()
+    for name in ["process"] + (["ray"] if shared_ray is not None else []):
+        with make_executor(name, 2) as ex:
+            for die in (False, True):
+                with pytest.raises(RolloutsFailed) as err:
+                    rollouts(
+                        BreaksOnSeed(2, 2, die), range(5), "stop-v0", env_options=OPTS, executor=ex
+                    )
+                _check(err.value.results, err.value.failures, good, died=die)

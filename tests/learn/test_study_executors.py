@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
 
 pytest.importorskip("torch")
 
-from orchestrace.executors import make_executor, shutdown_ray
+from orchestrace.executors import make_executor
 from orchestrace.learn.stopping import StudyConfig, run_study
 
 TINY = StudyConfig(
@@ -39,22 +38,14 @@ def _stable(study: dict[str, Any]) -> str:
 
 
 @pytest.mark.slow
-def test_study_is_the_same_on_every_executor() -> None:
+def test_study_is_the_same_on_every_executor(shared_ray: str | None) -> None:
     local = _stable(run_study(["multihop"], config=TINY, executor=make_executor("local")))
-    process = _stable(run_study(["multihop"], config=TINY, executor=make_executor("process", 2)))
+    with make_executor("process", 2) as ex:
+        process = _stable(run_study(["multihop"], config=TINY, executor=ex))
     assert local == process
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
-            raise
-        return
-    shutdown_ray()
-    try:
+    if shared_ray is not None:
         on_ray = _stable(run_study(["multihop"], config=TINY, executor=make_executor("ray", 2)))
-    finally:
-        shutdown_ray()
-    assert local == on_ray
+        assert local == on_ray
 
 
 def _fail_replicate_1(task: str, r: int, cfg: StudyConfig, ev: Any) -> dict[str, Any]:

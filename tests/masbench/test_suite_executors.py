@@ -28,35 +28,22 @@ def _stable(report: dict[str, Any]) -> str:
     return json.dumps({"runs": runs, "cells": cells, "missing": report["missing"]}, sort_keys=True)
 
 
-def _ray_or_skip() -> Any:
-    import os
-
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("ORCHESTRACE_REQUIRE_RAY") == "1":
-            raise
+def _ray_or_skip(shared_ray: str | None) -> Any:
+    """A Ray executor on the test process's local Ray instance."""
+    if shared_ray is None:
         pytest.skip("ray is not installed")
-    from orchestrace.executors import shutdown_ray
-
-    shutdown_ray()
     return make_executor("ray", 2)
 
 
 @pytest.mark.slow
-def test_cells_are_identical_on_every_executor() -> None:
+def test_cells_are_identical_on_every_executor(shared_ray: str | None) -> None:
     local = run_suite(TINY, executor="local", progress=False, envelope=False)
     assert local["config"]["executor"] == "local" and local["missing"]["runs"] == []
-    process = run_suite(TINY, executor=make_executor("process", 2), progress=False, envelope=False)
+    with make_executor("process", 2) as ex:
+        process = run_suite(TINY, executor=ex, progress=False, envelope=False)
     assert process["config"]["executor"] == "process" and process["config"]["workers"] == 2
     assert _stable(local) == _stable(process)
-    ray_ex = _ray_or_skip()
-    try:
-        on_ray = run_suite(TINY, executor=ray_ex, progress=False, envelope=False)
-    finally:
-        from orchestrace.executors import shutdown_ray
-
-        shutdown_ray()
+    on_ray = run_suite(TINY, executor=_ray_or_skip(shared_ray), progress=False, envelope=False)
     assert _stable(local) == _stable(on_ray)
 
 
@@ -102,18 +89,14 @@ def dies_on_critic_seed_1(spec: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["process", "ray"])
 def test_a_run_whose_worker_dies_is_listed_and_the_others_kept(
-    name: str, monkeypatch: pytest.MonkeyPatch
+    name: str, monkeypatch: pytest.MonkeyPatch, shared_ray: str | None
 ) -> None:
-    from orchestrace.executors import shutdown_ray
     from orchestrace.masbench.report import markdown
 
     monkeypatch.setattr(suite_mod, "run_one", dies_on_critic_seed_1)
-    ex = _ray_or_skip() if name == "ray" else make_executor("process", 2)
-    try:
-        with ex:
-            rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
-    finally:
-        shutdown_ray()
+    ex = _ray_or_skip(shared_ray) if name == "ray" else make_executor("process", 2)
+    with ex:
+        rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
     assert len(rep["runs"]) == 7
     (lost,) = rep["missing"]["runs"]
     assert (lost["topology"], lost["seed"], lost["fault"]) == ("critic_loop", 1, None)
