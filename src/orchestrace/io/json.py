@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
 from orchestrace.io._common import (
@@ -76,7 +77,7 @@ def parse(
         data = data.encode("utf-8", "surrogatepass")
     if data[:3] == BOM:
         data = bytes(data[3:])
-    _check_duplicate_keys(data, source)
+    top = _check_duplicate_keys(data, source)
     # 1. the typed decoder: native files, and survey-schema files (ours included) whose events
     #    carry only known fields
     typed_error = ""
@@ -88,10 +89,10 @@ def parse(
         raise format_error(source, data, err) from None
     else:
         trace._mark_decoded()
-        if upstream is False or (upstream is None and _native_top_level(data, trace)):
+        if upstream is False or (upstream is None and _native_top_level(data, trace, top)):
             problems = check_trace(trace, partial=partial) if check else []
             return trace, [p.at(source) for p in problems]
-        done = from_typed(bytes(data), trace)
+        done = from_typed(data, trace)
         if done is not None:
             trace, problems = done
             if check:
@@ -122,23 +123,34 @@ _SCAN_LIMIT = 1 << 20
 
 
 class _TopLevel(msgspec.Struct):
+    """The top level of a document, each value kept as its raw bytes (nothing is decoded).
+
+    The raw ``events`` and ``edges`` values point into the document itself, which tells where
+    the two large arrays lie without copying them.
+    """
+
     schema_version: msgspec.Raw = msgspec.Raw()
     meta: msgspec.Raw = msgspec.Raw()
+    events: msgspec.Raw = msgspec.Raw()
+    edges: msgspec.Raw = msgspec.Raw()
 
 
 _TOP_LEVEL = msgspec.json.Decoder(_TopLevel)
 
 
-def _native_top_level(data: Any, trace: Trace) -> bool:
+def _native_top_level(data: Any, trace: Trace, top: _TopLevel | None = None) -> bool:
     """Whether a document that decoded as a trace has ``schema_version`` or ``meta`` at its top.
 
     That is what makes it native (see :func:`~orchestrace.io.upstream.is_native_object`). The
     native writer puts ``schema_version`` just before ``meta`` at the end, so the last
     ``"schema_version"`` token is checked first by scanning only what follows it; when that
-    is not conclusive the top level is decoded on its own (skipping everything nested).
+    is not conclusive the top level is decoded on its own (skipping everything nested),
+    unless ``top`` already holds it.
     """
     if trace.meta:
         return True
+    if top is not None:
+        return bool(len(top.schema_version) or len(top.meta))
     p = data.rfind(_SCHEMA_VERSION_KEY)
     if p < 0 and data.find(b'"meta"') < 0:
         return False
@@ -224,11 +236,64 @@ def duplicate_key(data: Any) -> str | None:
     return None
 
 
-def _check_duplicate_keys(data: Any, source: str) -> None:
-    """Refuse a JSON object that names one key twice (a decoder would keep only the last)."""
-    suspicious = any(data.find(k, data.find(k) + 1) > 0 for k in _TOP_KEYS)
-    if not suspicious and len(data) > DUPLICATE_CHECK_BYTES:
-        return
+def _repeats_a_top_key(data: Any) -> bool:
+    """Whether a top-level key of a trace occurs twice anywhere in ``data`` (a cheap screen)."""
+    return any(data.find(k, data.find(k) + 1) > 0 for k in _TOP_KEYS)
+
+
+def _top_level(data: Any) -> tuple[_TopLevel | None, bool]:
+    """The raw top level of a large document, and whether one of its keys may occur twice.
+
+    Decoding the top level skips every nested value in C; the document minus its ``events``
+    and ``edges`` arrays (located by their raw values, which point into ``data``) is then
+    searched for a second copy of a top-level key. A document whose top level does not
+    decode as an object is searched whole, as are those two arrays when a key occurs twice.
+    """
+    try:
+        top = _TOP_LEVEL.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None, _repeats_a_top_key(data)
+    spans = sorted(
+        span for raw in (top.events, top.edges) if (span := _span_in(data, raw)) is not None
+    )
+    if not spans:
+        return top, _repeats_a_top_key(data)
+    view = memoryview(data)
+    pieces, at = [], 0
+    for start, end in spans:
+        pieces.append(view[at:start])
+        at = end
+    pieces.append(view[at:])
+    return top, _repeats_a_top_key(b"".join(pieces))
+
+
+def _span_in(data: Any, raw: msgspec.Raw) -> tuple[int, int] | None:
+    """Where the raw value ``raw`` lies in ``data`` (``None`` when it is empty or a copy)."""
+    if not len(raw):
+        return None
+    base = np.frombuffer(data, dtype=np.uint8)
+    start = np.frombuffer(raw, dtype=np.uint8).ctypes.data - base.ctypes.data
+    del base  # (an exported mmap could not be closed)
+    if not 0 <= start <= len(data) - len(raw):
+        return None
+    return start, start + len(raw)
+
+
+def _check_duplicate_keys(data: Any, source: str) -> _TopLevel | None:
+    """Refuse a JSON object that names one key twice (a decoder would keep only the last).
+
+    Documents up to :data:`DUPLICATE_CHECK_BYTES` are searched at every level; larger ones
+    for a second copy of a top-level key (and at every level when one is found).
+
+    Returns:
+        The raw top level of a large document (``None`` for a small one, or when the top
+        level is not a JSON object).
+    """
+    top = None
+    if len(data) > DUPLICATE_CHECK_BYTES:
+        top, suspicious = _top_level(data)
+        if not suspicious:
+            return top
     key = duplicate_key(data)
     if key is not None:
         needle = pyjson.dumps(key).encode()
@@ -241,6 +306,7 @@ def _check_duplicate_keys(data: Any, source: str) -> None:
             f"duplicate key {_short(key)!r}: a JSON object names it twice",
             "keep one of them (a reader would silently use only the last)",
         )
+    return top
 
 
 def _out_of_range(source: str, data: Any, typed_error: str) -> TraceFormatError:

@@ -12,6 +12,9 @@ Example:
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import compress, count
+from operator import attrgetter, is_not
 from typing import Annotated, Any
 
 import msgspec
@@ -291,17 +294,14 @@ class _NoZeroProbe(msgspec.Struct, gc=False):
     tokens_out: _Positive = msgspec.UNSET
 
 
-class _NoZeroEvents(msgspec.Struct):
-    events: list[_NoZeroProbe] = []
-
-
-_NO_ZEROS = msgspec.json.Decoder(_NoZeroEvents)
-
-
 class _TraceProbe(msgspec.Struct):
-    """Which top-level keys a document has, and whether an event holds an explicit zero."""
+    """Which top-level keys a document has, and whether no event holds an explicit zero.
 
-    events: list[_EventProbe] = []
+    Decoding fails (a ``ValidationError``) when some event writes a default zero; every other
+    value is skipped in C.
+    """
+
+    events: list[_NoZeroProbe] = []
     edges: msgspec.Raw = msgspec.Raw()
     rewards: msgspec.Raw = msgspec.Raw()
     costs: msgspec.Raw = msgspec.Raw()
@@ -313,7 +313,23 @@ class _TraceProbe(msgspec.Struct):
 _PROBE = msgspec.json.Decoder(_TraceProbe)
 
 
-def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
+class _ZeroProbe(msgspec.Struct):
+    """As :class:`_TraceProbe`, with the events' numeric fields as written (zeros allowed)."""
+
+    events: list[_EventProbe] = []
+    edges: msgspec.Raw = msgspec.Raw()
+    rewards: msgspec.Raw = msgspec.Raw()
+    costs: msgspec.Raw = msgspec.Raw()
+    metrics: msgspec.Raw = msgspec.Raw()
+    schema_version: msgspec.Raw = msgspec.Raw()
+    meta: msgspec.Raw = msgspec.Raw()
+
+
+_ZEROS = msgspec.json.Decoder(_ZeroProbe)
+_NOT_NONE = partial(is_not, None)
+
+
+def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     """Finish a survey document that already decoded as a native :class:`Trace`.
 
     The typed decoder cannot tell an explicit default from an absent field; a second, cheap
@@ -322,12 +338,17 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     empty ``metrics`` or lacks a required top-level field, this returns ``None`` and the
     caller imports it field by field with :func:`from_upstream`; the result is the same.
     """
-    if b"null" in data:
+    if data.find(b"null") >= 0:  # (``in`` would walk a memory map byte by byte)
         return None
+    written: list[_EventProbe] | None = None
     try:
-        probe = _PROBE.decode(data)
-    except msgspec.ValidationError:
-        return None
+        probe: _TraceProbe | _ZeroProbe = _PROBE.decode(data)
+    except msgspec.ValidationError:  # some event writes a default zero (or the top is odd)
+        try:
+            probe = _ZEROS.decode(data)
+        except msgspec.ValidationError:
+            return None
+        written = probe.events
     if len(probe.schema_version) or len(probe.meta):
         return None
     if not (len(probe.edges) and len(probe.rewards) and len(probe.costs)):
@@ -339,13 +360,14 @@ def from_typed(data: bytes, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     events = trace.events
     changed: dict[int, Event] = {}
     zeros: dict[int, dict[str, Any]] = {}
-    try:
-        _NO_ZEROS.decode(data)
-    except msgspec.ValidationError:  # some event writes a default zero: find which
-        for i, ev in enumerate(probe.events):
+    if written is not None:  # some event writes a default zero: find which
+        for i, ev in enumerate(written):
             if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
                 zeros[i] = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
-    for i, e in enumerate(events):
+    # only events with attrs or an explicit zero change (the others are skipped in C)
+    with_attrs = compress(count(), map(_NOT_NONE, map(attrgetter("attrs"), events)))
+    for i in sorted({*with_attrs, *zeros}):
+        e = events[i]
         if i in zeros:
             out, found = _split_event({**_present(e), **zeros[i]}, i, problems)
             if marker is None and found is not None:
