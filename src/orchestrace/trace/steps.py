@@ -54,6 +54,8 @@ ACTION_TYPES: frozenset[EventType] = frozenset(
 )
 
 _SPAWN = EVENT_CODE[EventType.SPAWN]
+#: Edges handled at once when marking waits (bounds the temporaries of a long trace).
+_EDGE_SLICE = 1 << 20
 _DELEGATE = DECISION_CODE[Decision.DELEGATE]
 _ACTION_MASK = np.zeros(len(EVENT_TYPES), dtype=bool)
 _ACTION_MASK[[EVENT_CODE[x] for x in ACTION_TYPES]] = True
@@ -136,33 +138,105 @@ class StepStructure:
         n_ep = len(self.episode_agent)
         if n_ep == 0:
             return 0
-        parent_stage = self.episode_parent_stage.tolist()
-        stage_ep = self.stage_episode.tolist()
-        parent_ep = [stage_ep[s] if s >= 0 else -1 for s in parent_stage]
-        # depth of each episode in the attribution tree, guarding against cycles
-        depth = [-1] * n_ep
-        for e in range(n_ep):
-            chain = []
-            node = e
-            while node >= 0 and depth[node] < 0 and node not in chain:
-                chain.append(node)
-                node = parent_ep[node]
-            base = depth[node] + 1 if node >= 0 and depth[node] >= 0 else 0
-            for k, x in enumerate(reversed(chain)):
-                depth[x] = base + k
-        stage_total = self.stage_main.astype(np.int64).tolist()
-        stage_branch = [0] * len(stage_total)
-        ep_value = [0] * n_ep
-        stages_of: list[list[int]] = [[] for _ in range(n_ep)]
-        for s, e in enumerate(stage_ep):
-            stages_of[e].append(s)
-        for e in sorted(range(n_ep), key=lambda x: -depth[x]):
-            ep_value[e] = sum(stage_total[s] + stage_branch[s] for s in stages_of[e])
-            s = parent_stage[e]
-            if s >= 0 and parent_ep[e] != e and depth[parent_ep[e]] < depth[e]:
-                stage_branch[s] = max(stage_branch[s], ep_value[e])
-        roots = [e for e in range(n_ep) if parent_stage[e] < 0]
-        return max((ep_value[e] for e in roots), default=0)
+        parent_stage = np.asarray(self.episode_parent_stage, dtype=np.int64)
+        stage_ep = np.asarray(self.stage_episode, dtype=np.int64)
+        parent_ep = np.where(parent_stage >= 0, stage_ep[np.maximum(parent_stage, 0)], -1)
+        depth = _episode_depths(parent_ep)
+        levels = int(depth.max()) + 1
+        if levels * _LEVEL_COST > n_ep + len(stage_ep):  # a deep spawn chain: walk instead
+            return _critical_steps_loop(self, parent_ep.tolist(), depth.tolist())
+        stage_total = np.asarray(self.stage_main, dtype=np.int64)
+        stage_branch = np.zeros(len(stage_total), dtype=np.int64)
+        ep_value = np.zeros(n_ep, dtype=np.int64)
+        # stages grouped by episode: episode e owns by_ep[lo[e]:hi[e]]
+        by_ep = np.argsort(stage_ep, kind="stable")
+        lo = np.searchsorted(stage_ep[by_ep], np.arange(n_ep))
+        hi = np.searchsorted(stage_ep[by_ep], np.arange(n_ep), side="right")
+        order = np.argsort(-depth, kind="stable")
+        bounds = np.searchsorted(-depth[order], np.arange(-levels + 1, 1))
+        bounds = np.append(bounds, n_ep)
+        for k in range(levels):  # deepest episodes first: a level only feeds shallower ones
+            eps = order[bounds[k] : bounds[k + 1]]
+            if not len(eps):
+                continue
+            d = int(depth[eps[0]])
+            counts = hi[eps] - lo[eps]
+            ends = np.cumsum(counts)
+            rows = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(
+                lo[eps] - (ends - counts), counts
+            )
+            sidx = by_ep[rows]
+            sums = np.concatenate(([0], np.cumsum(stage_total[sidx] + stage_branch[sidx])))
+            values = sums[ends] - sums[ends - counts]
+            ep_value[eps] = values
+            s = parent_stage[eps]
+            pe = parent_ep[eps]
+            ok = (s >= 0) & (pe != eps)
+            ok[ok] = depth[pe[ok]] < d
+            np.maximum.at(stage_branch, s[ok], values[ok])
+        roots = parent_stage < 0
+        return int(ep_value[roots].max()) if roots.any() else 0
+
+
+#: Per-level cost of the vectorised Critical Steps pass, in steps of the per-episode walk.
+_LEVEL_COST = 32
+
+
+def _episode_depths(parent_ep: np.ndarray) -> np.ndarray:
+    """Depth of each episode in the attribution tree (roots 0), by pointer jumping.
+
+    Episodes on or below an attribution cycle (possible with equal times) have no root; for
+    them the depths are those of the per-episode walk, which stops where it meets itself.
+    """
+    n_ep = len(parent_ep)
+    up = parent_ep.copy()
+    depth = (up >= 0).astype(np.int64)
+    for _ in range(int(n_ep).bit_length() + 1):
+        m = np.flatnonzero(up >= 0)
+        if not len(m):
+            return depth
+        anc = up[m]
+        depth[m] += depth[anc]
+        up[m] = up[anc]
+    if not bool((up >= 0).any()):
+        return depth
+    return np.asarray(_walk_depths(parent_ep.tolist()), dtype=np.int64)
+
+
+def _walk_depths(parent_ep: list[int]) -> list[int]:
+    """Depths by walking each episode's chain of parents (guarding against cycles)."""
+    n_ep = len(parent_ep)
+    depth = [-1] * n_ep
+    for e in range(n_ep):
+        chain = []
+        node = e
+        while node >= 0 and depth[node] < 0 and node not in chain:
+            chain.append(node)
+            node = parent_ep[node]
+        base = depth[node] + 1 if node >= 0 and depth[node] >= 0 else 0
+        for k, x in enumerate(reversed(chain)):
+            depth[x] = base + k
+    return depth
+
+
+def _critical_steps_loop(s: StepStructure, parent_ep: list[int], depth: list[int]) -> int:
+    """Critical Steps one episode at a time, deepest first (for deep attribution trees)."""
+    n_ep = len(parent_ep)
+    parent_stage = s.episode_parent_stage.tolist()
+    stage_ep = s.stage_episode.tolist()
+    stage_total = s.stage_main.astype(np.int64).tolist()
+    stage_branch = [0] * len(stage_total)
+    ep_value = [0] * n_ep
+    stages_of: list[list[int]] = [[] for _ in range(n_ep)]
+    for k, e in enumerate(stage_ep):
+        stages_of[e].append(k)
+    for e in sorted(range(n_ep), key=lambda x: -depth[x]):
+        ep_value[e] = sum(stage_total[k] + stage_branch[k] for k in stages_of[e])
+        k = parent_stage[e]
+        if k >= 0 and parent_ep[e] != e and depth[parent_ep[e]] < depth[e]:
+            stage_branch[k] = max(stage_branch[k], ep_value[e])
+    roots = [e for e in range(n_ep) if parent_stage[e] < 0]
+    return max((ep_value[e] for e in roots), default=0)
 
 
 def step_structure(g: StepColumns) -> StepStructure:
@@ -178,31 +252,37 @@ def step_structure(g: StepColumns) -> StepStructure:
     empty = np.zeros(0, dtype=np.int64)
     if n == 0:
         return StepStructure(empty, empty, empty, empty)
+    # per-event temporaries stay narrow (codes as stored, masks as bools, edges in slices):
+    # at 10,000,000 events each int64 copy of a column would cost 80 MB
     type_code = g.type_code
-    agent = g.agent_code.astype(np.int64)
+    agent = g.agent_code
     t = g.t
     tool = g.tool_mask()
-    act = _ACTION_MASK[type_code] & ~tool[agent]
+    act = _ACTION_MASK[type_code]
+    if tool.any():
+        act &= ~tool[agent]
 
     # an event "waits" when it consumes an event of another agent
     src, dst = g.dependency_edges()
     waits = np.zeros(n, dtype=bool)
-    if len(src):
-        waits[dst[agent[src] != agent[dst]]] = True
+    for lo in range(0, len(src), _EDGE_SLICE):
+        s_e, d_e = src[lo : lo + _EDGE_SLICE], dst[lo : lo + _EDGE_SLICE]
+        waits[d_e[agent[s_e] != agent[d_e]]] = True
 
     # entries: spawns and delegations open an episode of the target agent
-    to = g.to_code.astype(np.int64)
-    entry = (
-        act & (to >= 0) & (to != agent) & ((type_code == _SPAWN) | (g.decision_code == _DELEGATE))
-    )
+    to = g.to_code
+    entry = (type_code == _SPAWN) | (g.decision_code == _DELEGATE)
+    entry &= act
+    entry &= to >= 0
+    entry &= to != agent
     ent_idx = np.flatnonzero(entry)
     ent_idx = ent_idx[np.lexsort((ent_idx, t[ent_idx], to[ent_idx]))]
-    ent_child = to[ent_idx]
+    ent_child = to[ent_idx].astype(np.int64)
 
     # action events sorted by agent, time, index; each gets an episode
     a_idx = np.flatnonzero(act)
     a_idx = a_idx[np.lexsort((a_idx, t[a_idx], agent[a_idx]))]
-    a_agent = agent[a_idx]
+    a_agent = agent[a_idx].astype(np.int64)
     n_names = int(max(agent.max(initial=0), to.max(initial=0))) + 1
     ent_first = np.searchsorted(ent_child, np.arange(n_names + 1))
     ep_local = np.zeros(len(a_idx), dtype=np.int64)
@@ -238,7 +318,7 @@ def step_structure(g: StepColumns) -> StepStructure:
     stage_episode = ep_id[np.flatnonzero(new_stage)]
 
     # attach each episode to the parent stage holding its entry event
-    stage_of_event = np.full(n, -1, dtype=np.int64)
+    stage_of_event = np.full(n, -1, dtype=np.int32 if len(a_idx) < 2**31 else np.int64)
     stage_of_event[a_idx] = stage_id
     parent_stage = np.full(n_ep, -1, dtype=np.int64)
     if n_ep and len(ent_idx):
