@@ -173,10 +173,33 @@ def test_study_config_refuses_bad_budgets():
         run_study(["math"], quick=True)
 
 
+#: The study's whole pipeline at the smallest budgets that still give every table two weights,
+#: two evaluation seeds, two replicates, size buckets and a live check.
+SMALL = StudyConfig(
+    budget=32,
+    train_seeds=2,
+    train_episodes=64,
+    weights=(0.1, 0.4),
+    eval_seeds=2,
+    episodes=8,
+    live_episodes=2,
+    samples=20,
+    size_buckets=2,
+)
+
+
+def test_quick_runs_the_quick_config(monkeypatch):
+    seen = []
+    monkeypatch.setattr(stopping, "_run", lambda tasks, cfg, *a, **kw: seen.append(cfg) or {})
+    run_study(["multihop"], quick=True)
+    run_study(["multihop"])
+    assert seen == [StudyConfig.quick(), StudyConfig()]
+
+
 @pytest.mark.slow
-def test_quick_study_writes_every_table(tmp_path: Path):
+def test_small_study_writes_every_table(tmp_path: Path):
     out = tmp_path / "study"
-    study = run_study(["multihop"], quick=True, out=out, jobs=1)
+    study = run_study(["multihop"], config=SMALL, out=out, jobs=1)
     cfg = study["config"]
     res = study["tasks"]["multihop-v0"]
     # every method, with its replicates, a Wilson interval and the live check
