@@ -17,8 +17,29 @@ from orchestrace.io._output import MARKER
 pytest.importorskip("matplotlib")
 
 NOSPACE = "No space left on device; free space or choose another path"
-BENCH = ("bench", "--suite", "smoke-v2", "--seeds", "1", "--no-envelope", "--no-progress")
-TRAIN = ("train", "--env", "stop-v0", "--algo", "reinforce", "--steps", "2", "--no-progress")
+BENCH = (
+    "bench",
+    "--suite",
+    "smoke-v2",
+    "--seeds",
+    "1",
+    "--jobs",
+    "1",
+    "--no-envelope",
+    "--no-progress",
+)
+TRAIN = (
+    "train",
+    "--env",
+    "stop-v0",
+    "--algo",
+    "reinforce",
+    "--steps",
+    "8",
+    "--batch",
+    "8",
+    "--no-progress",
+)
 BENCH_FILES = ["e1_e2.png", "e4.png", "report.json", "report.md"]
 TRAIN_FILES = ["config.json", "curve.png", "policy.pt", "train.csv"]
 
