@@ -90,3 +90,50 @@ def test_record_rejects_an_unknown_event_field() -> None:
     rt = Runtime(task=make_task("arith", seed=0, size=4), backend=SimBackend(seed=1))
     trace = run_virtual(rt.run(lead))
     assert "record() got unexpected event fields ['colour']" in str(trace.meta["result"])
+
+
+@pytest.mark.parametrize(
+    ("topology", "options"),
+    [
+        ("swarm", {"gossip": 0.8, "chunks": 2}),
+        ("hierarchical", {}),
+        ("debate", {"rounds": 2}),
+        ("centralized", {}),
+        ("pipeline", {}),
+    ],
+)
+def test_emit_records_what_record_records(
+    monkeypatch: pytest.MonkeyPatch, topology: str, options: dict[str, Any]
+) -> None:
+    calls = []
+    emit = Runtime.emit
+
+    def counted(self: Runtime, *args: Any, **kw: Any) -> str:
+        calls.append(1)
+        return emit(self, *args, **kw)
+
+    def through_record(self: Runtime, a: Any, type_: Any, t: float, **kw: Any) -> str:
+        role = kw.pop("role", None)
+        if role is not None:
+            kw["role"] = role
+        return self.record(a, type_, t, **kw)
+
+    def traces() -> list[bytes]:
+        out = []
+        for seed, latency in ((0, 0.0), (1, 1.0)):
+            n = 12 if topology == "swarm" else 4
+            rt = Runtime(
+                task=make_task("wide-search-v0", seed=seed, size=4 * n),
+                backend=SimBackend(seed=seed, latency_scale=latency),
+                config=RunConfig(agents=n, seed=seed, tool_failure_rate=0.2, options=options),
+                topology=topology,
+            )
+            trace = run_virtual(rt.run(get_topology(topology).root))
+            out.append(msgspec.json.encode([trace.events, trace.edges]))
+        return out
+
+    monkeypatch.setattr(Runtime, "emit", counted)
+    fast = traces()
+    assert calls
+    monkeypatch.setattr(Runtime, "emit", through_record)
+    assert traces() == fast

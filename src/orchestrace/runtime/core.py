@@ -48,7 +48,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrace._safe import scrub_known
+from orchestrace._safe import _SECRETS, scrub_known
 from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
 from orchestrace.runtime import llm_calls, messaging
 from orchestrace.runtime.backends.base import (
@@ -260,22 +260,19 @@ class Runtime:
         **fields: Any,
     ) -> str:
         """Record one event of agent ``a`` that started at ``t`` and ends now."""
-        events = self.events
-        eid = f"e{len(events) + 1}"
-        now = self.now()
-        dur = 0.0 if now == t else max(0.0, round(now - t, 9))
+        eid = f"e{len(self.events) + 1}"
         last = a.last
-        pending = a.pending
         if last is None and a.parent is None and "role" not in fields:
             fields["role"] = a.role  # the root has no spawn event to carry its role
         fields = scrub_known(fields)  # a secret echoed by a server never reaches the trace
         if self.guard is not None:
             first = last if last is not None else a.spawn_event
-            srcs = [s for s in (first, *(s for s, _ in pending), *(s for s, _ in extra)) if s]
+            srcs = [s for s in (first, *(s for s, _ in a.pending), *(s for s, _ in extra)) if s]
             fields = self.guard.labels(a, eid, str(type_), srcs, fields)
         if not fields.keys() <= _FIELDS:
             unknown = sorted(set(fields) - _FIELDS)
             raise TypeError(f"record() got unexpected event fields {unknown}")
+        now = self.now()
         get = fields.get
         # positional: a Struct built from keyword arguments unpacked from a dict costs several
         # times more (the order is Event's field order)
@@ -284,7 +281,7 @@ class Runtime:
             t,
             type_,
             a.name,
-            dur,
+            0.0 if now == t else max(0.0, round(now - t, 9)),
             get("role"),
             get("from_"),
             get("to"),
@@ -300,6 +297,80 @@ class Runtime:
             get("error"),
             get("attrs"),
         )
+        return self._store(a, ev, extra)
+
+    def emit(
+        self,
+        a: AgentState,
+        type_: Any,
+        t: float,
+        *,
+        role: str | None = None,
+        from_: str | None = None,
+        to: str | None = None,
+        tool: str | None = None,
+        decision: Any = None,
+        content: str | None = None,
+        tokens_in: int = _TOKENS_IN,
+        tokens_out: int = _TOKENS_OUT,
+        cost: float = _COST,
+        error: str | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> str:
+        """:meth:`record` of the runtime's own events, with the fields as arguments.
+
+        Records exactly what :meth:`record` records given the same fields (``role`` only when
+        it is not ``None``); the event is built from the arguments as they are, without a
+        dictionary of fields, unless defenses are on, a secret is remembered (see
+        :func:`orchestrace._safe.remember_secret`) or the root records its first event: those
+        take :meth:`record`'s path.
+        """
+        if self.guard is not None or _SECRETS or (a.last is None and a.parent is None):
+            fields: dict[str, Any] = {
+                "from_": from_,
+                "to": to,
+                "tool": tool,
+                "decision": decision,
+                "content": content,
+                "tokens_in": tokens_in,
+                "tokens_out": tokens_out,
+                "cost": cost,
+                "error": error,
+                "attrs": attrs,
+            }
+            if role is not None:
+                fields["role"] = role
+            return self.record(a, type_, t, **fields)
+        now = self.now()
+        eid = f"e{len(self.events) + 1}"
+        ev = Event(
+            eid,
+            t,
+            type_,
+            a.name,
+            0.0 if now == t else max(0.0, round(now - t, 9)),
+            role,
+            from_,
+            to,
+            tool,
+            decision,
+            max(a.step, 0),
+            content,
+            None,
+            None,
+            tokens_in,
+            tokens_out,
+            cost,
+            error,
+            attrs,
+        )
+        return self._store(a, ev, ())
+
+    def _store(self, a: AgentState, ev: Event, extra: Iterable[tuple[str, str]]) -> str:
+        """Store ``ev``, the next event of ``a``, with its edges from what ``a`` consumed."""
+        eid = ev.id
+        last = a.last
+        pending = a.pending
         if last is not None:
             edges = [Edge(last, eid, "causal")]
         elif a.spawn_event is not None:
@@ -314,7 +385,7 @@ class Runtime:
                     edges.append(Edge(src, eid, kind))  # type: ignore[arg-type]
             pending.clear()
         a.last = eid
-        events.append(ev)
+        self.events.append(ev)
         self.edges += edges
         recorder = self.recorder
         if recorder.processors or self._custom_recorder:
@@ -382,7 +453,7 @@ class Runtime:
         if parts:
             lo, hi = parts[0].span
             attrs = {"part": {"index": parts[0].index, "size": parts[0].size, "lo": lo, "hi": hi}}
-        eid = self.record(
+        eid = self.emit(
             a,
             "spawn",
             self.now(),

@@ -87,7 +87,7 @@ async def generate(
     token_record = getattr(resp, "token_record", None)  # trainable backends' token ids
     if token_record is not None:
         attrs["tokens_ref"] = f"e{len(rt.events) + 1}"  # the id record() gives it
-    eid = rt.record(
+    eid = rt.emit(
         a,
         "llm_call",
         t0,

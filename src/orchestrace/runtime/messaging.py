@@ -64,7 +64,7 @@ def send(
         decision = "communicate"
     if rt.guard is not None:
         return rt.guarded_send(a, a.name, to, text, data, decision, None, sign=True)
-    eid = rt.record(
+    eid = rt.emit(
         a,
         "message",
         rt.now(),
@@ -146,7 +146,7 @@ def return_value(rt: Runtime, a: AgentState, value: Any) -> str:
     rt.open_step(a)
     for iv in rt.interventions:
         value = iv.returned(a.name, value)
-    eid = rt.record(
+    eid = rt.emit(
         a,
         "return",
         rt.now(),

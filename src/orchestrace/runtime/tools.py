@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrace._safe import scrub_known
+from orchestrace._safe import _SECRETS, scrub_known
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.runtime.cache import CallKey, ToolOutcome, encode_args
 from orchestrace.runtime.config import RunConfig
@@ -70,16 +70,15 @@ async def call_tool(rt: Runtime, a: AgentState, name: str, args: dict[str, Any])
         else:
             latency = rt.now() - t0
         rt.cache.put(key, ToolOutcome(value, error, round(latency, 9)))
-    call_id = rt.record(a, "tool_call", t0, tool=name, content=content, attrs={"key": key.id})
+    call_id = rt.emit(a, "tool_call", t0, tool=name, content=content, attrs={"key": key.id})
     res_id = _record_result(
         rt,
         name,
         call_id,
         rt.now(),
-        content=text,
-        error=error,
-        trusted=False,
-        **({} if g is None or not g.d.taint else {"attrs": g.tool_attrs(name)}),
+        text,
+        error,
+        None if g is None or not g.d.taint else g.tool_attrs(name),
     )
     if g is not None:
         g.tool_result(name, res_id, text)
@@ -138,13 +137,33 @@ def _run_tool(
     return value, None, latency, value if isinstance(value, str) else encoded.decode()
 
 
-def _record_result(rt: Runtime, tool: str, call_id: str, t: float, **fields: Any) -> str:
+def _record_result(
+    rt: Runtime,
+    tool: str,
+    call_id: str,
+    t: float,
+    content: str | None,
+    error: str | None,
+    attrs: dict[str, Any] | None,
+) -> str:
     """Record a ``tool_result`` event of ``tool`` with its ``tool_dependency`` edge."""
     eid = f"e{len(rt.events) + 1}"
-    fields = scrub_known(fields)
-    ev = Event(id=eid, t=t, type="tool_result", agent=tool, tool=tool, **fields)
+    if _SECRETS:  # a secret a tool echoed never reaches the trace
+        content, error, attrs = scrub_known((content, error, attrs))
+    ev = Event(
+        id=eid,
+        t=t,
+        type="tool_result",
+        agent=tool,
+        tool=tool,
+        content=content,
+        trusted=False,
+        error=error,
+        attrs=attrs,
+    )
     edge = Edge(call_id, eid, "tool_dependency")
     rt.events.append(ev)
     rt.edges.append(edge)
-    rt.recorder.event(ev, [edge])
+    if rt.recorder.processors or rt._custom_recorder:
+        rt.recorder.event(ev, [edge])
     return eid
