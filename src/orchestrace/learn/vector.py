@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn._orchestration_env import _jsonable
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.runtime.clock import VirtualTimeLoop
@@ -256,13 +256,43 @@ class VectorEnv:
 
     # ------------------------------------------------------------------ internals
     def _drive(self, envs: Sequence[OrchestrationEnv]) -> list[np.ndarray | None]:
-        """Run the shared loop until each of ``envs`` wants a decision or has finished."""
+        """Run the shared loop until each of ``envs`` wants a decision or has finished.
 
-        async def until(env: OrchestrationEnv) -> None:
-            await asyncio.wait(env._waiters(), return_when=asyncio.FIRST_COMPLETED)
+        Each environment's two waiters (decision requested, run finished) count it done;
+        the loop stops from their done callbacks once every environment is, without a task
+        per wait.
+        """
+        waiting = [w for w in (e._waiters() for e in envs) if not any(f.done() for f in w)]
+        if waiting:
+            left = [len(waiting)]
+            loop = self.loop
+            hooks: list[tuple[asyncio.Future[Any], Any]] = []
 
-        async def all_of() -> None:
-            await asyncio.gather(*(until(e) for e in envs))
+            def counter() -> Any:
+                seen = [False]  # one environment: its first waiter done counts it
 
-        self.loop.run_until_complete(all_of())
+                def hit(_: object) -> None:
+                    if not seen[0]:
+                        seen[0] = True
+                        left[0] -= 1
+                        if not left[0]:
+                            loop.stop()
+
+                return hit
+
+            for futures in waiting:
+                hit = counter()
+                for f in futures:
+                    f.add_done_callback(hit)
+                    hooks.append((f, hit))
+            try:
+                loop.run_forever()
+            finally:
+                for f, hit in hooks:
+                    f.remove_done_callback(hit)
+            if left[0]:
+                raise RuntimeError_(
+                    "the shared event loop stopped before every episode reached a decision "
+                    "or its end; do not stop the loop from inside a run"
+                )
         return [e._ready() for e in envs]

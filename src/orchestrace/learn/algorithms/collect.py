@@ -174,13 +174,21 @@ def _collect_in_worker(
     return collect_batched(envs, policy, seeds, keys, stream=stream)
 
 
+def _start_method() -> str:
+    """``fork`` where the platform has it (fast, and a script needs no ``__main__`` guard),
+    else ``spawn``."""
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
 class WorkerPool:
     """Worker processes that collect episodes with a copy of the current policy weights.
 
     Each worker holds ``num_envs`` environments and steps them with :func:`collect_batched`.
     A batch is split into ``num_workers`` contiguous parts; the weights go to every worker
-    with its part. Workers start with the ``spawn`` method (a fresh interpreter each, which
-    costs a few seconds once), so the environment settings must pickle.
+    with its part. Workers are forked where the platform can (Linux); elsewhere they start
+    a fresh interpreter each (``spawn``, a few seconds once; a script must then start
+    training under ``if __name__ == "__main__":``). Each worker runs torch on one thread.
+    The environment settings must pickle.
 
     Args:
         num_workers: Worker processes (>= 1).
@@ -225,7 +233,7 @@ class WorkerPool:
         self.num_workers = num_workers
         self._pool = ProcessPoolExecutor(
             num_workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=multiprocessing.get_context(_start_method()),
             initializer=_init_worker,
             initargs=args,
         )
@@ -264,8 +272,9 @@ class WorkerPool:
         except BrokenProcessPool:
             self.close()
             raise RuntimeError_(
-                "a collection worker process died (out of memory, or killed); "
-                "rerun with fewer num_workers or num_envs, or num_workers=0"
+                "a collection worker process died or could not start (out of memory, "
+                "killed, or an error printed above); rerun with fewer num_workers or "
+                "num_envs, or num_workers=0"
             ) from None
 
     def close(self) -> None:
