@@ -441,12 +441,16 @@ def test_perfetto_trace_processor_loads_the_file(tmp_path):
         assert bad.empty, bad.to_dict("records")
 
 
-@pytest.mark.slow
-def test_hundred_thousand_events_export_is_complete():
-    tr = generate_trace(agents=60, steps=100_000, depth=3, seed=2)
+def test_large_trace_export_is_complete():
+    """A 20,000-event trace of 60 agents exports every event and edge, in bounded size.
+
+    ``ORCHESTRACE_FULL_SWEEP=1`` checks a 100,000-event trace the same way (about 5 s).
+    """
+    n = 100_000 if os.environ.get("ORCHESTRACE_FULL_SWEEP") == "1" else 20_000
+    tr = generate_trace(agents=60, steps=n, depth=3, seed=2)
     data = export_bytes([tr])
     got = check_chrome_trace(msgspec.json.decode(data))
-    assert len(got["slices"]) == 100_000
+    assert len(got["slices"]) == n
     assert len(got["flows"]) == len(tr.edges)
     # each event's content preview and args stay small: under 1 KB a record on average
     assert len(data) < 1000 * (tr.n_events + len(tr.edges)), len(data)
