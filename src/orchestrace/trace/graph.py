@@ -35,7 +35,6 @@ Example:
 from __future__ import annotations
 
 import heapq
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -506,39 +505,48 @@ class TraceGraph:
         n = self.n
         if n == 0:
             return CriticalPath(0.0, (), ())
-        order = self.topological_order(key)
         src, dst = self.dependency_edges(key)
-        if n > 1 and not bool(np.all(order[1:] > order[:-1])):
+        if len(src) and not bool(np.all(src < dst)):
+            # not in recording order: order topologically (this raises on a cycle)
+            order = self.topological_order(key)
             pos = np.empty(n, dtype=np.int64)
             pos[order] = np.arange(n, dtype=np.int64)
             sort_key = pos[dst]
+            del pos
         else:
             sort_key = dst
         if len(sort_key) > 1 and not bool(np.all(sort_key[1:] >= sort_key[:-1])):
             perm = np.argsort(sort_key, kind="stable")
             src, dst = src[perm], dst[perm]
-        # DP in edge order: every edge into u precedes every edge out of u.
-        dur = self.dur
-        start = array("d", bytes(8 * n))
-        pred = array("q", [-1]) * n
-        durl = array("d", dur.tobytes())
-        for lo in range(0, len(src), _CHUNK):
-            for u, v in zip(
-                src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=True
-            ):
-                f = start[u] + durl[u]
-                if f > start[v]:
-                    start[v] = f
-                    pred[v] = u
-        finish = np.frombuffer(start, dtype=np.float64) + dur
+            del perm
+        del sort_key
+        dur = np.ascontiguousarray(self.dur, dtype=np.float64)
+        start = _longest_starts(src, dst, dur, n)
+        pred = _first_predecessors(src, dst, start, dur, n)
+        finish = start
+        finish += dur
         end = int(np.argmax(finish))
+        length = float(finish[end])
+        del start, finish
+        links = pred.data
         path = [end]
-        while pred[path[-1]] >= 0:
-            path.append(pred[path[-1]])
+        while links[path[-1]] >= 0:
+            path.append(links[path[-1]])
         path.reverse()
-        out = CriticalPath(float(finish[end]), tuple(path), tuple(self.id_at(i) for i in path))
+        out = CriticalPath(length, tuple(path), self._ids_at(path))
         self._cp_cache[key] = out
         return out
+
+    def _ids_at(self, indices: list[int]) -> tuple[str, ...]:
+        """Event ids at ``indices``, in one step for Arrow ids."""
+        ids = self.ids
+        if isinstance(ids, list):
+            return tuple(ids[i] for i in indices)
+        import pyarrow as pa  # noqa: PLC0415  only columnar graphs hold Arrow ids
+
+        at = np.asarray(indices, dtype=np.int64)
+        taken = ids.take(pa.Array.from_buffers(pa.int64(), len(at), [None, pa.py_buffer(at)]))
+        return tuple(v if isinstance(v, str) else str(v) for v in taken.to_pylist())
 
     def work(self) -> float:
         """Total work: the sum of every event's ``dur``."""
@@ -608,6 +616,54 @@ class TraceGraph:
     def critical_steps(self) -> int:
         """PARL Critical Steps (see :func:`orchestrace.trace.steps.critical_steps`)."""
         return step_structure(self).critical_steps()
+
+
+def _longest_starts(src: np.ndarray, dst: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+    """Earliest start of every event when each waits for the finish of its predecessors.
+
+    ``start[v] = max(0, max over edges u -> v of start[u] + dur[u])``, with the edges sorted
+    so that every edge into ``u`` comes before every edge out of ``u``: one pass in edge order,
+    exactly the additions and comparisons of the definition (a NaN finish never wins). The
+    pass reads the edge arrays a slice at a time, so its memory does not grow with the trace.
+    """
+    out = np.zeros(n, dtype=np.float64)
+    start, durs = out.data, dur.data
+    for lo in range(0, len(src), _CHUNK):
+        for u, v in zip(
+            src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=True
+        ):
+            f = start[u] + durs[u]
+            if f > start[v]:  # noqa: PLR1730  max() would let a NaN finish win
+                start[v] = f
+    return out
+
+
+def _first_predecessors(
+    src: np.ndarray, dst: np.ndarray, start: np.ndarray, dur: np.ndarray, n: int
+) -> np.ndarray:
+    """For each event, the first edge source (in edge order) whose finish sets its start.
+
+    ``-1`` where the start is 0 (nothing to wait for). With the edges sorted by destination,
+    this is the predecessor a pass in edge order keeps when only a strictly later finish
+    replaces the one it holds.
+    """
+    pred = np.full(n, -1, dtype=np.int64)
+    step = 1 << 20
+    for lo in range(0, len(src), step):
+        s_e, d_e = src[lo : lo + step], dst[lo : lo + step]
+        want = start[d_e]
+        finish = start[s_e]
+        finish += dur[s_e]
+        hits = np.flatnonzero((finish == want) & (want > 0))
+        if not len(hits):
+            continue
+        d_hit = d_e[hits]
+        first = np.ones(len(hits), dtype=bool)
+        first[1:] = d_hit[1:] != d_hit[:-1]
+        d_hit, s_hit = d_hit[first], s_e[hits[first]]
+        new = pred[d_hit] < 0  # a destination whose edges began in an earlier slice keeps it
+        pred[d_hit[new]] = s_hit[new]
+    return pred
 
 
 # ---------------------------------------------------------------------- functional API
