@@ -19,7 +19,7 @@ from orchestrace import __version__, _startup
 from orchestrace._safe import bounded, guarded_output, redact
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.io._output import FORCE_HINT
-from orchestrace.runtime.config import MAX_INT, check_seed
+from orchestrace.trace.model import MAX_INT
 
 __all__ = ["COMMANDS", "main"]
 
@@ -165,6 +165,8 @@ def _check_seeds(args: argparse.Namespace) -> None:
     for name in ("seed", "task_seed", "train_seed"):
         value = getattr(args, name, None)
         if value is not None:
+            from orchestrace.runtime.config import check_seed  # noqa: PLC0415  the runtime package is heavy: only commands with a seed load it
+
             check_seed(value, "--" + name.replace("_", "-"))
     # every other integer option is a count, size, budget, index or year: none is negative,
     # and none goes beyond what a 64-bit field holds
