@@ -521,8 +521,7 @@ class TraceGraph:
             del perm
         del sort_key
         dur = np.ascontiguousarray(self.dur, dtype=np.float64)
-        start = _longest_starts(src, dst, dur, n)
-        pred = _first_predecessors(src, dst, start, dur, n)
+        start, pred = _longest_starts(src, dst, dur, n)
         finish = start
         finish += dur
         end = int(np.argmax(finish))
@@ -618,52 +617,30 @@ class TraceGraph:
         return step_structure(self).critical_steps()
 
 
-def _longest_starts(src: np.ndarray, dst: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+def _longest_starts(
+    src: np.ndarray, dst: np.ndarray, dur: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Earliest start of every event when each waits for the finish of its predecessors.
 
     ``start[v] = max(0, max over edges u -> v of start[u] + dur[u])``, with the edges sorted
     so that every edge into ``u`` comes before every edge out of ``u``: one pass in edge order,
-    exactly the additions and comparisons of the definition (a NaN finish never wins). The
-    pass reads the edge arrays a slice at a time, so its memory does not grow with the trace.
+    exactly the additions and comparisons of the definition (a NaN finish never wins). Also
+    returns, per event, the first source in edge order whose finish sets its start (-1: none).
+    The pass reads the edge arrays a slice at a time, so its memory does not grow with the
+    trace, and writes through memoryviews of the result arrays (no copies of the columns).
     """
-    out = np.zeros(n, dtype=np.float64)
-    start, durs = out.data, dur.data
+    starts = np.zeros(n, dtype=np.float64)
+    preds = np.full(n, -1, dtype=np.int64)
+    start, durs, pred = starts.data, dur.data, preds.data
     for lo in range(0, len(src), _CHUNK):
         for u, v in zip(
             src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=True
         ):
             f = start[u] + durs[u]
-            if f > start[v]:  # noqa: PLR1730  max() would let a NaN finish win
+            if f > start[v]:
                 start[v] = f
-    return out
-
-
-def _first_predecessors(
-    src: np.ndarray, dst: np.ndarray, start: np.ndarray, dur: np.ndarray, n: int
-) -> np.ndarray:
-    """For each event, the first edge source (in edge order) whose finish sets its start.
-
-    ``-1`` where the start is 0 (nothing to wait for). With the edges sorted by destination,
-    this is the predecessor a pass in edge order keeps when only a strictly later finish
-    replaces the one it holds.
-    """
-    pred = np.full(n, -1, dtype=np.int64)
-    step = 1 << 20
-    for lo in range(0, len(src), step):
-        s_e, d_e = src[lo : lo + step], dst[lo : lo + step]
-        want = start[d_e]
-        finish = start[s_e]
-        finish += dur[s_e]
-        hits = np.flatnonzero((finish == want) & (want > 0))
-        if not len(hits):
-            continue
-        d_hit = d_e[hits]
-        first = np.ones(len(hits), dtype=bool)
-        first[1:] = d_hit[1:] != d_hit[:-1]
-        d_hit, s_hit = d_hit[first], s_e[hits[first]]
-        new = pred[d_hit] < 0  # a destination whose edges began in an earlier slice keeps it
-        pred[d_hit[new]] = s_hit[new]
-    return pred
+                pred[v] = u
+    return starts, preds
 
 
 # ---------------------------------------------------------------------- functional API
