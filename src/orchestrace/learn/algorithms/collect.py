@@ -188,7 +188,7 @@ class WorkerPool:
     with its part. Workers are forked where the platform can (Linux); elsewhere they start
     a fresh interpreter each (``spawn``, a few seconds once; a script must then start
     training under ``if __name__ == "__main__":``). Each worker runs torch on one thread.
-    The environment settings must pickle.
+    With ``spawn``, the environment settings must pickle.
 
     Args:
         num_workers: Worker processes (>= 1).
@@ -198,7 +198,7 @@ class WorkerPool:
         policy: The policy whose shape the workers copy.
 
     Raises:
-        ConfigError: Settings that do not pickle (a lambda as ``reward_fn``...).
+        ConfigError: With ``spawn``, settings that do not pickle (a lambda as ``reward_fn``...).
 
     Example:
         >>> from orchestrace.learn.env import make_env
@@ -222,8 +222,10 @@ class WorkerPool:
             "layers": policy.layers,
         }
         args = (env_id, dict(env_kw), shape, num_envs)
+        method = _start_method()
         try:
-            pickle.dumps(args)
+            if method != "fork":  # a forked worker inherits them; a spawned one unpickles them
+                pickle.dumps(args)
         except Exception as err:  # any pickling failure comes from the settings
             raise ConfigError(
                 f"num_workers={num_workers}: the environment settings must pickle to reach "
@@ -233,7 +235,7 @@ class WorkerPool:
         self.num_workers = num_workers
         self._pool = ProcessPoolExecutor(
             num_workers,
-            mp_context=multiprocessing.get_context(_start_method()),
+            mp_context=multiprocessing.get_context(method),
             initializer=_init_worker,
             initargs=args,
         )
