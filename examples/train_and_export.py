@@ -1,8 +1,9 @@
 """Train a stopping policy, compare it with rules, export its decisions for an LLM trainer.
 
-    python examples/train_and_export.py [OUT_DIR]
+    python examples/train_and_export.py [OUT_DIR] [--quick]
 
 Small budgets so it runs in seconds; `orchestrace study stopping` is the full-size version.
+``--quick`` trains one update (128 episodes) and compares on fewer episodes: a smoke run.
 """
 
 import sys
@@ -14,10 +15,13 @@ from orchestrace.learn.evaluate import compare, format_table
 from orchestrace.learn.export import export
 from orchestrace.learn.policies import ConfThreshold, FixedN, KAgree
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/example")
+args = [a for a in sys.argv[1:] if a != "--quick"]
+quick = "--quick" in sys.argv[1:]
+out = Path(args[0] if args else "runs/example")
 
 # 1. train (PPO on the stopping decision; the full default is 20,000 episodes)
-cfg = TrainConfig(env="stop-v0", task="multihop", episodes=512, seed=0, out=str(out / "ppo"))
+episodes = 128 if quick else 512
+cfg = TrainConfig(env="stop-v0", task="multihop", episodes=episodes, seed=0, out=str(out / "ppo"))
 result = make_trainer("ppo", cfg).train()
 print(f"trained {cfg.episodes} episodes at {result.episodes_per_min:,.0f} episodes/min")
 
@@ -32,9 +36,9 @@ rows = compare(
     "stop-v0",
     task="multihop",
     seeds=3,
-    episodes=20,
+    episodes=5 if quick else 20,
 )
-print(format_table(rows, "stop-v0 on multihop (3 held-out seeds x 20 episodes)"))
+print(format_table(rows, f"stop-v0 on multihop (3 held-out seeds x {5 if quick else 20} episodes)"))
 
 # 3. collect traces (4 runs per task instance) and export orchestrator turns for TRL
 env = make_env("stop-v0", task="multihop")

@@ -10,6 +10,8 @@ from conftest import ROOT
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 #: Examples that take more than a few seconds (they train).
 SLOW = {"train_and_export.py"}
+#: Examples with a ``--quick`` smoke mode (smaller budgets, every step still runs).
+QUICK = {"train_and_export.py"}
 
 
 @pytest.mark.parametrize(
@@ -19,7 +21,7 @@ SLOW = {"train_and_export.py"}
 )
 def test_example_runs(path, tmp_path):
     r = subprocess.run(
-        [sys.executable, str(path), str(tmp_path)],
+        [sys.executable, str(path), str(tmp_path), *(["--quick"] if path.name in QUICK else [])],
         capture_output=True,
         text=True,
         timeout=600,
