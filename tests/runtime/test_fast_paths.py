@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
+import inspect
+import pickle
 from typing import Any
 
 import msgspec
@@ -12,6 +15,7 @@ import pytest
 from orchestrace.runtime import RunConfig, Runtime, make_task
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.clock import VirtualTimeLoop, run_virtual
+from orchestrace.runtime.context import Message, Result, ToolResult
 from orchestrace.runtime.topologies import get_topology
 
 
@@ -137,3 +141,21 @@ def test_emit_records_what_record_records(
     assert calls
     monkeypatch.setattr(Runtime, "emit", through_record)
     assert traces() == fast
+
+
+@pytest.mark.parametrize("cls", [Message, Result, ToolResult])
+def test_outcome_classes_take_their_fields_as_a_dataclass_does(cls: type) -> None:
+    fields = dataclasses.fields(cls)
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    assert [(p.name, p.default) for p in params] == [
+        (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        for f in fields
+    ]
+    values = [f"v{i}" for i in range(len(fields))]
+    obj = cls(*values)
+    assert [getattr(obj, f.name) for f in fields] == values
+    assert obj == cls(*values) and hash(obj) == hash(cls(*values))
+    assert dataclasses.replace(obj, **{fields[1].name: 7}) == cls(values[0], 7, *values[2:])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(obj, fields[0].name, "x")
+    assert pickle.loads(pickle.dumps(obj)) == obj

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import heapq
 import math
@@ -47,6 +48,9 @@ _WAIT_FOR_YIELDS = sys.version_info[:2] == (3, 11)
 
 def _noop() -> None:
     pass
+
+
+_NO_CONTEXT = contextvars.Context()
 
 
 def _earliest_live(scheduled: list[Any]) -> float | None:
@@ -187,7 +191,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         live = _earliest_live(scheduled)
         if now + timeout < end or (live is not None and live < end):
             return False  # a timer falls due in those iterations
-        timer = self.call_later(timeout, _noop)
+        # the timer wait_for schedules (``call_later``, without its debug checks and with a
+        # fixed context: the timer never runs)
+        timer = asyncio.TimerHandle(now + timeout, _noop, (), self, _NO_CONTEXT)
+        heapq.heappush(scheduled, timer)
+        timer._scheduled = True  # type: ignore[attr-defined]
         while scheduled and scheduled[0].cancelled():  # what the next iteration does first
             self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
             heapq.heappop(scheduled)._scheduled = False

@@ -68,6 +68,11 @@ class StopNow(Exception):
     """Raised inside an agent when a counterfactual intervention forces it to stop."""
 
 
+# These frozen dataclasses are made once per message, return or tool call: each defines its
+# own ``__init__`` (which ``dataclass`` keeps), storing the fields straight into the instance
+# dictionary, the state the generated one makes with a slower ``object.__setattr__`` per field.
+
+
 @dataclass(frozen=True)
 class Message:
     """A message received by an agent."""
@@ -76,6 +81,13 @@ class Message:
     sender: str
     content: str
     data: Any = None
+
+    def __init__(self, event_id: str, sender: str, content: str, data: Any = None) -> None:
+        d = self.__dict__
+        d["event_id"] = event_id
+        d["sender"] = sender
+        d["content"] = content
+        d["data"] = data
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,21 @@ class Result:
     error: str | None = None
     event_id: str | None = None
 
+    def __init__(
+        self,
+        agent: str,
+        value: Any,
+        ok: bool = True,
+        error: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["agent"] = agent
+        d["value"] = value
+        d["ok"] = ok
+        d["error"] = error
+        d["event_id"] = event_id
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -98,6 +125,21 @@ class ToolResult:
     ok: bool = True
     error: str | None = None
     event_id: str | None = None
+
+    def __init__(
+        self,
+        tool: str,
+        value: Any,
+        ok: bool = True,
+        error: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["tool"] = tool
+        d["value"] = value
+        d["ok"] = ok
+        d["error"] = error
+        d["event_id"] = event_id
 
 
 class Handle:

@@ -50,7 +50,7 @@ import msgspec
 
 from orchestrace._safe import _SECRETS, scrub_known
 from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
-from orchestrace.runtime import llm_calls, messaging
+from orchestrace.runtime import llm_calls, messaging, tools
 from orchestrace.runtime.backends.base import (
     Backend,
     backend_spec,
@@ -71,7 +71,6 @@ from orchestrace.runtime.context import (
 )
 from orchestrace.runtime.guard import Guard, TaintBlocked
 from orchestrace.runtime.recorder import FAILURES_KEY, Recorder, assemble_trace
-from orchestrace.runtime.tools import call_tool
 from orchestrace.tasks.base import (
     Subtask,
     Task,
@@ -395,10 +394,7 @@ class Runtime:
     # ------------------------------------------------------------------ calls (llm_calls.py)
     generate = llm_calls.generate
     call_llm = llm_calls.call_llm
-
-    async def call_tool(self, a: AgentState, name: str, args: dict[str, Any]) -> ToolResult:
-        """:meth:`Context.call_tool`: answer (cache or tool), record the call and its result."""
-        return await call_tool(self, a, name, args)
+    call_tool = tools.call_tool  # :meth:`Context.call_tool`
 
     # ------------------------------------------------------------------ agents
     def _new_agent(
