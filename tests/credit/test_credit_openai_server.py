@@ -121,8 +121,15 @@ def test_a_deterministic_server_is_drawn_once(server, spy):
     assert server.calls - before == t.stats["backend_calls"] > 0 and spy["sim"] == 0
 
 
-def completion(srv, content, **body):
-    r = httpx.post(
+@pytest.fixture
+def http():
+    """One HTTP client for a test's requests (a client per request costs tens of ms)."""
+    with httpx.Client() as client:
+        yield client
+
+
+def completion(http, srv, content, **body):
+    r = http.post(
         srv.url + "/chat/completions",
         json={"model": "local", "messages": [{"role": "user", "content": content}], **body},
     )
@@ -132,14 +139,14 @@ def completion(srv, content, **body):
     return data["choices"][0]["message"]["content"]
 
 
-def test_the_model_samples_like_a_server(server):
-    assert completion(server, PROMPT) == completion(server, PROMPT)  # temperature 0
-    seeded = {completion(server, PROMPT, temperature=1.0, seed=s) for s in range(12)}
+def test_the_model_samples_like_a_server(server, http):
+    assert completion(http, server, PROMPT) == completion(http, server, PROMPT)  # temperature 0
+    seeded = {completion(http, server, PROMPT, temperature=1.0, seed=s) for s in range(12)}
     assert len(seeded) > 1  # the seed changes the draw...
-    assert completion(server, PROMPT, temperature=1.0, seed=3) == completion(
-        server, PROMPT, temperature=1.0, seed=3
+    assert completion(http, server, PROMPT, temperature=1.0, seed=3) == completion(
+        http, server, PROMPT, temperature=1.0, seed=3
     )  # ...and fixes it
-    fresh = {completion(server, PROMPT, temperature=1.0) for _ in range(12)}
+    fresh = {completion(http, server, PROMPT, temperature=1.0) for _ in range(12)}
     assert len(fresh) > 1  # no seed: every call draws afresh
     assert server.calls == 2 + 12 + 2 + 12
 
@@ -158,9 +165,9 @@ def test_the_model_reads_the_prompt():
     assert wrong.answer(PROMPT, rng)[1] != TRUTH
 
 
-def test_bad_requests_are_refused(server):
-    assert httpx.post(server.url + "/completions", json={}).status_code == 404
-    r = httpx.post(server.url + "/chat/completions", content=b"{not json")
+def test_bad_requests_are_refused(server, http):
+    assert http.post(server.url + "/completions", json={}).status_code == 404
+    r = http.post(server.url + "/chat/completions", content=b"{not json")
     assert r.status_code == 400 and "bad request" in r.json()["error"]
     assert server.calls == 0
 
