@@ -189,3 +189,28 @@ def test_spawned_workers_need_settings_that_pickle(monkeypatch: pytest.MonkeyPat
     policy = MLPPolicy(20, [2], hidden=4)
     with pytest.raises(ConfigError, match="must pickle to reach worker processes"):
         WorkerPool(2, 1, "stop-v0", {"task": "arith", "reward_fn": lambda t, **k: [0.0]}, policy)
+
+
+@pytest.mark.parametrize("task", ["arith", "wide-search-v0", "multihop"])
+def test_the_env_reward_equals_parl_on_its_trace(task: str) -> None:
+    from orchestrace.rewards.parl import parl_components
+
+    env = make_env("orchestrate-v1", task=task)
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for seed in range(12):
+        env.reset(seed=seed)
+        while True:
+            act = np.array([rng.integers(m) for m in env.action_space.nvec])
+            _, _, term, trunc, info = env.step(act)
+            if term or trunc:
+                break
+        want = parl_components(info["trace"])  # the task rebuilt from the trace checks
+        assert {k: info[k] for k in ("r_parallel", "r_finish", "critical_steps")} == {
+            k: want[k] for k in ("r_parallel", "r_finish", "critical_steps")
+        }
+        tokens = info["trace"].costs.get("tokens", 0.0)
+        assert info["r_perf"] == want["r_perf"] - env.config.token_cost * tokens / 1000.0
+        outcomes.add(want["r_perf"])
+    assert outcomes == {0.0, 1.0}  # both outcomes met: the check can tell them apart
+    env.close()

@@ -507,8 +507,15 @@ class OrchestrationEnv:
             "seed": self.seed,
         }
 
+    def _check(self, trace: Trace, answer: Any) -> bool:
+        """The episode's task instance checking ``answer`` (what the trace's task would say)."""
+        return bool(self.task.verdict(answer).get("passed"))
+
     def _reward(self, trace: Trace) -> tuple[float, dict[str, float]]:
-        c = parl_components(trace)
+        # the task instance is at hand: no rebuilding it from the trace to check the answer
+        # (a task whose check runs code keeps the verdict recorded with the run)
+        checker = None if self.task.executes_code else self._check
+        c = parl_components(trace, checker=checker)
         tokens = float(trace.costs.get("tokens", 0.0))
         weight = self._latency_weight
         latency = weight * c["critical_steps"] / self._latency_norm if weight else 0.0

@@ -53,6 +53,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -359,6 +360,7 @@ def parl_components(
     latency_weight: float = 0.0,
     steps_budget: int | None = None,
     rerun_checks: bool = False,
+    checker: Callable[[Trace, Any], bool] | None = None,
 ) -> dict[str, float]:
     """``r_perf``, ``r_parallel``, ``r_finish`` and the counts behind them.
 
@@ -366,20 +368,30 @@ def parl_components(
     the whole trace), ``subtasks`` (spawns of another agent) and ``finished_subtasks``.
 
     ``r_perf`` counts an unknown outcome (see :func:`orchestrace.rewards.base.outcome`) as 0;
-    :func:`parl_reward` gives ``None`` for such a run instead.
+    :func:`parl_reward` gives ``None`` for such a run instead. ``checker(trace, answer)``
+    replaces the task's checker (a caller holding the task instance saves rebuilding it).
     """
     return _components(
-        trace, latency_weight=latency_weight, steps_budget=steps_budget, rerun_checks=rerun_checks
+        trace,
+        latency_weight=latency_weight,
+        steps_budget=steps_budget,
+        rerun_checks=rerun_checks,
+        checker=checker,
     )[0]
 
 
 def _components(
-    trace: Trace, *, latency_weight: float, steps_budget: int | None, rerun_checks: bool
+    trace: Trace,
+    *,
+    latency_weight: float,
+    steps_budget: int | None,
+    rerun_checks: bool,
+    checker: Callable[[Trace, Any], bool] | None = None,
 ) -> tuple[dict[str, float], bool]:
     structure = trace.graph.step_structure()
     total = structure.total_steps
     cs = structure.critical_steps()
-    team = team_reward()([trace], rerun_checks=rerun_checks)[0]
+    team = team_reward(checker)([trace], rerun_checks=rerun_checks)[0]
     perf = team or 0.0
     if latency_weight and steps_budget:
         perf -= latency_weight * min(1.0, cs / steps_budget)
