@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.trace._ids import POW10, dense_table, lookup_ints
+from orchestrace.trace._ids import dense_table, lookup_ints
 from orchestrace.trace.enums import DECISIONS, EDGE_TYPES, EVENT_TYPES
 from orchestrace.trace.graph import COLUMNS, NameTable, TraceGraph
 
@@ -200,7 +200,6 @@ def from_batches(
                 raise TypeError(f"unknown column {key!r}")
         grow.append(got, len(id_parts[-1]))
         del got, batch, raw
-        pool.release_unused()
     cols = grow.finish()
     ids_arr = pa.concat_arrays(id_parts) if id_parts else string_array([])
     del id_parts
@@ -232,7 +231,6 @@ def from_batches(
         if edge_refs is None:
             kept.append((src_b, dst_b))
         del got, batch, raw, src_b, dst_b
-        pool.release_unused()
     ecols = edge_cols.finish()
     unique = dense[1] if dense is not None else None
     del dense
@@ -342,21 +340,20 @@ def _arrow_int_ids(values: Any, prefix: str) -> np.ndarray | None:
     if values.null_count or not pc.all(pc.starts_with(values, prefix)).as_py():
         return None
     digits = pc.utf8_slice_codeunits(values, start=len(prefix)) if prefix else values
-    if not pc.all(pc.string_is_ascii(digits)).as_py():
-        return None
+    # non-empty ASCII digits only (ascii_is_decimal is false for "" and for any other byte)
     if not pc.all(pc.ascii_is_decimal(digits)).as_py():
         return None
-    lengths = np.asarray(pc.utf8_length(digits).to_numpy(zero_copy_only=False))
-    if (lengths == 0).any() or (lengths > 18).any():
+    lengths = pc.binary_length(digits)
+    if pc.max(lengths).as_py() > 18:
+        return None
+    # canonical: no leading zero (then the digit count is the decimal width)
+    leading_zero = pc.and_(pc.starts_with(digits, "0"), pc.greater(lengths, 1))
+    if pc.any(leading_zero).as_py():
         return None
     try:
-        ints = np.asarray(pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False))
+        return np.asarray(pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    width = np.maximum(np.searchsorted(POW10, ints, side="right"), 1)
-    if not np.array_equal(width, lengths):
-        return None
-    return ints
 
 
 class _Columns:
