@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -214,3 +215,17 @@ def test_the_env_reward_equals_parl_on_its_trace(task: str) -> None:
         outcomes.add(want["r_perf"])
     assert outcomes == {0.0, 1.0}  # both outcomes met: the check can tell them apart
     env.close()
+
+
+@pytest.mark.slow  # writes the training report (the curve plot loads matplotlib)
+def test_cli_train_takes_num_envs_and_num_workers(tmp_path, capsys) -> None:
+    from orchestrace.cli import main
+
+    args = ["train", "--task", "arith", "--steps", "32", "--batch", "16", "--no-progress"]
+    code = main([*args, "--num-envs", "4", "--num-workers", "1", "-o", str(tmp_path / "a")])
+    assert code == 0
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert (config["num_envs"], config["num_workers"]) == (4, 1)
+    capsys.readouterr()
+    assert main([*args, "--num-envs", "0", "-o", str(tmp_path / "b")]) == 1
+    assert "num_envs must be >= 1" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from orchestrace.learn.algorithms.llm_grpo import LLMTrainConfig, resume_config,
 from orchestrace.learn.env import ENV_IDS
 
 #: Options of the MLP trainers only, and of the LLM trainer (``--policy``) only.
-_MLP_ONLY = {"batch": "--batch"}
+_MLP_ONLY = {"batch": "--batch", "num_envs": "--num-envs", "num_workers": "--num-workers"}
 _LLM_ONLY = {
     "tasks": "--tasks",
     "kl": "--kl",
@@ -57,6 +57,18 @@ def add_parser(sub: Any) -> None:
         help="MLP: training episodes (default 20000); LLM: iterations in all (default 20)",
     )
     p.add_argument("--batch", type=int, default=None, help="MLP: episodes per update (128)")
+    p.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        help="MLP: environments stepped together, one policy forward pass per step (32)",
+    )
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        default=None,
+        help="MLP: worker processes collecting episodes (default 0: in this process)",
+    )
     p.add_argument("--lr", type=float, default=None, help="learning rate (MLP 1e-3, LLM 1e-2)")
     p.add_argument(
         "--group", type=int, default=None, help="GRPO: episodes per task instance (MLP 8, LLM 6)"
@@ -162,6 +174,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         "batch": args.batch,
         "lr": args.lr,
         "group": args.group,
+        "num_envs": args.num_envs,
+        "num_workers": args.num_workers,
     }
     cfg = TrainConfig(
         env=args.env,
