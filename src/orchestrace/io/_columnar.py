@@ -154,11 +154,14 @@ def from_batches(
     def string_codes(x: Any, table: NameTable) -> np.ndarray:
         # names get codes in order of first use, as a row-by-row pass would give them
         dictionary, idx = encoded(x)
-        first = _first_use(idx, len(dictionary))
+        values = dictionary.to_pylist()
+        remap = np.full(len(values) + 1, -1, dtype=np.int32)
+        if all(v in table for v in values):  # no new name: the order of use does not matter
+            remap[:-1] = [table[v] for v in values]
+            return np.asarray(remap[idx])
+        first = _first_use(idx, len(values))
         used = np.flatnonzero(first < len(idx))
         used = used[np.argsort(first[used], kind="stable")]
-        remap = np.full(len(dictionary) + 1, -1, dtype=np.int32)
-        values = dictionary.to_pylist()
         remap[used] = [table[values[k]] for k in used.tolist()]
         return np.asarray(remap[idx])
 
