@@ -254,29 +254,29 @@ def test_export_of_an_import_keeps_the_original_clock() -> None:
     assert roundtrip([tr]) == [tr]
 
 
-def test_cli_convert_to_otlp_and_back(tmp_path: Path) -> None:
+def test_cli_convert_to_otlp_and_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrace.cli import main
+
     src = tmp_path / "t.json"
     tr = generate_trace(4, 50, 1, 5)
     dump(tr, src)
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrace", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+    def cli(*args: str) -> tuple[int, str]:
+        code = main(list(args))
+        return code, capsys.readouterr().err
 
-    r = cli("convert", str(src), "--to", "otlp", "-o", str(tmp_path / "t.otlp"))
-    assert r.returncode == 0, r.stderr
-    r = cli("convert", str(tmp_path / "t.otlp"), "--from", "otel", "-o", str(tmp_path / "b.json"))
-    assert r.returncode == 0, r.stderr
-    assert "imported 1 trace(s)" in r.stderr
+    code, err = cli("convert", str(src), "--to", "otlp", "-o", str(tmp_path / "t.otlp"))
+    assert code == 0, err
+    code, err = cli(
+        "convert", str(tmp_path / "t.otlp"), "--from", "otel", "-o", str(tmp_path / "b.json")
+    )
+    assert code == 0, err
+    assert "imported 1 trace(s)" in err
     assert load(tmp_path / "b.json") == tr
-    r = cli(
+    code, err = cli(
         "convert", str(FIX / "genai_otlp.json"), "--from", "otel", "-o", str(tmp_path / "g.jsonl")
     )
-    assert r.returncode == 0, r.stderr
+    assert code == 0, err
     assert load(tmp_path / "g.jsonl").n_events == 24
 
 
