@@ -1,12 +1,16 @@
 """Columnar traces end to end: ``validate`` and ``analyze --json`` of a Parquet dataset and a JSON file.
 
-Every measurement runs in its own fresh process pinned to one core (``taskset -c 0`` where
-available, Arrow and BLAS limited to one thread), repeated ``--reps`` times; the parent reads
-the child's CPU time and peak RSS from ``os.wait4`` (``resource`` usage of that child alone).
-Floors measured in the same run, under the same conditions: ``pyarrow.parquet.read_table`` of
-the dataset's three tables and ``msgspec.json.decode`` of the JSON file. Reported: median and
-range of wall time, CPU time and peak RSS, the ratio of each command to its floor (medians),
-and the load average before and after (the figures are only as quiet as the machine).
+Every measurement runs in its own fresh process pinned to one core (``taskset -c 1`` where
+available, ``--core`` to choose; Arrow, DuckDB and BLAS limited to one thread), repeated
+``--reps`` times, the commands of a group taking turns (ours, then each baseline, then ours
+again...) so that a change in the machine's load hits every side alike; the parent reads the
+child's CPU time and peak RSS from ``os.wait4`` (``resource`` usage of that child alone).
+Floors and baselines measured in the same run, under the same conditions:
+``pyarrow.parquet.read_table`` of the dataset's three tables, the DuckDB query of events by
+type and tokens per agent straight from the same files (what ``analyze`` reports of them), and
+``msgspec.json.decode`` of the JSON file. Reported: median and range of wall time, CPU time
+and peak RSS, the ratio of each command to its floor (medians), and the load average before
+and after (the figures are only as quiet as the machine).
 
     python benchmarks/bench_columnar.py [--events 1000000] [--reps 5] [--no-json] [--out FILE]
 
@@ -34,6 +38,18 @@ READ_TABLE = (
     "    pq.read_table(f'{sys.argv[1]}/{f}.parquet')\n"
 )
 DECODE = "import sys, msgspec\nmsgspec.json.decode(open(sys.argv[1], 'rb').read())\n"
+#: The DuckDB baseline: events by type and tokens per agent, straight from the Parquet files.
+DUCKDB = (
+    "import sys, duckdb\n"
+    "con = duckdb.connect(config={'threads': 1})\n"
+    "events = sys.argv[1] + '/events.parquet'\n"
+    "con.execute('SELECT type, count(*) FROM read_parquet($1) GROUP BY type', [events])"
+    ".fetchall()\n"
+    "con.execute('SELECT agent, sum(tokens_in), sum(tokens_out) FROM read_parquet($1) "
+    "GROUP BY agent', [events]).fetchall()\n"
+)
+#: The CPU the measured processes are pinned to (``--core``).
+CORE = ["1"]
 
 
 def _env() -> dict[str, str]:
@@ -48,7 +64,7 @@ def _env() -> dict[str, str]:
 
 
 def _pin() -> list[str]:
-    return ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    return ["taskset", "-c", CORE[0]] if shutil.which("taskset") else []
 
 
 def measure(argv: list[str]) -> dict[str, float]:
@@ -71,8 +87,23 @@ def measure(argv: list[str]) -> dict[str, float]:
 
 
 def repeated(name: str, argv: list[str], reps: int) -> dict[str, Any]:
-    measure(argv)  # warm-up (bytecode, page cache), not counted
-    runs = [measure(argv) for _ in range(reps)]
+    """``reps`` runs of one command (after a warm-up), summarised."""
+    return interleaved([(name, argv)], reps)[0]
+
+
+def interleaved(commands: list[tuple[str, list[str]]], reps: int) -> list[dict[str, Any]]:
+    """``reps`` runs of each command, taking turns, after one warm-up run of each."""
+    for _, argv in commands:
+        measure(argv)  # warm-up (bytecode, page cache), not counted
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in commands}
+    for _ in range(reps):
+        for name, argv in commands:
+            runs[name].append(measure(argv))
+    return [summary(name, runs[name]) for name, _ in commands]
+
+
+def summary(name: str, runs: list[dict[str, float]]) -> dict[str, Any]:
+    reps = len(runs)
     out: dict[str, Any] = {"name": name, "reps": reps}
     for key in ("wall_s", "cpu_s", "rss_mb"):
         values = [r[key] for r in runs]
@@ -196,6 +227,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-json", action="store_true", help="skip the JSON file and msgspec")
     ap.add_argument("--out", help="also write the figures as JSON here")
+    ap.add_argument("--core", default="1", help="the CPU to pin every measured process to")
     ap.add_argument(
         "--tile",
         type=int,
@@ -204,6 +236,7 @@ def main() -> int:
         "10x the events), for the scaling ratio and peak memory",
     )
     args = ap.parse_args()
+    CORE[0] = args.core
     files = inputs(args.events, not args.no_json)
     load_before = os.getloadavg()
     print(
@@ -213,38 +246,45 @@ def main() -> int:
         flush=True,
     )
     pq_path = str(files["parquet"])
-    rows = [
-        repeated("read_table (floor)", [sys.executable, "-c", READ_TABLE, pq_path], args.reps),
-        repeated("validate parquet", [*CLI, "validate", "-q", pq_path], args.reps),
-        repeated("analyze --json parquet", [*CLI, "analyze", "--json", pq_path], args.reps),
-    ]
+    rows = interleaved(
+        [
+            ("read_table (floor)", [sys.executable, "-c", READ_TABLE, pq_path]),
+            ("duckdb query (baseline)", [sys.executable, "-c", DUCKDB, pq_path]),
+            ("validate parquet", [*CLI, "validate", "-q", pq_path]),
+            ("analyze --json parquet", [*CLI, "analyze", "--json", pq_path]),
+        ],
+        args.reps,
+    )
     if "json" in files:
         js = str(files["json"])
-        rows += [
-            repeated("msgspec decode (floor)", [sys.executable, "-c", DECODE, js], args.reps),
-            repeated("validate json", [*CLI, "validate", "-q", js], args.reps),
-            repeated("analyze --json json", [*CLI, "analyze", "--json", js], args.reps),
-        ]
+        rows += interleaved(
+            [
+                ("msgspec decode (floor)", [sys.executable, "-c", DECODE, js]),
+                ("validate json", [*CLI, "validate", "-q", js]),
+                ("analyze --json json", [*CLI, "analyze", "--json", js]),
+            ],
+            args.reps,
+        )
     if args.tile > 1:
         big = DATA / f"columnar-{args.events}x{args.tile}.parquet"
         if not big.exists():
             print(f"writing {big} ...", flush=True)
             tiled(files["parquet"], args.tile, big)
         x = f" x{args.tile}"
-        rows += [
-            repeated(
-                "read_table (floor)" + x, [sys.executable, "-c", READ_TABLE, str(big)], args.reps
-            ),
-            repeated("validate parquet" + x, [*CLI, "validate", "-q", str(big)], args.reps),
-            repeated(
-                "analyze --json parquet" + x, [*CLI, "analyze", "--json", str(big)], args.reps
-            ),
-        ]
+        rows += interleaved(
+            [
+                ("read_table (floor)" + x, [sys.executable, "-c", READ_TABLE, str(big)]),
+                ("validate parquet" + x, [*CLI, "validate", "-q", str(big)]),
+                ("analyze --json parquet" + x, [*CLI, "analyze", "--json", str(big)]),
+            ],
+            args.reps,
+        )
     by = {r["name"]: r for r in rows}
     ratios = {}
     for name, floor in (
         ("validate parquet", "read_table (floor)"),
         ("analyze --json parquet", "read_table (floor)"),
+        ("analyze --json parquet", "duckdb query (baseline)"),
         ("validate json", "msgspec decode (floor)"),
         ("analyze --json json", "msgspec decode (floor)"),
     ):
