@@ -178,7 +178,9 @@ class Runtime:
         self.steps = 0
         self.answer: Any = None
         self.stop_reason: str | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # the agents' tasks, in the order they started (cancelled when the run ends); kept to
+        # the end, since a done-callback per task would cost a loop callback per agent
+        self._tasks: list[asyncio.Task[Any]] = []
         self._t0 = 0.0
         self._now_raw = float("nan")  # the loop time now() last rounded (nan: none yet)
         self._now = 0.0
@@ -462,8 +464,7 @@ class Runtime:
         future: asyncio.Future[Result] = self._loop.create_future()
         child = self._new_agent(name, role, a, eid, future)
         task = self._loop.create_task(self._run_child(child, fn, inputs))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.append(task)
         return Handle(name, role, future)
 
     # ------------------------------------------------------------------ messages (messaging.py)
@@ -567,7 +568,7 @@ class Runtime:
         self.recorder.start(header)
         root_agent = self._new_agent(ROOT, "orchestrator", None, None, None)
         root_task = loop.create_task(self._run_root(root_agent, root, inputs))
-        self._tasks.add(root_task)
+        self._tasks.append(root_task)
         reason: str | None = None
         try:
             waiters: set[asyncio.Future[Any]] = {root_task, self._stop}

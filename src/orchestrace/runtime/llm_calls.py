@@ -67,7 +67,7 @@ async def generate(
     inputs = CallKey.llm_inputs(req, fingerprint=fp)
     key = CallKey.llm(req, a.occurrence("llm", inputs), fingerprint=fp, inputs=inputs)
     t0 = rt.now()
-    recorded = key in rt.cache
+    recorded = rt.label_answers and key in rt.cache  # read before the call stores its answer
     resp = await rt.call_llm(req, key)
     attrs: dict[str, Any] = {"kind": kind, "key": key.id}
     if rt.label_answers and not recorded:  # a fork: say who answered this changed call
