@@ -9,6 +9,7 @@ does, so a job's result does not depend on where it ran.
 
 from __future__ import annotations
 
+import functools
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,6 +95,48 @@ def _fork(
     return _scorer(ctx)(res)
 
 
+def _from_snapshots(
+    ctx: ForkContext,
+    jobs: Sequence[ForkJob],
+    factory: Callable[[Trace, int], Any],
+    setup: replay.ForkSetup,
+) -> dict[int, Callable[[], tuple[int, float]]]:
+    """The jobs served from snapshots of one execution (:func:`replay.snapshot_forks`).
+
+    Each gives, when called, the ``(backend calls, reward)`` the fork re-executed in full
+    gives. The built-in reward is computed in the snapshot's copy; a reward function of the
+    caller's is called here, in this process and in job order, as for a full re-execution
+    (whatever it records or raises happens here). The jobs left out (a backend that is not
+    the simulator, a fork whose copy failed) are re-executed in full by the caller.
+    """
+    todo: list[tuple[list[Any], Any]] = []
+    where: list[int] = []
+    for i, (ivs, k) in enumerate(jobs):
+        try:
+            backend = factory(ctx.trace, k)
+        except Exception:  # raised again (or recorded) by the full re-execution
+            continue
+        todo.append((ivs, backend))
+        where.append(i)
+    if len(todo) < 2:  # one fork gains nothing from a shared prefix
+        return {}
+    if ctx.reward_fn is None:
+        got = replay.snapshot_forks(setup, todo, _scorer(ctx), rerun_checks=ctx.rerun_checks)
+        return {where[n]: functools.partial(_given, value) for n, value in got.items()}
+    score = _scorer(ctx)
+    forks = replay.snapshot_forks(setup, todo, _as_is, rerun_checks=ctx.rerun_checks)
+    return {where[n]: functools.partial(score, res) for n, res in forks.items()}
+
+
+def _as_is(res: replay.ForkResult) -> replay.ForkResult:
+    """A fork's result, sent back whole (to be scored in this process)."""
+    return res
+
+
+def _given(value: tuple[int, float]) -> tuple[int, float]:
+    return value
+
+
 def run_forks(
     ctx: ForkContext,
     jobs: Sequence[ForkJob],
@@ -114,10 +157,11 @@ def run_forks(
     """
     if executor is None or executor.name == "local":
         setup = replay.ForkSetup(ctx.trace)
+        served = _from_snapshots(ctx, jobs, factory, setup)
         out: list[tuple[int, float] | JobFailure] = []
         for i, job in enumerate(jobs):
             try:
-                out.append(_fork(ctx, factory, job, setup))
+                out.append(served[i]() if i in served else _fork(ctx, factory, job, setup))
             except OrchestraceError:
                 raise
             except Exception as err:  # recorded: the other forks still run

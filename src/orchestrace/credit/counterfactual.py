@@ -85,6 +85,7 @@ from orchestrace.errors import ConfigError, TraceError
 from orchestrace.executors import Executor
 from orchestrace.runtime.backends.base import backend_spec
 from orchestrace.runtime.backends.openai import OpenAIBackend
+from orchestrace.runtime.interventions import TraceIndex
 from orchestrace.runtime.replay import (
     DropMessage,
     ForceDecision,
@@ -94,7 +95,6 @@ from orchestrace.runtime.replay import (
     ResampleMessage,
     backend_for,
     check_replayable,
-    message_readers,
     recorded_decisions,
 )
 from orchestrace.stats import t95
@@ -322,20 +322,23 @@ class CounterfactualMessageCredit:
             trace, self.reward_fn, rerun_checks=self.rerun_checks, forked=forked
         )
 
-    def _arms(self, trace: Trace, mid: str) -> tuple[list[Any], list[Any]] | None:
+    def _arms(
+        self, trace: Trace, mid: str, ix: TraceIndex | None = None
+    ) -> tuple[list[Any], list[Any]] | None:
         """The kept and intervened arms' interventions; ``None`` when nothing can change."""
-        if not message_readers(trace, mid):
+        ix = ix or TraceIndex(trace)
+        if not ix.readers(mid):
             return None  # nobody read it: neither arm can differ from the recorded run
         if self.intervention == "resample":
             iv: Any = ResampleMessage.of(trace, mid)
             kept = RedrawDownstream(mid, tuple(sorted(iv.downstream())))
             return [kept], [iv]
-        kept = RedrawDownstream.of(trace, mid)
+        kept = RedrawDownstream.of(trace, mid, ix)
         if self.intervention == "drop":
-            iv = DropMessage.of(trace, mid)
+            iv = DropMessage.of(trace, mid, ix)
         else:
             assert self.replace_with is not None
-            iv = ReplaceMessage.parsed(trace, mid, self.replace_with)
+            iv = ReplaceMessage.parsed(trace, mid, self.replace_with, ix)
         return [kept], [kept, iv]
 
     def _turn_arms(self, trace: Trace) -> dict[str, tuple[list[Any], list[Any]]]:
@@ -407,8 +410,9 @@ class CounterfactualMessageCredit:
 
         plan: dict[str, list[tuple[int | None, int] | None]] = {}
         reach = 0  # LLM calls reachable from what each intervention changes
+        ix = TraceIndex(trace)
         for mid in descendants:
-            arms = plans[mid] if turns else self._arms(trace, mid)
+            arms = plans[mid] if turns else self._arms(trace, mid, ix)
             if arms is not None and self.intervention == "resample":
                 reach += len(arms[1][-1].redraws())
             else:

@@ -44,6 +44,7 @@ __all__ = [
     "ReplaceMessage",
     "ResampleMessage",
     "Silence",
+    "TraceIndex",
     "json_native",
     "message_readers",
     "sender_call",
@@ -126,21 +127,103 @@ def find_event(trace: Trace, event_id: str, kind: str) -> Event:
         ) from None
 
 
-def _message_address(trace: Trace, event_id: str) -> tuple[str, int, int]:
-    shown = shown_id(event_id)
-    ev = find_event(trace, event_id, "a message event")
-    if ev.type != "message":
-        raise TraceError(
-            f"event {shown} of trace {shown_trace(trace)} is a {ev.type}, not a message; pick a "
-            "message event id"
-        )
-    index = 0
-    for e in trace.events:
-        if e.id == event_id:
-            break
-        if e.type == "message" and e.agent == ev.agent and e.step == ev.step:
-            index += 1
-    return ev.agent, int(ev.step or 0), index
+class TraceIndex:
+    """Look-ups many interventions of one trace share, each built once, on first use.
+
+    Building the interventions for every message of a trace one by one scans the trace once
+    per message; an index scans it once: event positions, edges by source, and the address
+    (sender, step, index in the step) of every message.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("debate", "arith", agents=3, seed=1, rounds=1, task_size=16).trace
+        >>> ix = TraceIndex(tr)
+        >>> m = next(e.id for e in tr.events if e.type == "message")
+        >>> ix.readers(m) == message_readers(tr, m), DropMessage.of(tr, m, ix) == DropMessage.of(tr, m)
+        (True, True)
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._pos: dict[str, int] | None = None
+        self._succ: dict[int, list[int]] | None = None
+        self._readers: dict[str, list[int]] | None = None
+        self._addresses: dict[str, tuple[str, int, int]] | None = None
+
+    def position(self, event_id: str) -> int:
+        """Index of event ``event_id`` in the trace's events (the last one with that id)."""
+        if self._pos is None:
+            self._pos = {e.id: i for i, e in enumerate(self.trace.events)}
+        return self._pos[event_id]
+
+    def address(self, event_id: str) -> tuple[str, int, int]:
+        """Sender, step and index in the step of message ``event_id`` (checked)."""
+        shown = shown_id(event_id)
+        ev = find_event(self.trace, event_id, "a message event")
+        if ev.type != "message":
+            raise TraceError(
+                f"event {shown} of trace {shown_trace(self.trace)} is a {ev.type}, not a "
+                "message; pick a message event id"
+            )
+        if self._addresses is None:
+            addresses: dict[str, tuple[str, int, int]] = {}
+            count: dict[tuple[str, Any], int] = {}
+            for e in self.trace.events:
+                if e.type == "message":
+                    k = count.get((e.agent, e.step), 0)
+                    count[(e.agent, e.step)] = k + 1
+                    addresses.setdefault(e.id, (e.agent, int(e.step or 0), k))
+            self._addresses = addresses
+        return self._addresses[ev.id]
+
+    def readers(self, event_id: str) -> list[int]:
+        """:func:`message_readers` of ``event_id``."""
+        self.address(event_id)
+        if self._readers is None:
+            self.position(event_id)
+            assert self._pos is not None
+            pos = self._pos
+            readers: dict[str, list[int]] = {}
+            for edge in self.trace.edges:
+                if edge.type != "causal" and edge.dst in pos:
+                    readers.setdefault(edge.src, []).append(pos[edge.dst])
+            self._readers = readers
+        return sorted(self._readers.get(event_id, ()))
+
+    def llm_keys(self, starts: Sequence[int], include_starts: bool) -> tuple[str, ...]:
+        """Replay keys of the LLM calls reachable from event indices ``starts`` along any edge."""
+        if self._succ is None:
+            if self.trace.events:
+                self.position(self.trace.events[0].id)
+            pos = self._pos or {}
+            succ: dict[int, list[int]] = {}
+            for edge in self.trace.edges:
+                u, v = pos.get(edge.src), pos.get(edge.dst)
+                if u is not None and v is not None:
+                    succ.setdefault(u, []).append(v)
+            self._succ = succ
+        succ = self._succ
+        seen = set(starts) if include_starts else set()
+        stack = list(starts)
+        while stack:
+            for v in succ.get(stack.pop(), ()):
+                if v not in seen:
+                    seen.add(v)
+                    stack.append(v)
+        keys = []
+        events = self.trace.events
+        for i in sorted(seen):
+            e = events[i]
+            key = (e.attrs or {}).get("key")
+            if e.type == "llm_call" and isinstance(key, str):
+                keys.append(key)
+        return tuple(keys)
+
+
+def _message_address(
+    trace: Trace, event_id: str, index: TraceIndex | None = None
+) -> tuple[str, int, int]:
+    return (index or TraceIndex(trace)).address(event_id)
 
 
 @dataclass
@@ -158,9 +241,9 @@ class DropMessage(Intervention):
     index: int
 
     @classmethod
-    def of(cls, trace: Trace, event_id: str) -> DropMessage:
-        """The intervention that drops message ``event_id`` of ``trace``."""
-        return cls(*_message_address(trace, event_id))
+    def of(cls, trace: Trace, event_id: str, index: TraceIndex | None = None) -> DropMessage:
+        """The intervention that drops message ``event_id`` of ``trace`` (``index``: of it)."""
+        return cls(*_message_address(trace, event_id, index))
 
     def message(
         self, sender: str, step: int, index: int, to: str, content: str, data: Any
@@ -198,7 +281,9 @@ class ReplaceMessage(Intervention):
         return content, data
 
     @classmethod
-    def parsed(cls, trace: Trace, event_id: str, text: str) -> ReplaceMessage:
+    def parsed(
+        cls, trace: Trace, event_id: str, text: str, index: TraceIndex | None = None
+    ) -> ReplaceMessage:
         """Replace message ``event_id`` with ``text``, and its data with what ``text`` says.
 
         Consumers read a message's data, so the new text must reach it. The value of ``text``
@@ -220,7 +305,7 @@ class ReplaceMessage(Intervention):
             >>> ReplaceMessage.parsed(tr, m.id, "ANSWER: 7").data
             {'round': 0, 'answer': 7}
         """
-        address = _message_address(trace, event_id)
+        address = _message_address(trace, event_id, index)
         attrs = trace.event(event_id).attrs or {}
         old = attrs.get("data")
         value = _text_value(text)
@@ -250,26 +335,7 @@ def _text_value(text: str) -> Any:
 
 def _llm_keys(trace: Trace, starts: Sequence[int], include_starts: bool) -> tuple[str, ...]:
     """Replay keys of the LLM calls reachable from event indices ``starts`` along any edge."""
-    index = {e.id: i for i, e in enumerate(trace.events)}
-    succ: dict[int, list[int]] = {}
-    for edge in trace.edges:
-        u, v = index.get(edge.src), index.get(edge.dst)
-        if u is not None and v is not None:
-            succ.setdefault(u, []).append(v)
-    seen = set(starts) if include_starts else set()
-    stack = list(starts)
-    while stack:
-        for v in succ.get(stack.pop(), ()):
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    keys = []
-    for i in sorted(seen):
-        e = trace.events[i]
-        key = (e.attrs or {}).get("key")
-        if e.type == "llm_call" and isinstance(key, str):
-            keys.append(key)
-    return tuple(keys)
+    return TraceIndex(trace).llm_keys(starts, include_starts)
 
 
 def message_readers(trace: Trace, event_id: str) -> list[int]:
@@ -277,13 +343,7 @@ def message_readers(trace: Trace, event_id: str) -> list[int]:
 
     The sender's own later events are not readers: they follow the message, they do not read it.
     """
-    _message_address(trace, event_id)
-    index = {e.id: i for i, e in enumerate(trace.events)}
-    return sorted(
-        index[edge.dst]
-        for edge in trace.edges
-        if edge.src == event_id and edge.type != "causal" and edge.dst in index
-    )
+    return TraceIndex(trace).readers(event_id)
 
 
 def sender_call(trace: Trace, event_id: str) -> str:
@@ -323,9 +383,10 @@ class RedrawDownstream(Intervention):
     keys: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, trace: Trace, event_id: str) -> RedrawDownstream:
-        """The redraw downstream of message ``event_id`` of ``trace``."""
-        return cls(event_id, _llm_keys(trace, message_readers(trace, event_id), True))
+    def of(cls, trace: Trace, event_id: str, index: TraceIndex | None = None) -> RedrawDownstream:
+        """The redraw downstream of message ``event_id`` of ``trace`` (``index``: of it)."""
+        ix = index or TraceIndex(trace)
+        return cls(event_id, ix.llm_keys(ix.readers(event_id), True))
 
     @classmethod
     def after(cls, trace: Trace, event_id: str) -> RedrawDownstream:

@@ -618,8 +618,10 @@ def fork_many(
         jobs: Each fork's interventions and the backend object answering its changed calls.
         rerun_checks: As for :func:`fork`.
         report: What to keep of each fork (default: the :class:`ForkResult`); it must return
-            something picklable. An exception it raises is raised here, as in a loop of
-            :func:`fork` calls.
+            something picklable. It runs where the fork ran: for a fork served from a
+            snapshot, in that snapshot's copy of this process (what it records there stays
+            there). An exception it raises there sends the fork to a full re-execution here,
+            so it is raised here, as in a loop of :func:`fork` calls.
         setup: The shared set-up of ``trace`` (default: built here).
         snapshots: ``False`` re-executes every fork in full (the reference path).
 

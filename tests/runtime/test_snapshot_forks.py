@@ -1,0 +1,216 @@
+"""Forks from snapshots are exact: the same trace (bytes), calls and reward as a full re-run.
+
+Every intervention kind (drop, replace, resample, redraw downstream, stop-at, spawn-one-more,
+silence) on every message, turn or agent of runs of several topologies and seeds, on two
+sample backends; credit tables computed both ways are identical; what snapshots cannot serve
+exactly is re-executed in full.
+"""
+
+import contextlib
+import threading
+
+import msgspec
+import pytest
+
+import orchestrace.runtime.replay as replay
+from orchestrace import TraceError
+from orchestrace.credit import CounterfactualMessageCredit
+from orchestrace.credit.target import counterfactual_reward
+from orchestrace.runtime import _snapshot, run
+from orchestrace.runtime.interventions import TraceIndex
+from orchestrace.runtime.replay import (
+    DropMessage,
+    ForceDecision,
+    ForceStop,
+    ForkSetup,
+    Intervention,
+    RedrawDownstream,
+    ReplaceMessage,
+    ResampleMessage,
+    Silence,
+    backend_for,
+    fork_many,
+    snapshot_forks,
+)
+
+pytestmark = pytest.mark.skipif(not _snapshot.available(), reason="needs os.fork, one thread")
+
+_ENC = msgspec.json.Encoder(order="deterministic")
+
+RUNS = {
+    "swarm-1": ("swarm", "wide-search", {"agents": 12, "seed": 1, "task_size": 48, "gossip": 0.5}),
+    "swarm-4": ("swarm", "arith", {"agents": 6, "seed": 4, "task_size": 24, "gossip": 0.9}),
+    "debate-2": ("debate", "arith", {"agents": 4, "seed": 2, "rounds": 2, "task_size": 16}),
+    "debate-5": ("debate", "arith", {"agents": 3, "seed": 5, "rounds": 3, "task_size": 16}),
+    "hierarchical-1": ("hierarchical", "arith", {"agents": 6, "seed": 1, "task_size": 24}),
+    "hierarchical-3": ("hierarchical", "arith", {"agents": 4, "seed": 3, "task_size": 16}),
+    "centralized-0": ("centralized", "arith", {"agents": 4, "seed": 0, "task_size": 16}),
+    "centralized-7": ("centralized", "arith", {"agents": 5, "seed": 7, "task_size": 20}),
+}
+
+
+#: The quick runs; every other one is checked in the slow suite.
+QUICK = ("swarm-4", "centralized-0")
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(name, marks=() if name in QUICK else pytest.mark.slow) for name in sorted(RUNS)
+    ],
+)
+def trace(request):
+    topology, task, kw = RUNS[request.param]
+    return run(topology, task, **kw).trace
+
+
+def _jobs(tr):
+    """Every intervention kind the runtime has, on every unit it applies to."""
+    ix = TraceIndex(tr)
+    jobs = []
+    for e in tr.events:
+        if e.type == "message":
+            drop = DropMessage.of(tr, e.id, ix)
+            kept = RedrawDownstream.of(tr, e.id, ix)
+            jobs += [
+                [drop],
+                [kept],
+                [kept, drop],
+                [kept, ReplaceMessage.parsed(tr, e.id, "ANSWER: 7", ix)],
+                [ReplaceMessage.of(tr, e.id, "something else")],
+            ]
+            with contextlib.suppress(TraceError):  # no LLM call produced it: nothing to resample
+                jobs.append([ResampleMessage.of(tr, e.id)])
+    firsts = {}
+    for e in tr.events:
+        if e.type != "tool_result" and e.step is not None:
+            firsts.setdefault((e.agent, int(e.step)), e.id)
+    for (agent, step), eid in firsts.items():
+        jobs.append([RedrawDownstream.after(tr, eid), ForceStop(step, agent, eid)])
+        jobs.append([ForceStop(step, agent)])
+    for agent, step, name, value in replay.recorded_decisions(tr):
+        if name == "n_workers":
+            jobs.append([ForceDecision(name, value + 1, agent, step if step >= 0 else None)])
+            jobs.append([ForceDecision(name, max(1, value - 1), agent)])
+    jobs += [[Silence(a)] for a in sorted({e.agent for e in tr.events})]
+    jobs.append([])  # no intervention: the replay with a fork's header
+    return jobs
+
+
+def _report(res):
+    return (
+        res.backend_calls,
+        res.cache_hits,
+        _ENC.encode(res.trace),
+        counterfactual_reward(res.trace),
+    )
+
+
+def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace):
+    backends = [backend_for(trace, seed_offset=k) for k in (1, 2)]
+    kinds = _jobs(trace)
+    jobs = [(ivs, backends[i % 2]) for i, ivs in enumerate(kinds)]
+    setup = ForkSetup(trace)
+    served = snapshot_forks(setup, jobs, _report)
+    assert sorted(served) == list(range(len(jobs)))  # every job came from a snapshot
+    full = fork_many(trace, jobs, report=_report, setup=setup, snapshots=False)
+    for i, want in enumerate(full):
+        assert served[i] == want, (i, [iv.describe() for iv in jobs[i][0]])
+    assert any(got[0] > 0 for got in served.values())  # some fork reached the backend
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"intervention": "drop"},
+        pytest.param({"intervention": "drop", "samples": 2}, marks=pytest.mark.slow),
+        pytest.param(
+            {"intervention": "replace", "replace_with": "ANSWER: 3"}, marks=pytest.mark.slow
+        ),
+        pytest.param({"intervention": "resample", "samples": 2}, marks=pytest.mark.slow),
+        pytest.param({"intervention": "stop-at"}, marks=pytest.mark.slow),
+        {"intervention": "spawn-one-more"},
+    ],
+)
+def test_credit_tables_are_identical_either_way(kw, monkeypatch):
+    topology, task, opts = RUNS["centralized-7" if "spawn" in kw["intervention"] else "debate-2"]
+    tr = run(topology, task, **opts).trace
+    unit = "turn" if kw["intervention"] in ("stop-at", "spawn-one-more") else "message"
+    served = []
+    real = replay.snapshot_forks
+
+    def counted(*args, **kwargs):
+        got = real(*args, **kwargs)
+        served.append(len(got))
+        return got
+
+    monkeypatch.setattr(replay, "snapshot_forks", counted)
+    fast = CounterfactualMessageCredit(**kw).assign(tr, unit)
+    assert served and served[0] > 1  # the forks came from snapshots
+    monkeypatch.setattr(replay, "snapshot_forks", lambda *a, **k: {})
+    slow = CounterfactualMessageCredit(**kw).assign(tr, unit)
+    assert fast.rows == slow.rows
+    assert fast.estimates == slow.estimates
+    assert fast.stats == slow.stats
+
+
+class _Counting(Intervention):
+    """An intervention of a kind snapshots do not know: it keeps state across calls."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def message(self, sender, step, index, to, content, data):
+        self.seen += 1
+        return None if self.seen == 3 else (content, data)
+
+
+def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msg = next(e.id for e in tr.events if e.type == "message")
+    jobs = [([_Counting()], b), ([DropMessage.of(tr, msg)], b)]
+    assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}  # an unknown kind: none served
+    fast = fork_many(tr, [([_Counting()], b), ([DropMessage.of(tr, msg)], b)], report=_report)
+    slow = fork_many(
+        tr, [([_Counting()], b), ([DropMessage.of(tr, msg)], b)], report=_report, snapshots=False
+    )
+    assert fast == slow
+    # a backend other than the simulator (here: the simulator wrapped) is not served either
+    wrapped = replay._StrictReplay("sim", recorded={})
+    assert snapshot_forks(ForkSetup(tr), [([DropMessage.of(tr, msg)], wrapped)] * 2, _report) == {}
+
+
+def test_no_copy_is_made_while_another_thread_runs():
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msgs = [e.id for e in tr.events if e.type == "message"][:2]
+    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}
+        assert fork_many(tr, jobs, report=_report) == fork_many(
+            tr, jobs, report=_report, snapshots=False
+        )
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_a_fork_whose_score_raises_raises_as_a_full_fork_does():
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msgs = [e.id for e in tr.events if e.type == "message"][:3]
+    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+
+    def boom(res):
+        raise ValueError("score failed")
+
+    assert snapshot_forks(ForkSetup(tr), jobs, boom) == {}  # the copies report failures
+    with pytest.raises(ValueError, match="score failed"):
+        fork_many(tr, jobs, report=boom)
