@@ -7,8 +7,9 @@ paths) in a scratch directory, runs every file-reading command on every input as
 exit-3 crashes, hangs, incomplete outputs, code executed from a trace, other problems) and one
 line per failed run. Exit status 1 when any run failed.
 
-``--in-process`` runs the ordinary inputs through ``orchestrace.cli.main`` in this process
-(much faster; special paths still run as processes).
+``--in-process`` runs the ordinary inputs and the output cases that need no process of their
+own through ``orchestrace.cli.main`` in this process (much faster; special paths, full disks
+and dropped permissions still run as processes).
 """
 
 from __future__ import annotations
@@ -78,15 +79,20 @@ def main() -> int:
                 commands=commands,
             )
 
-        def out(case: Any) -> None:
-            results[case.name] = [run_output_case(case, seeds, work, timeout=args.timeout)]
+        def out(case: Any, child: bool = True) -> None:
+            results[case.name] = [
+                run_output_case(case, seeds, work, timeout=args.timeout, child=child)
+            ]
 
         if args.in_process:
             for c in ordinary:
                 one(c)
+            for c in outputs:
+                if not c.child:
+                    out(c, child=False)
         with ThreadPoolExecutor(args.jobs) as ex:
             list(ex.map(one, special if args.in_process else ordinary + special))
-            list(ex.map(out, outputs))
+            list(ex.map(out, [c for c in outputs if c.child or not args.in_process]))
     groups = [
         ("bad-input corpus (files, streams, datasets, odd paths)", ordinary),
         ("special paths (FIFO, /dev/zero, pipes, unreadable)", special),

@@ -10,7 +10,9 @@ Each input goes through validate (plain, ``--partial``, ``--keep-going``), analy
 credit, reward (text and ``--json``) and export; the rules are in ``tests/hostile/runner.py``.
 
 Ordinary inputs run in this process (``orchestrace.cli.main``); special paths run as real
-processes. ``python benchmarks/hostile.py`` prints the same results as a table.
+processes, and so do the output cases about the process (a full disk, dropped write access, a
+FIFO, a huge value under the child's memory limit). ``python benchmarks/hostile.py`` prints
+the same results as a table.
 """
 
 from __future__ import annotations

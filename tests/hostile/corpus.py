@@ -1560,7 +1560,11 @@ def iter_cases(*, special: bool | None = None) -> Iterator[Case]:
 # ============================================================== hostile output paths
 @dataclass(frozen=True)
 class OutputCase:
-    """A command whose ``-o`` points somewhere hostile (always run as a child process).
+    """A command whose ``-o`` or option value is hostile.
+
+    It runs in this process (``orchestrace.cli.main``) unless the case is about the process:
+    a file-size limit, dropped write access, a FIFO or a huge value (``special``) run it as a
+    child.
 
     ``argv`` placeholders: ``{trace}`` a valid trace (``trace.json``), ``{run}`` a recorded
     JSONL run (``run.jsonl``), ``{d}`` the case directory (also the working directory). ``setup(d)`` plants what must survive; every path in ``protect`` must
@@ -1575,6 +1579,8 @@ class OutputCase:
         fsize: File-size limit of the child (``RLIMIT_FSIZE``, bytes): a full disk.
         unprivileged: Run without the power to write anywhere regardless of modes.
         must_fail: The command must exit 1 or 2.
+        special: Must run in a child process (it reads a FIFO, or a huge value may exhaust
+            memory, which the child's memory limit turns into an error).
     """
 
     name: str
@@ -1585,6 +1591,12 @@ class OutputCase:
     fsize: int | None = None
     unprivileged: bool = False
     must_fail: bool = False
+    special: bool = False
+
+    @property
+    def child(self) -> bool:
+        """Whether it runs in a child process (see the class docstring)."""
+        return self.special or self.unprivileged or self.fsize is not None
 
 
 def _victim_dir(name: str) -> Callable[[Path], None]:
@@ -1754,7 +1766,15 @@ _ARGS: dict[str, tuple[tuple[str, ...], Callable[[Path], None]]] = {
     "generate-seed-negative": (("generate", "--agents", "2", "--steps", "5", "--seed", "-1", "-o", "{d}/o.json"), lambda d: None),
 }  # fmt: skip
 for _nm, (_argv, _setup) in _ARGS.items():
-    OUTPUT_CASES.append(OutputCase(f"args/{_nm}", _argv, _setup, must_fail=True))
+    OUTPUT_CASES.append(
+        OutputCase(
+            f"args/{_nm}",
+            _argv,
+            _setup,
+            must_fail=True,
+            special=any(w in _nm for w in ("fifo", "huge", "deep")),
+        )
+    )
 
 
 # -- Parquet columns of other Arrow types (same content, or the wrong kind of value)

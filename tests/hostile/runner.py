@@ -620,9 +620,17 @@ def run_case(
 
 
 def run_output_case(
-    case: OutputCase, seeds: Seeds, workdir: Path, *, timeout: float = 20.0
+    case: OutputCase,
+    seeds: Seeds,
+    workdir: Path,
+    *,
+    timeout: float = 20.0,
+    child: bool | None = None,
 ) -> Result:
-    """Run one hostile-output command in a child process and judge it (see :class:`OutputCase`)."""
+    """Run one hostile-output command and judge it (see :class:`OutputCase`).
+
+    ``child``: run it in a child process (default: only the cases that need one).
+    """
     if case.unprivileged and unprivileged_prefix() is None:
         return Result(case.name, "skipped", None, "no way to drop write access here", 0.0)
     d = workdir / "outputs" / case.name.replace("/", "__")
@@ -642,9 +650,16 @@ def run_output_case(
             a = a.replace(k, v)
         argv.append(a)
     t0 = time.monotonic()
-    rc, text, hung = run_child(argv, timeout, d, unprivileged=case.unprivileged, fsize=case.fsize)
+    if case.child if child is None else child or case.child:
+        rc, text, hung = run_child(
+            argv, timeout, d, unprivileged=case.unprivileged, fsize=case.fsize
+        )
+    else:
+        rc, text, hung = run_in_process(argv, timeout, d)
     res = Result(case.name, " ".join(case.argv[:1]), rc, text, time.monotonic() - t0, hung)
     bad = res.problems
+    if "[spawned]" in text:
+        bad.append("spawned: started a process")
     if hung:
         bad.append(f"hang: no exit within {timeout:g} s")
     if "Traceback (most recent call last)" in text:
