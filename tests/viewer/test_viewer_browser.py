@@ -53,85 +53,99 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+@pytest.fixture(autouse=True)
+def _close_pages(browser: Any) -> Iterator[None]:
+    """Each test's pages close after it: an open page keeps polling its (stopped) viewer."""
+    yield
+    for context in browser.contexts:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def debate_url(debate_pair: tuple[Path, Path]) -> Iterator[str]:
+    """One ``orchestrace view`` of the recorded debate, shared by the tests that only read it
+    (each opens its own page: the filters, zoom and selection live in the page)."""
+    with viewer(debate_pair[0]) as url:
+        yield url
+
+
 @pytest.mark.slow
 def test_page_loads_a_trace_with_lanes_and_critical_path(
-    browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
+    browser: Any, debate_pair: tuple[Path, Path], debate_url: str, tmp_path: Path
 ) -> None:
     a, _ = debate_pair
     tr = load(a)
-    with viewer(a) as url:
-        page = open_page(browser, url)
-        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
-        wait_for(page, lambda: state(page, "s.criticalPath.shown > 0"), what="the critical path")
-        s = state(page)
-        agents = {e.agent for e in tr.events}
-        assert {ln["name"] for ln in s["lanes"]} >= agents
-        assert len(s["rows"]) == len(s["lanes"])
-        assert s["summary"]["n_events"] == tr.n_events
-        assert 0 < s["visibleEvents"] <= tr.n_events
-        cp = tr.graph.critical_path()
-        assert s["criticalPath"]["idx"] == list(cp.indices)
-        assert s["criticalPath"]["shown"] > 0
-        assert s["criticalPath"]["critical_steps"] == tr.graph.critical_steps()
-        assert page.locator("#cp-speedup").inner_text().endswith("\u00d7")
-        assert page.locator("svg.graph-svg g.g-node").count() == s["graph"]["nodes"]
-        assert page.locator("svg.graph-svg g.g-node.critical").count() > 0
-        assert page.locator("svg.graph-svg path.g-edge.critical").count() > 0
-        # collapse the root: its subtree folds into one row
-        page.evaluate("window.__orchestrace.toggleRow(0)")
-        wait_for(page, lambda: len(state(page, "s.rows")) == 1, what="the collapsed tree")
-        page.evaluate("window.__orchestrace.toggleRow(0)")
-        page.evaluate("window.__orchestrace.setGroupBy('role')")
-        wait_for(page, lambda: state(page, "s.rows[0].kind") == "group", what="role groups")
-        page.evaluate("window.__orchestrace.setGroupBy('tree')")
-        # filters: by agent name, by role, by event type
-        page.locator("#filter-agent").fill("debater1")
-        wait_for(page, lambda: [r["label"] for r in state(page, "s.rows")] == ["debater1"])
-        page.locator("#filter-agent").fill("")
-        page.locator("#filter-role").select_option("judge")
-        wait_for(page, lambda: [r["label"] for r in state(page, "s.rows")] == ["judge1"])
-        page.locator("#filter-role").select_option("")
-        page.evaluate("window.__orchestrace.setFilter({types: ['llm_call']})")
-        n_llm = sum(e.type == "llm_call" for e in tr.events)
-        wait_for(page, lambda: state(page, "s.windowTotal") == n_llm, what="the type filter")
-        page.evaluate("window.__orchestrace.setFilter({types: null})")
-        wait_for(page, lambda: state(page, "s.windowTotal") == tr.n_events, what="all events")
-        # a credit overlay computed on request: a colour scale over the agents' events
-        page.evaluate("window.__orchestrace.setOverlay('credit:uniform', 'agent')")
-        ov = wait_for(page, lambda: state(page, "s.overlay"), what="the overlay")
-        assert ov["n"] == tr.n_events and ov["label"] == "credit (agent, uniform)"
-        assert page.locator("#legend .scale .cell").count() == 11
-        page.screenshot(path=str(artifacts(tmp_path) / "debate.png"))
-        assert not page.errors
+    page = open_page(browser, debate_url)
+    wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
+    wait_for(page, lambda: state(page, "s.criticalPath.shown > 0"), what="the critical path")
+    s = state(page)
+    agents = {e.agent for e in tr.events}
+    assert {ln["name"] for ln in s["lanes"]} >= agents
+    assert len(s["rows"]) == len(s["lanes"])
+    assert s["summary"]["n_events"] == tr.n_events
+    assert 0 < s["visibleEvents"] <= tr.n_events
+    cp = tr.graph.critical_path()
+    assert s["criticalPath"]["idx"] == list(cp.indices)
+    assert s["criticalPath"]["shown"] > 0
+    assert s["criticalPath"]["critical_steps"] == tr.graph.critical_steps()
+    assert page.locator("#cp-speedup").inner_text().endswith("\u00d7")
+    assert page.locator("svg.graph-svg g.g-node").count() == s["graph"]["nodes"]
+    assert page.locator("svg.graph-svg g.g-node.critical").count() > 0
+    assert page.locator("svg.graph-svg path.g-edge.critical").count() > 0
+    # collapse the root: its subtree folds into one row
+    page.evaluate("window.__orchestrace.toggleRow(0)")
+    wait_for(page, lambda: len(state(page, "s.rows")) == 1, what="the collapsed tree")
+    page.evaluate("window.__orchestrace.toggleRow(0)")
+    page.evaluate("window.__orchestrace.setGroupBy('role')")
+    wait_for(page, lambda: state(page, "s.rows[0].kind") == "group", what="role groups")
+    page.evaluate("window.__orchestrace.setGroupBy('tree')")
+    # filters: by agent name, by role, by event type
+    page.locator("#filter-agent").fill("debater1")
+    wait_for(page, lambda: [r["label"] for r in state(page, "s.rows")] == ["debater1"])
+    page.locator("#filter-agent").fill("")
+    page.locator("#filter-role").select_option("judge")
+    wait_for(page, lambda: [r["label"] for r in state(page, "s.rows")] == ["judge1"])
+    page.locator("#filter-role").select_option("")
+    page.evaluate("window.__orchestrace.setFilter({types: ['llm_call']})")
+    n_llm = sum(e.type == "llm_call" for e in tr.events)
+    wait_for(page, lambda: state(page, "s.windowTotal") == n_llm, what="the type filter")
+    page.evaluate("window.__orchestrace.setFilter({types: null})")
+    wait_for(page, lambda: state(page, "s.windowTotal") == tr.n_events, what="all events")
+    # a credit overlay computed on request: a colour scale over the agents' events
+    page.evaluate("window.__orchestrace.setOverlay('credit:uniform', 'agent')")
+    ov = wait_for(page, lambda: state(page, "s.overlay"), what="the overlay")
+    assert ov["n"] == tr.n_events and ov["label"] == "credit (agent, uniform)"
+    assert page.locator("#legend .scale .cell").count() == 11
+    page.screenshot(path=str(artifacts(tmp_path) / "debate.png"))
+    assert not page.errors
 
 
 @pytest.mark.slow
 def test_inspector_shows_the_clicked_event(
-    browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
+    browser: Any, debate_pair: tuple[Path, Path], debate_url: str, tmp_path: Path
 ) -> None:
     a, _ = debate_pair
     tr = load(a)
-    with viewer(a) as url:
-        page = open_page(browser, url)
-        idx = next(i for i, e in enumerate(tr.events) if e.type == "llm_call")
-        # show only this event's agent and the first seconds, then click its bar
-        e = tr.events[idx]
-        page.evaluate(f"window.__orchestrace.zoomTo({e.t - 0.5}, {e.t + e.dur + 0.5})")
-        span = e.dur + 1.0
-        wait_for(page, lambda: state(page, "s.window[1] - s.window[0]") < span * 1.01, what="zoom")
-        page.wait_for_timeout(300)  # the window for the new range arrives and is drawn
-        pos = wait_for(
-            page, lambda: page.evaluate(f"window.__orchestrace.locate('a', {idx})"), what="the bar"
-        )
-        page.mouse.click(pos["x"], pos["y"])
-        sel = wait_for(page, lambda: state(page, "s.selected"), what="a selection")
-        picked = tr.events[sel["idx"]]
-        text = page.locator("#inspector").inner_text()
-        for value in (picked.id, picked.type, picked.agent):
-            assert value in text
-        assert "incoming edges" in text and "outgoing edges" in text
-        assert "tokens" in text
-        page.screenshot(path=str(artifacts(tmp_path) / "inspector.png"))
+    page = open_page(browser, debate_url)
+    idx = next(i for i, e in enumerate(tr.events) if e.type == "llm_call")
+    # show only this event's agent and the first seconds, then click its bar
+    e = tr.events[idx]
+    page.evaluate(f"window.__orchestrace.zoomTo({e.t - 0.5}, {e.t + e.dur + 0.5})")
+    span = e.dur + 1.0
+    wait_for(page, lambda: state(page, "s.window[1] - s.window[0]") < span * 1.01, what="zoom")
+    page.wait_for_timeout(300)  # the window for the new range arrives and is drawn
+    pos = wait_for(
+        page, lambda: page.evaluate(f"window.__orchestrace.locate('a', {idx})"), what="the bar"
+    )
+    page.mouse.click(pos["x"], pos["y"])
+    sel = wait_for(page, lambda: state(page, "s.selected"), what="a selection")
+    picked = tr.events[sel["idx"]]
+    text = page.locator("#inspector").inner_text()
+    for value in (picked.id, picked.type, picked.agent):
+        assert value in text
+    assert "incoming edges" in text and "outgoing edges" in text
+    assert "tokens" in text
+    page.screenshot(path=str(artifacts(tmp_path) / "inspector.png"))
 
 
 #: The fork diff's colours (viewer-frontend/src/util.js DIFF_COLOURS).
@@ -269,26 +283,24 @@ def test_fit_shows_the_trace_the_diff_mode_shows(
 
 @pytest.mark.slow
 def test_an_empty_graph_draws_a_note_and_logs_no_error(
-    browser: Any, debate_pair: tuple[Path, Path], tmp_path: Path
+    browser: Any, debate_url: str, tmp_path: Path
 ) -> None:
-    a, _ = debate_pair
-    with viewer(a) as url:
-        page = open_page(browser, url)
-        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
-        page.locator("#search").fill("no-such-text-anywhere-0x9f")
-        wait_for(page, lambda: state(page, "s.filters.q") == "no-such-text-anywhere-0x9f")
-        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
-        note = page.locator("svg.graph-svg text.g-empty")
-        assert note.count() == 1 and "no events" in (note.text_content() or "")
-        page.locator("#search").fill("")
-        wait_for(page, lambda: state(page, "s.filters.q") == "")
-        wait_for(page, lambda: state(page, "s.graph.nodes") > 0, what="the graph again")
-        # an event type the trace does not have, in the events graph
-        page.evaluate("window.__orchestrace.setGraphMode('events')")
-        page.evaluate("window.__orchestrace.setFilter({types: ['human_intervention']})")
-        wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
-        page.wait_for_timeout(400)
-        assert not page.errors and not page.console_errors, page.console_errors
+    page = open_page(browser, debate_url)
+    wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
+    page.locator("#search").fill("no-such-text-anywhere-0x9f")
+    wait_for(page, lambda: state(page, "s.filters.q") == "no-such-text-anywhere-0x9f")
+    wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
+    note = page.locator("svg.graph-svg text.g-empty")
+    assert note.count() == 1 and "no events" in (note.text_content() or "")
+    page.locator("#search").fill("")
+    wait_for(page, lambda: state(page, "s.filters.q") == "")
+    wait_for(page, lambda: state(page, "s.graph.nodes") > 0, what="the graph again")
+    # an event type the trace does not have, in the events graph
+    page.evaluate("window.__orchestrace.setGraphMode('events')")
+    page.evaluate("window.__orchestrace.setFilter({types: ['human_intervention']})")
+    wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
+    page.wait_for_timeout(400)
+    assert not page.errors and not page.console_errors, page.console_errors
 
 
 def _hex_ids(tr: Any) -> Any:
