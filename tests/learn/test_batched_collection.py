@@ -17,8 +17,13 @@ torch = pytest.importorskip("torch")
 
 from orchestrace.learn.algorithms import TrainConfig, make_trainer  # noqa: E402
 from orchestrace.learn.algorithms import collect as collect_mod  # noqa: E402
-from orchestrace.learn.algorithms.collect import WorkerPool, collect_batched  # noqa: E402
+from orchestrace.learn.algorithms.collect import (  # noqa: E402
+    WorkerPool,
+    collect_batched,
+    make_envs,
+)
 from orchestrace.learn.policies.torch_policy import MLPPolicy  # noqa: E402
+from orchestrace.learn.vector import VectorEnv  # noqa: E402
 
 
 # ---------------------------------------------------------------------- observations
@@ -111,13 +116,19 @@ def test_collect_batched_episodes_do_not_depend_on_the_number_of_environments() 
     policy = MLPPolicy.for_env(make_env("orchestrate-v1", task="arith"), hidden=16, seed=2)
     seeds, keys = [11, 12, 13, 14, 15, 16, 17], [0, 1, 2, 3, 4, 5, 6]
     runs = []
-    for n in (1, 3, 8):
-        envs = [make_env("orchestrate-v1", task="arith") for _ in range(n)]
-        eps = collect_batched(envs, policy, seeds, keys, stream=5)
-        runs.append([(e.acts, e.reward, [o.tobytes() for o in e.obs], e.info) for e in eps])
-        for env in envs:
+    for n, shared in ((1, False), (3, False), (1, True), (3, True), (8, True)):
+        kw = {"task": "arith"}
+        envs = (
+            make_envs(n, "orchestrate-v1", kw)
+            if shared
+            else [make_env("orchestrate-v1", **kw) for _ in range(n)]
+        )
+        for _ in range(2):  # the second batch runs on the rewound shared loop
+            eps = collect_batched(envs, policy, seeds, keys, stream=5)
+            runs.append([(e.acts, e.reward, [o.tobytes() for o in e.obs], e.info) for e in eps])
+        for env in envs.envs if isinstance(envs, VectorEnv) else envs:
             env.close()
-    assert runs[0] == runs[1] == runs[2]
+    assert all(r == runs[0] for r in runs)
     assert [r[3]["seed"] for r in runs[0]] == seeds
     # another stream draws other actions
     envs = [make_env("orchestrate-v1", task="arith") for _ in range(3)]
@@ -126,8 +137,8 @@ def test_collect_batched_episodes_do_not_depend_on_the_number_of_environments() 
 
 
 def test_collected_episodes_replay_step_by_step_on_a_fresh_env() -> None:
-    envs = [make_env("stop-v0", task="arith") for _ in range(4)]
-    policy = MLPPolicy.for_env(envs[0], hidden=8, seed=1)
+    envs = make_envs(4, "stop-v0", {"task": "arith"})
+    policy = MLPPolicy.for_env(envs.envs[0], hidden=8, seed=1)
     eps = collect_batched(envs, policy, [3, 4, 5, 6, 7], [0, 1, 2, 3, 4], stream=0)
     env = make_env("stop-v0", task="arith")
     for ep, seed in zip(eps, [3, 4, 5, 6, 7], strict=True):

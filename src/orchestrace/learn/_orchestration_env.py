@@ -305,8 +305,11 @@ class OrchestrationEnv:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        # no module globals here: at interpreter exit they may be gone already
+        try:
             self.close()
+        except Exception:
+            return
 
     def close(self) -> None:
         """End the current episode and release the backend (a real one's connections)."""
@@ -346,22 +349,8 @@ class OrchestrationEnv:
         loop would be, without the cost of creating one (a selector and a socket pair).
         """
         loop = self._own_loop
-        if loop is not None and not loop.is_closed():
-            for _ in range(5):  # callbacks the finished episode left (its tasks' done callbacks)
-                if not loop._ready:  # type: ignore[attr-defined]
-                    break
-                loop.call_soon(loop.stop)
-                loop.run_forever()
-            if (
-                loop._ready  # type: ignore[attr-defined]
-                or loop._scheduled  # type: ignore[attr-defined]
-                or loop._timer_cancelled_count  # type: ignore[attr-defined]
-                or asyncio.all_tasks(loop)
-            ):
-                loop.close()
-            else:
-                loop._vclock[0] = 0.0
-                return loop
+        if loop is not None and _rewind(loop):
+            return loop
         self._own_loop = VirtualTimeLoop(watchdog_s=0.05)
         return self._own_loop
 
@@ -556,6 +545,32 @@ def _check_latency(weight: Any, norm: Any, budget: Any, where: str) -> None:
             f"{where}: steps_budget must be an integer >= 1 (Critical Steps), got {budget!r}; "
             "e.g. steps_budget=12, or leave it out"
         )
+
+
+def _rewind(loop: VirtualTimeLoop) -> bool:
+    """Set an idle virtual-time loop's clock back to 0.0, as a new loop's; else close it.
+
+    Runs the callbacks that finished episodes left (their tasks' done callbacks) first. A loop
+    with anything else left on it (a timer, a task) is closed instead, and ``False`` returned:
+    the caller then makes a new one.
+    """
+    if loop.is_closed():
+        return False
+    for _ in range(5):
+        if not loop._ready:  # type: ignore[attr-defined]
+            break
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+    if (
+        loop._ready  # type: ignore[attr-defined]
+        or loop._scheduled  # type: ignore[attr-defined]
+        or loop._timer_cancelled_count  # type: ignore[attr-defined]
+        or asyncio.all_tasks(loop)
+    ):
+        loop.close()
+        return False
+    loop._vclock[0] = 0.0
+    return True
 
 
 def _run_until_any(loop: asyncio.AbstractEventLoop, futures: set[asyncio.Future[Any]]) -> None:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from orchestrace.errors import ConfigError, RuntimeError_
-from orchestrace.learn._orchestration_env import _jsonable
+from orchestrace.learn._orchestration_env import _jsonable, _rewind
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.runtime.clock import VirtualTimeLoop
 
@@ -255,6 +255,19 @@ class VectorEnv:
         return [results[k] for k in range(len(queue))]
 
     # ------------------------------------------------------------------ internals
+    def _rewind(self) -> None:
+        """Between whole episodes: the shared clock back at 0.0, as on a new loop.
+
+        Does nothing while an episode runs. The trainers call it before each batch, so the
+        shared clock only ever spans one batch of episodes.
+        """
+        if any(env._loop is not None for env in self.envs):
+            return
+        if not _rewind(self.loop):
+            self.loop = VirtualTimeLoop(watchdog_s=0.05)
+            for env in self.envs:
+                env._shared_loop = self.loop
+
     def _drive(self, envs: Sequence[OrchestrationEnv]) -> list[np.ndarray | None]:
         """Run the shared loop until each of ``envs`` wants a decision or has finished.
 

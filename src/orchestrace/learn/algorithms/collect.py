@@ -2,9 +2,12 @@
 
 :func:`collect_batched` steps several environments together: at each step the observations of
 every running episode go through the policy in one forward pass, and an environment whose
-episode ends starts the next seed at once. :class:`WorkerPool` runs the same collection in
-worker processes, each with its own environments and a copy of the policy weights sent with
-every batch.
+episode ends starts the next seed at once. On the ``sim`` backend the environments are a
+:class:`~orchestrace.learn.vector.VectorEnv`: their episodes run interleaved on one
+virtual-time loop, driven once per step for all of them, and each gives what it gives on a
+loop of its own (the shared clock starts again at 0.0 before every batch).
+:class:`WorkerPool` runs the same collection in worker processes, each with its own
+environments and a copy of the policy weights sent with every batch.
 
 Random draws are keyed by episode: episode ``k`` of a training run (its index since the start)
 draws its actions from its own stream, ``numpy.random.default_rng([seed, k])``, one uniform per
@@ -17,13 +20,13 @@ an action only when its uniform lies within about 1e-7 of a boundary of the cumu
 distribution, and leaves the recorded log-probabilities and values equal to about 1e-7.
 
 Example:
-    >>> from orchestrace.learn.env import make_env
     >>> from orchestrace.learn.policies.torch_policy import MLPPolicy
-    >>> envs = [make_env("stop-v0", task="arith") for _ in range(3)]
-    >>> policy = MLPPolicy.for_env(envs[0], hidden=8, seed=0)
+    >>> envs = make_envs(3, "stop-v0", {"task": "arith"})
+    >>> policy = MLPPolicy.for_env(envs.envs[0], hidden=8, seed=0)
     >>> eps = collect_batched(envs, policy, seeds=[1, 2, 3, 4], keys=[0, 1, 2, 3], stream=0)
     >>> [e.info["seed"] for e in eps], all(len(e.obs) == len(e.acts) >= 1 for e in eps)
     ([1, 2, 3, 4], True)
+    >>> envs.close()
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ import numpy as np
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.policies.torch_policy import MLPPolicy
+from orchestrace.learn.vector import VectorEnv
 
-__all__ = ["Episode", "WorkerPool", "collect_batched"]
+__all__ = ["Episode", "WorkerPool", "collect_batched", "make_envs"]
 
 
 @dataclass
@@ -76,7 +80,7 @@ class _Slot:
 
 
 def collect_batched(
-    envs: Sequence[OrchestrationEnv],
+    envs: VectorEnv | Sequence[OrchestrationEnv],
     policy: MLPPolicy,
     seeds: Sequence[int],
     keys: Sequence[int],
@@ -84,10 +88,15 @@ def collect_batched(
     stream: int,
     greedy: bool = False,
 ) -> list[Episode]:
-    """One episode per seed, ``len(envs)`` at a time, one policy forward pass per step.
+    """One episode per seed, one per environment at a time, one policy forward pass per step.
+
+    With a :class:`~orchestrace.learn.vector.VectorEnv` the running episodes share its event
+    loop, driven once per step for all of them; with a list of environments (any backend) each
+    runs on its own loop. Either way an episode gives what ``reset(seed=)`` and ``step`` of a
+    single environment give for its actions.
 
     Args:
-        envs: The environments to step (one episode each at a time).
+        envs: The environments to step.
         policy: The policy; its actions for all running episodes come from one call of
             :meth:`~orchestrace.learn.policies.torch_policy.MLPPolicy.sample_batch`.
         seeds: Episode seeds (task instances), in batch order.
@@ -102,7 +111,12 @@ def collect_batched(
     Raises:
         ConfigError: No environments, or ``seeds`` and ``keys`` of different lengths.
     """
-    if not envs:
+    if isinstance(envs, VectorEnv):
+        envs._rewind()
+        pool, drive = envs.envs, envs._drive
+    else:
+        pool, drive = list(envs), _drive_each
+    if not pool:
         raise ConfigError("collect_batched needs at least one environment")
     if len(seeds) != len(keys):
         raise ConfigError(f"one key per seed: got {len(seeds)} seeds and {len(keys)} keys")
@@ -116,16 +130,21 @@ def collect_batched(
         if nxt >= len(seeds):
             return None
         slot = _Slot(env, nxt, np.random.default_rng([stream, int(keys[nxt])]))
-        slot.obs, _ = env.reset(seed=int(seeds[nxt]))
+        env._begin(int(seeds[nxt]), None)
         nxt += 1
         return slot
 
-    active = [s for s in (start(env) for env in envs) if s is not None]
+    def first_decisions(slots: list[_Slot]) -> None:
+        for s, o in zip(slots, drive([s.env for s in slots]), strict=True):
+            assert o is not None  # an episode starts with a decision
+            s.obs = o
+
+    active = [s for s in (start(env) for env in pool) if s is not None]
+    first_decisions(active)
     while active:
         obs = np.stack([s.obs for s in active])  # type: ignore[misc]
         draws = None if greedy else np.stack([s.rng.random(heads) for s in active])
         acts, logps, values = policy.sample_batch(obs, draws)
-        running: list[_Slot] = []
         for j, s in enumerate(active):
             a = acts[j].tolist()
             ep = s.ep
@@ -133,18 +152,46 @@ def collect_batched(
             ep.acts.append(a)
             ep.logps.append(float(logps[j]))
             ep.values.append(float(values[j]))
-            s.obs, reward, term, trunc, info = s.env.step(a[0] if discrete else np.asarray(a))
+            s.env._give(a[0] if discrete else np.asarray(a))
+        running: list[_Slot] = []
+        restarted: list[_Slot] = []
+        for s, o in zip(active, drive([s.env for s in active]), strict=True):
+            s.obs, reward, term, trunc, info = s.env._outcome(o)
             if not (term or trunc):
                 running.append(s)
                 continue
             info.pop("trace", None)
-            ep.reward, ep.info = float(reward), info
-            out[s.index] = ep
-            nxt_slot = start(s.env)
-            if nxt_slot is not None:
-                running.append(nxt_slot)
-        active = running
+            s.ep.reward, s.ep.info = float(reward), info
+            out[s.index] = s.ep
+            again = start(s.env)
+            if again is not None:
+                restarted.append(again)
+        if restarted:
+            first_decisions(restarted)
+        active = running + restarted
     return [e for e in out if e is not None]
+
+
+def _drive_each(envs: Sequence[OrchestrationEnv]) -> list[np.ndarray | None]:
+    """Run each environment's own loop to its next decision or its end."""
+    return [env._advance() for env in envs]
+
+
+def make_envs(
+    num_envs: int, env_id: str, env_kw: dict[str, Any]
+) -> VectorEnv | list[OrchestrationEnv]:
+    """Environments to collect with: one vector on ``sim``, else separate ones.
+
+    A :class:`~orchestrace.learn.vector.VectorEnv` of ``num_envs`` on the ``sim`` backend,
+    else ``num_envs`` environments on loops of their own.
+
+    Example:
+        >>> type(make_envs(2, "stop-v0", {"task": "arith"})).__name__
+        'VectorEnv'
+    """
+    if env_kw.get("backend", "sim") == "sim":
+        return VectorEnv(num_envs, env_id, **env_kw)
+    return [make_env(env_id, **env_kw) for _ in range(num_envs)]
 
 
 # ---------------------------------------------------------------------- worker processes
@@ -155,7 +202,7 @@ def _init_worker(env_id: str, env_kw: dict[str, Any], shape: dict[str, Any], num
     """Set up a worker process: one torch thread, its environments, a policy to load into."""
     policy = MLPPolicy(**shape)
     policy.torch.set_num_threads(1)
-    _WORKER["envs"] = [make_env(env_id, **env_kw) for _ in range(num_envs)]
+    _WORKER["envs"] = make_envs(num_envs, env_id, env_kw)
     _WORKER["policy"] = policy
 
 
@@ -168,15 +215,14 @@ def _collect_in_worker(
 ) -> list[Episode]:
     policy: MLPPolicy = _WORKER["policy"]
     policy.net.load_state_dict(weights)
-    envs: list[OrchestrationEnv] = _WORKER["envs"]
-    for env in envs:
+    envs: VectorEnv | list[OrchestrationEnv] = _WORKER["envs"]
+    for env in envs.envs if isinstance(envs, VectorEnv) else envs:
         env.train_step = train_step
     return collect_batched(envs, policy, seeds, keys, stream=stream)
 
 
 def _start_method() -> str:
-    """``fork`` where the platform has it (fast, and a script needs no ``__main__`` guard),
-    else ``spawn``."""
+    """``fork`` where the platform has it (fast; no ``__main__`` guard needed), else ``spawn``."""
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 

@@ -15,9 +15,10 @@ import numpy as np
 from orchestrace._safe import redact
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import report_dir, report_file
-from orchestrace.learn.algorithms.collect import Episode, WorkerPool, collect_batched
+from orchestrace.learn.algorithms.collect import Episode, WorkerPool, collect_batched, make_envs
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.policies.torch_policy import MLPPolicy
+from orchestrace.learn.vector import VectorEnv
 
 __all__ = ["Episode", "TrainConfig", "TrainResult", "Trainer", "rollout"]
 
@@ -126,7 +127,7 @@ class Trainer:
         self.opt = torch.optim.Adam(self.policy.net.parameters(), lr=config.lr)
         self.log: list[dict[str, float]] = []
         self.episodes = 0
-        self.envs: list[OrchestrationEnv] = [self.env]
+        self._envs: VectorEnv | list[OrchestrationEnv] | None = None
         self._pool: WorkerPool | None = None
         self._seed = config.seed * 10_000_019  # training instances never meet held-out seeds
 
@@ -151,19 +152,27 @@ class Trainer:
                 self.policy, seeds, keys, stream=cfg.seed, train_step=self.episodes
             )
         else:
-            while len(self.envs) < cfg.num_envs:
-                self.envs.append(make_env(cfg.env, task=cfg.task, **cfg.env_options))
-            for env in self.envs:
+            if self._envs is None:
+                kw = {"task": cfg.task, **cfg.env_options}
+                self._envs = make_envs(cfg.num_envs, cfg.env, kw)
+            envs = self._envs
+            for env in envs.envs if isinstance(envs, VectorEnv) else envs:
                 env.train_step = self.episodes
-            eps = collect_batched(self.envs, self.policy, seeds, keys, stream=cfg.seed)
+            eps = collect_batched(envs, self.policy, seeds, keys, stream=cfg.seed)
         self.episodes += len(eps)
         return eps
 
     def close(self) -> None:
-        """Stop the worker processes, if any (training ends with this)."""
+        """Stop the worker processes and close the collection environments (ends training)."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._envs is not None:
+            for env in self._envs.envs if isinstance(self._envs, VectorEnv) else self._envs:
+                env.close()
+            if isinstance(self._envs, VectorEnv):
+                self._envs.close()
+            self._envs = None
 
     def update(self, episodes: list[Episode]) -> dict[str, float]:
         """One optimisation step on a batch; returns losses to log."""
