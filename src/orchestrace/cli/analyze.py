@@ -10,7 +10,7 @@ from typing import Any
 from orchestrace._safe import bounded, display
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, warning_line
-from orchestrace.io import detect_format, foreign_format, iter_traces, load_all
+from orchestrace.io import detect_format, foreign_format, import_path, iter_jsonl, load_all
 from orchestrace.io._columnar import skip_pandas_probe
 from orchestrace.io._common import read_bytes
 from orchestrace.io._json_size import check_json_size
@@ -18,7 +18,7 @@ from orchestrace.io.json import parse
 from orchestrace.io.parquet import trace_ids
 from orchestrace.io.parquet._columns import scan_parquet
 from orchestrace.trace.analyze import summarize
-from orchestrace.trace.check import check_trace
+from orchestrace.trace.check import check_graph, check_trace
 from orchestrace.trace.model import Trace
 
 
@@ -55,13 +55,7 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     if fmt == "parquet":
         return _parquet(args)
     if fmt == "jsonl":
-        out = []
-        for tr in iter_traces(args.file):
-            if args.trace_id and tr.trace_id != args.trace_id:
-                continue
-            warn_truncated(args.file, [tr], partial=args.partial)
-            out.append((tr.trace_id, summarize(_checked(tr, args.file))))
-        return out
+        return _jsonl(args)
     check_json_size(args.file)
     try:
         trace, problems = parse(read_bytes(args.file), source=args.file, partial=True)
@@ -81,6 +75,38 @@ def _summaries(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     if args.trace_id and trace.trace_id != args.trace_id:
         return []
     return [(trace.trace_id, summarize(trace))]
+
+
+def _jsonl(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """Each trace of a JSONL file; a record stream's events are kept as columns, not objects."""
+    skip_pandas_probe()
+    out = []
+    first = True
+    for item in iter_jsonl(args.file, partial=True, check=False, columnar=True):
+        if item.trace is None or any(p.severity == "error" for p in item.problems):
+            foreign = foreign_format(args.file) if first else None
+            if foreign is None:
+                raise TraceValidationError(item.problems, source=args.file)
+            for tr in import_path(args.file, format=foreign).traces:
+                if not args.trace_id or tr.trace_id == args.trace_id:
+                    warn_truncated(args.file, [tr], partial=args.partial)
+                    out.append((tr.trace_id, summarize(_checked(tr, args.file))))
+            return out
+        first = False
+        tr = item.trace
+        if args.trace_id and tr.trace_id != args.trace_id:
+            continue
+        warn_truncated(args.file, [tr], partial=args.partial)
+        if item.graph is None:
+            out.append((tr.trace_id, summarize(_checked(tr, args.file))))
+            continue
+        problems = check_graph(item.graph, tr, partial=True)
+        if any(p.severity == "error" for p in problems):
+            raise TraceValidationError(problems, source=args.file)
+        summary = summarize(item.graph)
+        summary["errors"] = item.n_errors
+        out.append((tr.trace_id, summary))
+    return out
 
 
 def _parquet(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:

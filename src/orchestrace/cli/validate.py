@@ -71,7 +71,8 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
     if fmt == "jsonl":
         problems: list[Problem] = []
         n_traces = n_events = 0
-        items = iter_jsonl(path, keep_going=args.keep_going, partial=args.partial)
+        skip_pandas_probe()
+        items = iter_jsonl(path, keep_going=args.keep_going, partial=args.partial, columnar=True)
         for k, item in enumerate(items):
             if k == 0 and (item.trace is None or _has_errors(item.problems)):
                 imported = _foreign(path)  # another tool's JSONL (span per line...)?
@@ -80,7 +81,7 @@ def _validate_file(path: str, args: argparse.Namespace) -> tuple[list[Problem], 
             problems.extend(item.problems)
             if item.trace is not None:
                 n_traces += 1
-                n_events += item.trace.n_events
+                n_events += item.n_events
         return problems, f"{n_traces} trace(s), {n_events} events"
     if fmt == "parquet":
         skip_pandas_probe()

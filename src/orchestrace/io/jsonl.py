@@ -35,18 +35,20 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
 from orchestrace.io import _common
+from orchestrace.io import _jsonl_records as _jr
 from orchestrace.io._common import PathLike, format_error
 from orchestrace.io._jsonl_write import _ENC, StreamWriter, _Footer, _Header, _Line, write_jsonl
 from orchestrace.io.json import _check_duplicate_keys, duplicate_key, parse
 from orchestrace.trace.build import default_costs
-from orchestrace.trace.check import check_trace
-from orchestrace.trace.diagnose import knock_on, problem_from_msgspec
+from orchestrace.trace.check import _run, check_trace
+from orchestrace.trace.diagnose import _EVENT_INDEX, knock_on, problem_from_msgspec
+from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import (
     Edge,
     Event,
@@ -71,14 +73,28 @@ class JsonlItem:
     """One trace read from a JSONL file, with what was found on the way.
 
     Attributes:
-        trace: The trace, or ``None`` when its line could not be read.
+        trace: The trace, or ``None`` when its line could not be read. Read with
+            ``columnar=True`` from a record stream, it holds the header, footer and costs
+            only (no events nor edges): those are in ``graph``.
         problems: Problems of this trace or line (each names the line).
         line: First line of the trace (1-based).
+        graph: With ``columnar=True``, a record stream's trace compiled from columns
+            (``None`` otherwise).
+        n_errors: With ``graph``: how many events record an ``error``.
     """
 
     trace: Trace | None
     problems: list[Problem] = field(default_factory=list)
     line: int = 0
+    graph: TraceGraph | None = None
+    n_errors: int = 0
+
+    @property
+    def n_events(self) -> int:
+        """Events of the trace (0 when it could not be read)."""
+        if self.graph is not None:
+            return self.graph.n
+        return self.trace.n_events if self.trace is not None else 0
 
 
 # ---------------------------------------------------------------------- reading
@@ -115,12 +131,76 @@ def _lines(fh: IO[bytes], src: str) -> Lines:
         yield lineno, line
 
 
+#: Bytes read at a time by the block reader of record streams.
+BLOCK_BYTES = 1 << 22
+#: Read record streams in blocks and decode their lines in batches (``False``: line by line).
+BATCHED = True
+
+
+def _line_blocks(fh: IO[bytes], src: str, lineno: int) -> Iterator[_jr.Block]:
+    """The lines after line ``lineno`` in blocks: what :func:`_lines` yields, read in bulk.
+
+    Each block is ``(number of its first line, the lines without their newline, whether
+    the last one ends with a newline)``; a line is refused at the same place, with the same
+    error, as :func:`_lines` refuses it.
+
+    Raises:
+        TraceFormatError: A line is longer than the limit, or the file cannot be read.
+    """
+    limit = _common.MAX_LINE_BYTES
+    pending: list[bytes] = []  # the start of a line not yet ended
+    pending_len = 0
+
+    def too_long(at: int) -> TraceFormatError:
+        return TraceFormatError(
+            src,
+            f"line {at}",
+            f"line is longer than {limit:,} bytes",
+            "this is not a trace file; for very large traces use a Parquet dataset",
+        )
+
+    while True:
+        try:
+            chunk = fh.read(BLOCK_BYTES)
+        except PermissionError:
+            raise _common._denied(src) from None
+        except IsADirectoryError:
+            raise TraceFormatError(src, "file", "is a directory", "pass a .jsonl file") from None
+        if not chunk:
+            if pending_len:
+                if pending_len > limit:
+                    raise too_long(lineno + 1)
+                yield lineno + 1, [b"".join(pending)], False
+            return
+        if chunk.find(b"\n") < 0:
+            pending.append(chunk)
+            pending_len += len(chunk)
+            if pending_len > limit:
+                raise too_long(lineno + 1)
+            continue
+        if pending:
+            chunk = b"".join([*pending, chunk])
+            pending, pending_len = [], 0
+        bodies = chunk.split(b"\n")
+        rest = bodies.pop()
+        if rest:
+            pending, pending_len = [rest], len(rest)
+        if max(map(len, bodies)) > limit:  # (a line of limit + 1 bytes with its newline is fine)
+            k = next(k for k, b in enumerate(bodies) if len(b) > limit)
+            if k:
+                yield lineno + 1, bodies[:k], True
+            raise too_long(lineno + 1 + k)
+        yield lineno + 1, bodies, True
+        lineno += len(bodies)
+
+
 def iter_jsonl(
     path: PathLike,
     *,
     keep_going: bool = False,
     partial: bool = False,
     check: bool = True,
+    columnar: bool = False,
 ) -> Iterator[JsonlItem]:
     """Read a JSONL file (either layout) item by item, never raising on bad content.
 
@@ -129,6 +209,11 @@ def iter_jsonl(
         keep_going: Skip damaged lines (reported in ``problems``) instead of stopping there.
         partial: Accept truncated recordings (truncation becomes a warning).
         check: Run ``check_trace`` on each trace read.
+        columnar: Keep a record stream's events and edges as columns and compile them into
+            ``JsonlItem.graph`` (checked column-wise, with the same problems), instead of
+            building event objects: memory then grows by about 150 bytes per event and
+            edge, a fraction of what objects take. Trace lines are read as objects either
+            way (each line is a whole trace).
 
     Yields:
         One :class:`JsonlItem` per trace (or per unreadable trace line).
@@ -156,7 +241,12 @@ def iter_jsonl(
             return
         rest = itertools.chain([first], lines)
         if first[1].lstrip().startswith(b'{"header"'):
-            yield from _iter_stream(rest, src, keep_going, partial, check)
+            blocks = None
+            if BATCHED:
+                n, line = first
+                head = [(n, [line[:-1]], True) if line.endswith(b"\n") else (n, [line], False)]
+                blocks = itertools.chain(head, _line_blocks(fh, src, n))
+            yield from _iter_stream(rest, src, keep_going, partial, check, columnar, blocks)
         else:
             yield from _iter_lines(rest, src, keep_going, partial, check)
 
@@ -300,18 +390,21 @@ def _iter_lines(
 
 
 def _iter_stream(
-    lines: Lines, src: str, keep_going: bool, partial: bool, check: bool
+    lines: Lines,
+    src: str,
+    keep_going: bool,
+    partial: bool,
+    check: bool,
+    columnar: bool = False,
+    blocks: Iterator[_jr.Block] | None = None,
 ) -> Iterator[JsonlItem]:
     header: _Header | None = None
     start = 0
-    events: list[Event] = []
-    edges: list[Edge] = []
+    records = _Records(columnar)
     problems: list[Problem] = []
     bad_ids: list[str] = []
     # agents a damaged event spawned or addressed: their missing spawn is no separate error
     bad_to: set[str] = set()
-    # the line each kept event and edge was read from (problems name their line)
-    lines_of: dict[str, list[int]] = {"events": [], "edges": []}
     # records read while no header was open (its line was damaged, or missing)
     orphans: list[int] = []
 
@@ -342,33 +435,61 @@ def _iter_stream(
         if truncated:
             meta["partial"] = True
             meta["truncated"] = truncated
+        cols = records.columns
+        events = records.events
         trace = Trace(
             trace_id=header.trace_id,
             task_id=header.task_id,
-            events=tuple(events),
-            edges=tuple(edges),
+            events=() if cols is not None else tuple(events),
+            edges=() if cols is not None else tuple(records.edges),
             rewards=footer.rewards if footer else {},
-            costs=footer.costs if footer else _running_costs(events),
+            costs=footer.costs
+            if footer
+            else (cols.costs() if cols is not None else _running_costs(events)),
             system=header.system,
             topology=header.topology,
             metrics=footer.metrics if footer else {},
             schema_version=header.schema_version,
             meta=meta,
         )._mark_decoded()
+        graph = cols.graph() if cols is not None else None
         found = list(problems)
         if check:
+            if graph is not None:
+                checked = _run(trace, partial=partial, known_ids=frozenset(bad_ids), graph=graph)
+            else:
+                checked = check_trace(trace, partial=partial, known_ids=bad_ids)
             found += [
-                _on_its_line(p, src, start, lines_of)
-                for p in check_trace(trace, partial=partial, known_ids=bad_ids)
-                if not knock_on(p, trace, bad_to)
+                _on_its_line(p, src, start, records.lines_of)
+                for p in checked
+                if not _knock_on(p, trace, graph, bad_to)
                 # a trace whose reading stopped at a damaged line lacks events for that reason
                 and not (p.code == "no-events" and problems)
             ]
         found.sort(key=lambda p: p.severity != "error")
-        return JsonlItem(trace, found, start)
+        item = JsonlItem(trace, found, start)
+        if cols is not None:
+            item.graph, item.n_errors = graph, cols.n_errors
+        return item
+
+    def pieces() -> Iterator[_jr.Run | tuple[int, bytes]]:
+        """Lines, and runs of clean records while a trace is open (read line by line else)."""
+        if blocks is None:
+            yield from lines
+            return
+        for piece in _jr.decoded(blocks, _repeats_a_key):
+            if isinstance(piece, _jr.Run) and header is None:
+                yield from piece.singles()
+            else:
+                yield piece
 
     lineno = 0
-    for lineno, line in lines:
+    for piece in pieces():
+        if isinstance(piece, _jr.Run):
+            records.add_run(piece)
+            lineno = piece.last
+            continue
+        lineno, line = piece
         if not line.strip():
             continue
         complete = line.endswith(b"\n")
@@ -394,7 +515,7 @@ def _iter_stream(
                     yield finish(
                         None,
                         f"line {lineno} was cut off mid-record after "
-                        f"{len(events)} complete event(s)",
+                        f"{records.n_events} complete event(s)",
                     )
                 else:
                     yield JsonlItem(None, [p], lineno)
@@ -425,9 +546,9 @@ def _iter_stream(
                 yield finish(None, f"a new trace starts at line {lineno} before this one closed")
             else:
                 yield from headless()
-            header, start, events, edges, problems, bad_ids = rec.header, lineno, [], [], [], []
+            header, start, problems, bad_ids = rec.header, lineno, [], []
+            records = _Records(columnar)
             bad_to = set()
-            lines_of = {"events": [], "edges": []}
         elif header is None:
             if not keep_going:
                 problems.append(
@@ -442,14 +563,13 @@ def _iter_stream(
                 return
             orphans.append(lineno)
         elif rec.event is not None:
-            events.append(rec.event)
-            lines_of["events"].append(lineno)
+            records.add_event(rec.event, lineno)
         elif rec.edge is not None:
-            edges.append(rec.edge)
-            lines_of["edges"].append(lineno)
+            records.add_edge(rec.edge, lineno)
         elif rec.footer is not None:
             yield finish(rec.footer, None)
             header, problems, bad_ids, bad_to = None, [], [], set()
+            records = _Records(columnar)
         else:
             problems.append(
                 Problem(
@@ -458,16 +578,73 @@ def _iter_stream(
             )
     if header is not None:
         yield finish(
-            None, f"no footer: the recording stopped after {len(events)} event(s) (line {lineno})"
+            None,
+            f"no footer: the recording stopped after {records.n_events} event(s) (line {lineno})",
         )
     else:
         yield from headless()
 
 
+class _Records:
+    """The events and edges of the trace being read: objects, or columns (``columnar``)."""
+
+    def __init__(self, columnar: bool) -> None:
+        self.columns = _jr.RecordColumns() if columnar else None
+        self.events: list[Event] = []
+        self.edges: list[Edge] = []
+        self._lines: dict[str, list[int]] = {"events": [], "edges": []}
+
+    @property
+    def lines_of(self) -> Any:
+        """The line of each kept event and edge (problems name their line)."""
+        return self.columns.lines_of if self.columns is not None else self._lines
+
+    @property
+    def n_events(self) -> int:
+        """Events kept so far."""
+        return self.columns.n_events if self.columns is not None else len(self.events)
+
+    def add_event(self, event: Event, line: int) -> None:
+        if self.columns is not None:
+            self.columns.add_event(event, line)
+        else:
+            self.events.append(event)
+            self._lines["events"].append(line)
+
+    def add_edge(self, edge: Edge, line: int) -> None:
+        if self.columns is not None:
+            self.columns.add_edge(edge, line)
+        else:
+            self.edges.append(edge)
+            self._lines["edges"].append(line)
+
+    def add_run(self, run: _jr.Run) -> None:
+        if self.columns is not None:
+            self.columns.add_events(run.events, run.event_lines)
+            self.columns.add_edges(run.edges, run.edge_lines)
+        else:
+            self.events += run.events
+            self._lines["events"] += run.event_lines
+            self.edges += run.edges
+            self._lines["edges"] += run.edge_lines
+
+
+def _knock_on(p: Problem, trace: Trace, graph: TraceGraph | None, bad_to: set[str]) -> bool:
+    """:func:`~orchestrace.trace.diagnose.knock_on`, reading a compiled graph when given."""
+    if graph is None:
+        return knock_on(p, trace, bad_to)
+    if p.code not in ("return-without-spawn", "event-before-spawn") or not bad_to:
+        return False
+    m = _EVENT_INDEX.match(p.path)
+    if m is None or int(m.group(1)) >= graph.n:
+        return False
+    return graph.names[int(graph.agent_code[int(m.group(1))])] in bad_to
+
+
 _RECORD_AT = re.compile(r"\$\.(events|edges)\[(\d+)\]")
 
 
-def _on_its_line(p: Problem, src: str, start: int, lines_of: dict[str, list[int]]) -> Problem:
+def _on_its_line(p: Problem, src: str, start: int, lines_of: Any) -> Problem:
     """Attribute a problem of a streamed trace to the line of the record it is about.
 
     ``$.events[3].id`` becomes ``FILE:LINE: $.event.id``, and a mention of another record

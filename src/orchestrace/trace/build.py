@@ -70,6 +70,26 @@ def default_costs(events: Iterable[Event]) -> dict[str, float]:
             messages += 1
         t0 = min(t0, e.t)
         t1 = max(t1, e.t + e.dur)
+    return _costs_of_totals(tokens, money, tool_calls, messages, t0, t1)
+
+
+def _costs_of_totals(
+    tokens: int, money: float, tool_calls: int, messages: int, t0: float, t1: float
+) -> dict[str, float]:
+    """:func:`default_costs` from totals gathered elsewhere (a stream read batch by batch).
+
+    Args:
+        tokens: Sum of every event's ``tokens_in + tokens_out``.
+        money: Sum of the events' ``cost``, added in event order.
+        tool_calls: Number of ``tool_call`` events.
+        messages: Number of ``message`` events.
+        t0: Earliest start (``inf`` without events).
+        t1: Latest end (``0.0`` without events).
+
+    Example:
+        >>> _costs_of_totals(10, 0.0, 1, 0, 1.0, 3.5)
+        {'tokens': 10.0, 'wall_clock_s': 2.5, 'tool_calls': 1.0, 'messages': 0.0}
+    """
     wall = round(t1 - t0, 9) if t1 >= t0 else 0.0
     out = {
         "tokens": float(tokens),

@@ -1,0 +1,335 @@
+"""A record stream's lines decoded in batches, and a trace's records kept as columns.
+
+:func:`decoded` turns ``(line number, line)`` pairs into runs of event and edge records decoded
+thousands at a time (one C-level decode per batch instead of one per line). A line is put in a
+run only when the batch proves it is exactly one record, ``event`` or ``edge``, written the way
+the per-line reader accepts without further questions; every other line (a header, a footer,
+a blank, damaged or cut-off line, a line whose keys may repeat) comes out alone, undecoded, and
+the reader treats it line by line, so the batches change no message.
+
+:class:`RecordColumns` keeps a trace's events and edges as compact Arrow columns, a batch at a
+time, and compiles them into a :class:`~orchestrace.trace.graph.TraceGraph`: reading a stream
+of millions of events then never holds an event object per event.
+
+Example:
+    >>> block = (1, [b'{"event":{"id":"e1","t":0.0,"type":"message","agent":"a"}}',
+    ...              b'{"edge":{"src":"e1","dst":"e1","type":"causal"}}'], True)
+    >>> (run,) = decoded(iter([block]))
+    >>> type(run).__name__, run.event_lines, run.edge_lines
+    ('Run', [1], [2])
+    >>> cols = RecordColumns()
+    >>> cols.add_events(run.events, run.event_lines)
+    >>> cols.n_events, cols.costs()["messages"]
+    (1, 1.0)
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_, is_not
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from orchestrace.io._jsonl_write import _ENC, _Line
+from orchestrace.trace.build import _costs_of_totals
+from orchestrace.trace.graph import TraceGraph
+from orchestrace.trace.model import Edge, Event
+
+__all__ = ["RecordColumns", "Run", "decoded"]
+
+#: Lines decoded together.
+BATCH_LINES = 4096
+#: Events (and edges) converted to columns together.
+COLUMN_BATCH = 65536
+
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_RECORDS = msgspec.json.Decoder(list[_Line])
+_NOT_NONE = partial(is_not, None)
+_EVENT, _EDGE = attrgetter("event"), attrgetter("edge")
+_HEADER, _FOOTER = attrgetter("header"), attrgetter("footer")
+
+Single = tuple[int, bytes]
+#: ``(number of the first line, the lines without their newline, the last one is complete)``.
+Block = tuple[int, list[bytes], bool]
+
+
+@dataclass
+class Run:
+    """Consecutive lines that each hold one well-formed ``event`` or ``edge`` record.
+
+    Attributes:
+        first: Number of the first line.
+        bodies: The lines, without their newlines.
+        events: The events, in file order.
+        event_lines: The line of each event.
+        edges: The edges, in file order.
+        edge_lines: The line of each edge.
+    """
+
+    first: int
+    bodies: list[bytes]
+    events: list[Event] = field(default_factory=list)
+    event_lines: Any = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    edge_lines: Any = field(default_factory=list)
+
+    @property
+    def last(self) -> int:
+        """Number of the last line."""
+        return self.first + len(self.bodies) - 1
+
+    def singles(self) -> Iterator[Single]:
+        """The run's lines one by one, as the line-by-line reader reads them."""
+        for k, body in enumerate(self.bodies):
+            yield self.first + k, body + b"\n"
+
+
+def decoded(blocks: Iterator[Block], repeats: Any = None) -> Iterator[Run | Single]:
+    """Runs of clean record lines, and every other line alone (see the module docstring).
+
+    Args:
+        blocks: The file's lines in blocks (a :data:`Block` each).
+        repeats: ``f(line, kind, record) -> bool``: whether a line not written canonically may
+            repeat a key (such a line comes out alone); by default every such line does.
+
+    Yields:
+        :class:`Run` objects and ``(line number, line)`` pairs, in file order.
+
+    Raises:
+        TraceFormatError: As ``blocks`` raises it, after every line read before it.
+    """
+    for first, bodies, complete in blocks:
+        if not complete:
+            *bodies, last = bodies
+        for start in range(0, len(bodies), BATCH_LINES):
+            yield from _stretch(first + start, bodies[start : start + BATCH_LINES], repeats)
+        if not complete:
+            yield first + len(bodies), last
+
+
+def _stretch(first: int, bodies: list[bytes], repeats: Any) -> Iterator[Run | Single]:
+    """Decode complete lines together; yield runs of clean records and the rest line by line."""
+    if not bodies:
+        return
+    joined = b"[" + b",".join(bodies) + b"]"
+    try:
+        # each element spans exactly its own line: only then is each line one JSON value
+        # (a blank line, a line with spaces around its value or two values fails here)
+        raws = _RAWS.decode(joined)
+        whole = len(raws) == len(bodies) and list(map(len, raws)) == list(map(len, bodies))
+        del raws
+        recs = _RECORDS.decode(joined) if whole else None
+    except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+        recs = None
+    if recs is None:
+        for k, body in enumerate(bodies):
+            yield first + k, body + b"\n"
+        return
+    n = len(recs)
+    events, edges = list(map(_EVENT, recs)), list(map(_EDGE, recs))
+    canonical = _ENC.encode(recs) == joined
+    if (
+        canonical
+        and list(map(_HEADER, recs)).count(None) == n
+        and list(map(_FOOTER, recs)).count(None) == n
+        and events.count(None) + edges.count(None) == n
+        and not any(map(is_, events, edges))  # (both None: an empty record)
+    ):  # the common case: every line one event or edge record, nothing else
+        has_event = list(map(_NOT_NONE, events))
+        has_edge = list(map(_NOT_NONE, edges))
+        lines = range(first, first + n)
+        yield Run(
+            first,
+            bodies,
+            list(compress(events, has_event)),
+            list(compress(lines, has_event)),
+            list(compress(edges, has_edge)),
+            list(compress(lines, has_edge)),
+        )
+        return
+    # one kind per line: no header or footer, never both or neither of event and edge
+    special = [
+        h is not None or f is not None or (e is None) == (d is None)
+        for h, f, e, d in zip(map(_HEADER, recs), map(_FOOTER, recs), events, edges, strict=True)
+    ]
+    if not canonical:  # a key may repeat
+        for k, rec in enumerate(recs):
+            if not special[k]:
+                kind = "event" if events[k] is not None else "edge"
+                line = bodies[k] + b"\n"
+                special[k] = repeats is None or bool(repeats(line, kind, rec))
+    run: Run | None = None
+    for k, body in enumerate(bodies):
+        if special[k]:
+            if run is not None:
+                yield run
+                run = None
+            yield first + k, body + b"\n"
+            continue
+        if run is None:
+            run = Run(first + k, [])
+        run.bodies.append(body)
+        if events[k] is not None:
+            run.events.append(events[k])
+            run.event_lines.append(first + k)
+        else:
+            run.edges.append(edges[k])
+            run.edge_lines.append(first + k)
+    if run is not None:
+        yield run
+
+
+_ID, _T, _DUR, _TYPE, _AGENT = (attrgetter(k) for k in ("id", "t", "dur", "type", "agent"))
+_STR_COLUMNS = ("to", "role", "tool", "decision")
+_TOKENS_IN, _TOKENS_OUT, _COST = (
+    attrgetter("tokens_in"),
+    attrgetter("tokens_out"),
+    attrgetter("cost"),
+)
+
+
+class RecordColumns:
+    """A trace's events and edges as compact Arrow columns, filled batch by batch.
+
+    Keeps what the graph compile and the checks read (ids, times, types, agents, the
+    optional name columns, steps, tokens and costs; edge ends and types), the line of every
+    record, and the totals :func:`~orchestrace.trace.build.default_costs` derives, so that
+    no event object outlives its batch.
+    """
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._edges: list[Edge] = []
+        self.event_batches: list[dict[str, Any]] = []
+        self.edge_batches: list[dict[str, Any]] = []
+        self.lines_of: dict[str, array[int]] = {"events": array("q"), "edges": array("q")}
+        self.n_events = 0
+        self.n_edges = 0
+        self.n_errors = 0
+        self._tokens = 0
+        self._money = 0.0
+        self._tool_calls = 0
+        self._messages = 0
+        self._t0 = float("inf")
+        self._t1 = 0.0
+
+    def add_event(self, event: Event, line: int) -> None:
+        """Keep one event read from ``line``."""
+        self._events.append(event)
+        self.lines_of["events"].append(line)
+        self.n_events += 1
+        if len(self._events) >= COLUMN_BATCH:
+            self._flush_events()
+
+    def add_edge(self, edge: Edge, line: int) -> None:
+        """Keep one edge read from ``line``."""
+        self._edges.append(edge)
+        self.lines_of["edges"].append(line)
+        self.n_edges += 1
+        if len(self._edges) >= COLUMN_BATCH:
+            self._flush_edges()
+
+    def add_events(self, events: list[Event], lines: list[int]) -> None:
+        """Keep events read from ``lines``."""
+        self._events.extend(events)
+        self.lines_of["events"].extend(lines)
+        self.n_events += len(events)
+        if len(self._events) >= COLUMN_BATCH:
+            self._flush_events()
+
+    def add_edges(self, edges: list[Edge], lines: list[int]) -> None:
+        """Keep edges read from ``lines``."""
+        self._edges.extend(edges)
+        self.lines_of["edges"].extend(lines)
+        self.n_edges += len(edges)
+        if len(self._edges) >= COLUMN_BATCH:
+            self._flush_edges()
+
+    def _flush_events(self) -> None:
+        import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+
+        evs, self._events = self._events, []
+        if not evs:
+            return
+        n = len(evs)
+        t = np.fromiter(map(_T, evs), dtype=np.float64, count=n)
+        dur = np.fromiter(map(_DUR, evs), dtype=np.float64, count=n)
+        cost = np.fromiter(map(_COST, evs), dtype=np.float64, count=n)
+        types = pa.array(list(map(_TYPE, evs)), pa.string()).dictionary_encode()
+        tin = list(map(_TOKENS_IN, evs))
+        tout = list(map(_TOKENS_OUT, evs))
+        batch: dict[str, Any] = {
+            "id": pa.array(list(map(_ID, evs)), pa.string()),
+            "t": t,
+            "dur": dur,
+            "type": types,
+            "agent": pa.array(list(map(_AGENT, evs)), pa.string()).dictionary_encode(),
+            "step": pa.array(list(map(attrgetter("step"), evs)), pa.int64()),
+            "tokens_in": np.array(tin, dtype=np.int64),
+            "tokens_out": np.array(tout, dtype=np.int64),
+            "cost": cost,
+        }
+        for name in _STR_COLUMNS:
+            batch[name] = pa.array(
+                list(map(attrgetter(name), evs)), pa.string()
+            ).dictionary_encode()
+        self.event_batches.append(batch)
+        # the totals default_costs derives, added in event order as it adds them
+        self._tokens += sum(tin) + sum(tout)
+        self._money = float(np.add.accumulate(np.concatenate(([self._money], cost)))[-1])
+        names = types.dictionary.to_pylist()
+        counts = np.bincount(types.indices.to_numpy(), minlength=len(names))
+        by_type = dict(zip(names, counts.tolist(), strict=True))
+        self._tool_calls += by_type.get("tool_call", 0)
+        self._messages += by_type.get("message", 0)
+        self._t0 = min(self._t0, float(t.min()))
+        self._t1 = max(self._t1, float((t + dur).max()))
+        self.n_errors += sum(1 for _ in compress(evs, map(_NOT_NONE, map(_ERROR, evs))))
+
+    def _flush_edges(self) -> None:
+        import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+
+        eds, self._edges = self._edges, []
+        if not eds:
+            return
+        self.edge_batches.append(
+            {
+                "src": pa.array(list(map(_SRC, eds)), pa.string()),
+                "dst": pa.array(list(map(_DST, eds)), pa.string()),
+                "type": pa.array(list(map(_TYPE, eds)), pa.string()).dictionary_encode(),
+            }
+        )
+
+    def costs(self) -> dict[str, float]:
+        """The costs :func:`~orchestrace.trace.build.default_costs` gives for the events."""
+        self._flush_events()
+        return _costs_of_totals(
+            self._tokens, self._money, self._tool_calls, self._messages, self._t0, self._t1
+        )
+
+    def graph(self) -> TraceGraph:
+        """Compile the columns (each batch is released once compiled)."""
+        from orchestrace.io._columnar import from_batches  # noqa: PLC0415  (imports pyarrow)
+
+        self._flush_events()
+        self._flush_edges()
+
+        def drain(batches: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            while batches:
+                yield batches.pop(0)
+
+        return from_batches(
+            drain(self.event_batches),
+            drain(self.edge_batches),
+            n_events=self.n_events,
+            n_edges=self.n_edges,
+        )
+
+
+_ERROR, _SRC, _DST = attrgetter("error"), attrgetter("src"), attrgetter("dst")
