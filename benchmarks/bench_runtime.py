@@ -111,7 +111,7 @@ def _spread(xs: list[float]) -> str:
     return f"median {statistics.median(xs):.1f}, IQR {q[0]:.1f}-{q[2]:.1f}"
 
 
-def bench_overhead(n: int, repeat: int = 15) -> None:
+def bench_overhead(n: int, repeat: int = 41) -> None:
     """Runtime overhead per recorded event against a bare asyncio program doing the same awaits.
 
     The two are run interleaved ``repeat`` times; per repetition the overhead is our CPU time
@@ -360,7 +360,8 @@ def bench_fork() -> None:
 
 def main(quick: bool = False, only: str | None = None) -> None:
     print("runtime")
-    bench_overhead(100 if quick else 300, repeat=7 if quick else 15)
+    # a repetition pair costs about 0.05 s: many, so the median holds on a loaded machine
+    bench_overhead(100 if quick else 300, repeat=11 if quick else 41)
     bench_scaling((100, 300, 1000) if quick else (300, 1000, 3000), repeat=2 if quick else 3)
     if only == "overhead":
         return
