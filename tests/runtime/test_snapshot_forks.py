@@ -7,7 +7,9 @@ exactly is re-executed in full.
 """
 
 import contextlib
+import os
 import threading
+import warnings
 
 import msgspec
 import pytest
@@ -33,7 +35,15 @@ from orchestrace.runtime.replay import (
     snapshot_forks,
 )
 
-pytestmark = pytest.mark.skipif(not _snapshot.available(), reason="needs os.fork, one thread")
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+
+
+def _need_snapshots():
+    """Skip when this process cannot copy itself now (threads left by other tests, e.g. ray)."""
+    if not _snapshot.available():
+        names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+        pytest.skip(f"snapshots refused while other threads run: {names[:5]}")
+
 
 _ENC = msgspec.json.Encoder(order="deterministic")
 
@@ -107,6 +117,7 @@ def _report(res):
 
 
 def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace):
+    _need_snapshots()
     backends = [backend_for(trace, seed_offset=k) for k in (1, 2)]
     kinds = _jobs(trace)
     jobs = [(ivs, backends[i % 2]) for i, ivs in enumerate(kinds)]
@@ -133,6 +144,7 @@ def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace):
     ],
 )
 def test_credit_tables_are_identical_either_way(kw, monkeypatch):
+    _need_snapshots()
     topology, task, opts = RUNS["centralized-7" if "spawn" in kw["intervention"] else "debate-2"]
     tr = run(topology, task, **opts).trace
     unit = "turn" if kw["intervention"] in ("stop-at", "spawn-one-more") else "message"
@@ -166,6 +178,7 @@ class _Counting(Intervention):
 
 
 def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
+    _need_snapshots()
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -183,6 +196,7 @@ def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
 
 
 def test_no_copy_is_made_while_another_thread_runs():
+    _need_snapshots()
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -202,6 +216,7 @@ def test_no_copy_is_made_while_another_thread_runs():
 
 
 def test_a_fork_whose_score_raises_raises_as_a_full_fork_does():
+    _need_snapshots()
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -214,3 +229,22 @@ def test_a_fork_whose_score_raises_raises_as_a_full_fork_does():
     assert snapshot_forks(ForkSetup(tr), jobs, boom) == {}  # the copies report failures
     with pytest.raises(ValueError, match="score failed"):
         fork_many(tr, jobs, report=boom)
+
+
+def test_a_warning_of_the_copies_is_shown_here_once():
+    _need_snapshots()
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msgs = [e.id for e in tr.events if e.type == "message"][:3]
+    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+
+    def noisy(res):
+        warnings.warn("scored in a copy", UserWarning, stacklevel=1)
+        return res.backend_calls
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        got = snapshot_forks(ForkSetup(tr), jobs, noisy)
+    assert sorted(got) == [0, 1, 2]
+    assert [str(w.message) for w in seen] == ["scored in a copy"]

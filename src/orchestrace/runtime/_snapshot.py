@@ -27,6 +27,7 @@ import os
 import pickle
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +47,21 @@ from orchestrace.runtime.interventions import (
     Silence,
 )
 
-__all__ = ["SnapJob", "available", "run_snapshots", "supported"]
+__all__ = ["SnapJob", "available", "last_stats", "run_snapshots", "supported"]
+
+#: What the last :func:`run_snapshots` of this process measured (see :func:`last_stats`).
+_LAST: dict[str, Any] = {}
+
+
+def last_stats() -> dict[str, Any]:
+    """CPU of the last :func:`run_snapshots` in this process, for measurements.
+
+    ``original_cpu_s``: the execution that was copied (this process, forks included);
+    ``copy_cpu_s``: each copy's CPU seconds, from the fork to its exit (``os.times`` of the
+    reaped child, 10 ms ticks on most systems: sum many); ``copies``: how many.
+    """
+    return dict(_LAST)
+
 
 #: Interventions whose hooks depend on their arguments alone (exact types: a subclass may
 #: override a hook with one that keeps state).
@@ -110,7 +125,9 @@ class _Snap:
         self.loop: VirtualTimeLoop | None = None
         self.child: int | None = None  # the job this copy runs (None: the original)
         self.wfd = -1
-        self.cpu_children = 0.0
+        self.copy_cpu: dict[int, float] = {}  # CPU seconds of each job's copy (fork to exit)
+        self.warned: list[tuple[str, Any, str, int]] = []  # in a copy: the warnings it gave
+        self.shown: dict[Any, Any] = {}  # the warnings the copies gave, shown once here
 
     # ------------------------------------------------------------------ the original
     def split(self, found: Sequence[int]) -> bool:
@@ -146,8 +163,12 @@ class _Snap:
             rt.interventions = list(job.interventions)
             rt.meta["fork"] = job.fork_of
             rt.cache.redraw(job.redraws)
+            # warnings are shown by the original, once for all copies, not once per copy
+            self.warned = []
+            warnings.showwarning = self._keep_warning
             return True
         os.close(w)
+        t0 = os.times()
         chunks = []
         while True:
             chunk = os.read(r, 1 << 20)
@@ -156,12 +177,29 @@ class _Snap:
             chunks.append(chunk)
         os.close(r)
         _, status = os.waitpid(pid, 0)
+        t1 = os.times()
+        self.copy_cpu[j] = (t1.children_user - t0.children_user) + (
+            t1.children_system - t0.children_system
+        )
         data = b"".join(chunks)
+        got: tuple[str, Any]
         try:
-            self.results[j] = pickle.loads(data) if data else ("err", f"status {status}")
+            got = pickle.loads(data) if data else ("err", f"status {status}")
         except Exception as err:  # a truncated report: the caller re-executes the fork
-            self.results[j] = ("err", f"unreadable report: {err}")
+            got = ("err", f"unreadable report: {err}")
+        if got[0] == "ok":
+            payload: Any = got[1]
+            value, warned = payload
+            for message, category, filename, lineno in warned:
+                warnings.warn_explicit(message, category, filename, lineno, registry=self.shown)
+            got = ("ok", value)
+        self.results[j] = got
         return False
+
+    def _keep_warning(
+        self, message: Any, category: Any, filename: str, lineno: int, *_: Any, **__: Any
+    ) -> None:
+        self.warned.append((str(message), category, filename, lineno))
 
     # ------------------------------------------------------------------ a copy
     def finish_child(self, result: Any, error: BaseException | None) -> None:
@@ -170,7 +208,7 @@ class _Snap:
             if error is not None:
                 out: tuple[str, Any] = ("err", f"{type(error).__name__}: {error}")
             else:
-                out = ("ok", self.report(result))
+                out = ("ok", (self.report(result), self.warned))
             data = pickle.dumps(out)
         except BaseException as err:
             data = pickle.dumps(("err", f"{type(err).__name__}: {err}"))
@@ -305,8 +343,8 @@ def run_snapshots(
     jobs: Sequence[SnapJob],
     report: Callable[[Any], Any],
     result: Callable[[Runtime, Any, SnapJob], Any],
-) -> tuple[dict[int, tuple[str, Any]], float] | None:
-    """Run every job from a snapshot; ``({job: ("ok", report) | ("err", why)}, copies' CPU)``.
+) -> dict[int, tuple[str, Any]] | None:
+    """Run every job from a snapshot: ``{job: ("ok", report) | ("err", why)}``.
 
     ``build(runtime_class, backend, interventions, cache)`` makes the runtime and root of the
     original run; ``result(rt, trace, job)`` is what ``report`` scores in a copy. ``None``
@@ -348,7 +386,10 @@ def run_snapshots(
         gc.unfreeze()
         _shutdown(loop)
     after = os.times()
-    cpu = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
+    _LAST.clear()
+    _LAST.update(
+        original_cpu_s=(after.user - before.user) + (after.system - before.system),
+        copy_cpu_s=[snap.copy_cpu[j] for j in sorted(snap.copy_cpu)],
+        copies=len(snap.copy_cpu),
     )
-    return snap.results, cpu
+    return snap.results

@@ -694,7 +694,7 @@ def snapshot_forks(
         if served is None:
             continue
         for n, i in enumerate(idx):
-            got = served[0].get(n)
+            got = served.get(n)
             if got is not None and got[0] == "ok":
                 out[i] = got[1]
     return out
