@@ -25,11 +25,13 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress
+from itertools import accumulate, compress
 from operator import attrgetter, is_, is_not
 from typing import Any
 
@@ -208,7 +210,7 @@ class RecordColumns:
         self._edges: list[Edge] = []
         self.event_batches: list[dict[str, Any]] = []
         self.edge_batches: list[dict[str, Any]] = []
-        self.lines_of: dict[str, array[int]] = {"events": array("q"), "edges": array("q")}
+        self.lines_of: dict[str, array[int]] = {"events": array("i"), "edges": array("i")}
         self.n_events = 0
         self.n_edges = 0
         self.n_errors = 0
@@ -222,7 +224,7 @@ class RecordColumns:
     def add_event(self, event: Event, line: int) -> None:
         """Keep one event read from ``line``."""
         self._events.append(event)
-        self.lines_of["events"].append(line)
+        self._lines("events", line).append(line)
         self.n_events += 1
         if len(self._events) >= COLUMN_BATCH:
             self._flush_events()
@@ -230,7 +232,7 @@ class RecordColumns:
     def add_edge(self, edge: Edge, line: int) -> None:
         """Keep one edge read from ``line``."""
         self._edges.append(edge)
-        self.lines_of["edges"].append(line)
+        self._lines("edges", line).append(line)
         self.n_edges += 1
         if len(self._edges) >= COLUMN_BATCH:
             self._flush_edges()
@@ -238,7 +240,7 @@ class RecordColumns:
     def add_events(self, events: list[Event], lines: list[int]) -> None:
         """Keep events read from ``lines``."""
         self._events.extend(events)
-        self.lines_of["events"].extend(lines)
+        self._lines("events", lines[-1] if lines else 0).extend(lines)
         self.n_events += len(events)
         if len(self._events) >= COLUMN_BATCH:
             self._flush_events()
@@ -246,10 +248,17 @@ class RecordColumns:
     def add_edges(self, edges: list[Edge], lines: list[int]) -> None:
         """Keep edges read from ``lines``."""
         self._edges.extend(edges)
-        self.lines_of["edges"].extend(lines)
+        self._lines("edges", lines[-1] if lines else 0).extend(lines)
         self.n_edges += len(edges)
         if len(self._edges) >= COLUMN_BATCH:
             self._flush_edges()
+
+    def _lines(self, kind: str, last: int = 0) -> array[int]:
+        """The line numbers of ``kind``: 32-bit while they fit, then 64-bit."""
+        found = self.lines_of[kind]
+        if found.typecode == "i" and last >= 2**31 - 1:
+            found = self.lines_of[kind] = array("q", found)
+        return found
 
     def _flush_events(self) -> None:
         import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
@@ -257,10 +266,11 @@ class RecordColumns:
         evs, self._events = self._events, []
         if not evs:
             return
-        n = len(evs)
-        t = np.fromiter(map(_T, evs), dtype=np.float64, count=n)
-        dur = np.fromiter(map(_DUR, evs), dtype=np.float64, count=n)
-        cost = np.fromiter(map(_COST, evs), dtype=np.float64, count=n)
+        # every column lives in Arrow's memory pool, which gives a batch's memory back to
+        # the system once the batch is compiled (freed numpy arrays would stay in the heap)
+        f64, i64 = pa.float64(), pa.int64()
+        t_list, dur_list, cost_list = (list(map(g, evs)) for g in (_T, _DUR, _COST))
+        t, dur, cost = (pa.array(x, f64) for x in (t_list, dur_list, cost_list))
         types = pa.array(list(map(_TYPE, evs)), pa.string()).dictionary_encode()
         tin = list(map(_TOKENS_IN, evs))
         tout = list(map(_TOKENS_OUT, evs))
@@ -270,9 +280,9 @@ class RecordColumns:
             "dur": dur,
             "type": types,
             "agent": pa.array(list(map(_AGENT, evs)), pa.string()).dictionary_encode(),
-            "step": pa.array(list(map(attrgetter("step"), evs)), pa.int64()),
-            "tokens_in": np.array(tin, dtype=np.int64),
-            "tokens_out": np.array(tout, dtype=np.int64),
+            "step": pa.array(list(map(attrgetter("step"), evs)), i64),
+            "tokens_in": pa.array(tin, i64),
+            "tokens_out": pa.array(tout, i64),
             "cost": cost,
         }
         for name in _STR_COLUMNS:
@@ -282,14 +292,16 @@ class RecordColumns:
         self.event_batches.append(batch)
         # the totals default_costs derives, added in event order as it adds them
         self._tokens += sum(tin) + sum(tout)
-        self._money = float(np.add.accumulate(np.concatenate(([self._money], cost)))[-1])
+        costs = np.array(cost_list, dtype=np.float64)
+        self._money = float(np.add.accumulate(np.concatenate(([self._money], costs)))[-1])
         names = types.dictionary.to_pylist()
         counts = np.bincount(types.indices.to_numpy(), minlength=len(names))
         by_type = dict(zip(names, counts.tolist(), strict=True))
         self._tool_calls += by_type.get("tool_call", 0)
         self._messages += by_type.get("message", 0)
-        self._t0 = min(self._t0, float(t.min()))
-        self._t1 = max(self._t1, float((t + dur).max()))
+        starts = np.array(t_list, dtype=np.float64)
+        self._t0 = min(self._t0, float(starts.min()))
+        self._t1 = max(self._t1, float((starts + np.array(dur_list, dtype=np.float64)).max()))
         self.n_errors += sum(1 for _ in compress(evs, map(_NOT_NONE, map(_ERROR, evs))))
 
     def _flush_edges(self) -> None:
@@ -319,17 +331,38 @@ class RecordColumns:
 
         self._flush_events()
         self._flush_edges()
+        _trim_heap()  # the event objects of the batches are gone: give their memory back
 
         def drain(batches: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             while batches:
                 yield batches.pop(0)
 
+        # messages name edge ends from the kept batches (no second copy of every id)
+        edges = self.edge_batches
+        starts = list(accumulate((len(b["src"]) for b in edges), initial=0))
+
+        def edge_ref(k: int, end: str) -> str:
+            b = bisect_right(starts, k) - 1
+            value: str = edges[b][end][k - starts[b]].as_py()
+            return value
+
         return from_batches(
             drain(self.event_batches),
-            drain(self.edge_batches),
+            iter(edges),
             n_events=self.n_events,
             n_edges=self.n_edges,
+            edge_refs=edge_ref,
         )
+
+
+def _trim_heap() -> None:
+    """Return the C heap's free memory to the system (glibc; elsewhere nothing happens)."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 _ERROR, _SRC, _DST = attrgetter("error"), attrgetter("src"), attrgetter("dst")

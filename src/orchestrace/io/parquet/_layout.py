@@ -10,9 +10,12 @@ Example:
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from orchestrace.trace.model import Event
 
@@ -56,8 +59,18 @@ _DEFAULTS_COLUMN = "defaults"
 
 def _defaults_of(events: Any) -> list[int]:
     """The ``defaults`` column of ``events``: which zero-default fields hold the default object."""
-    fields = [(1 << k, _ATTR[c], d) for k, (c, d) in enumerate(_ZERO_DEFAULTS.items())]
-    return [sum(bit for bit, a, d in fields if getattr(e, a) is d) for e in events]
+    out: list[int] = _defaults_array(events).tolist()
+    return out
+
+
+def _defaults_array(events: Any) -> np.ndarray:
+    """:func:`_defaults_of` as an int8 array (one identity test per field, in C)."""
+    events = events if isinstance(events, list | tuple) else list(events)
+    out = np.zeros(len(events), dtype=np.int8)
+    for k, (c, d) in enumerate(_ZERO_DEFAULTS.items()):
+        same = map(is_, map(attrgetter(_ATTR[c]), events), repeat(d))
+        out |= np.fromiter(same, dtype=bool, count=len(events)).astype(np.int8) << k
+    return out
 
 
 _FILES = ("events.parquet", "edges.parquet", "traces.parquet")
