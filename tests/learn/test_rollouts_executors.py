@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,13 @@ from orchestrace.learn.policies.heuristic import FixedN, KAgree
 from orchestrace.trace.model import Trace
 
 OPTS = {"task": "arith"}
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[Any]:
+    """Two process workers shared by this module's tests (a worker that dies is replaced)."""
+    with make_executor("process", 2) as ex:
+        yield ex
 
 
 def test_rollouts_match_stepping_the_env_by_hand() -> None:
@@ -35,12 +44,11 @@ def test_rollouts_match_stepping_the_env_by_hand() -> None:
 
 
 @pytest.mark.slow
-def test_rollouts_are_the_same_on_every_executor(shared_ray: str | None) -> None:
+def test_rollouts_are_the_same_on_every_executor(pool: Any, shared_ray: str | None) -> None:
     seeds = list(range(10))
     local = rollouts(FixedN(n=3), seeds, "stop-v0", env_options=OPTS)
     assert [r["seed"] for r in local] == seeds
-    with make_executor("process", 2) as ex:
-        process = rollouts(FixedN(n=3), seeds, "stop-v0", env_options=OPTS, executor=ex)
+    process = rollouts(FixedN(n=3), seeds, "stop-v0", env_options=OPTS, executor=pool)
     assert process == local
     if shared_ray is not None:
         on_ray = rollouts(
@@ -101,15 +109,14 @@ def test_a_failed_episode_keeps_the_others_and_is_named() -> None:
 
 
 @pytest.mark.slow
-def test_failed_and_crashed_episodes_on_process_and_ray(shared_ray: str | None) -> None:
+def test_failed_and_crashed_episodes_on_process_and_ray(pool: Any, shared_ray: str | None) -> None:
     from orchestrace.learn.env import RolloutsFailed
 
     good = rollouts(FixedN(n=2), range(5), "stop-v0", env_options=OPTS)
-    for name in ["process"] + (["ray"] if shared_ray is not None else []):
-        with make_executor(name, 2) as ex:
-            for die in (False, True):
-                with pytest.raises(RolloutsFailed) as err:
-                    rollouts(
-                        BreaksOnSeed(2, 2, die), range(5), "stop-v0", env_options=OPTS, executor=ex
-                    )
-                _check(err.value.results, err.value.failures, good, died=die)
+    for ex in [pool] + ([make_executor("ray", 2)] if shared_ray is not None else []):
+        for die in (False, True):
+            with pytest.raises(RolloutsFailed) as err:
+                rollouts(
+                    BreaksOnSeed(2, 2, die), range(5), "stop-v0", env_options=OPTS, executor=ex
+                )
+            _check(err.value.results, err.value.failures, good, died=die)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +29,13 @@ def _stable(report: dict[str, Any]) -> str:
     return json.dumps({"runs": runs, "cells": cells, "missing": report["missing"]}, sort_keys=True)
 
 
+@pytest.fixture(scope="module")
+def pool() -> Iterator[Any]:
+    """Two process workers shared by this module's tests (a worker that dies is replaced)."""
+    with make_executor("process", 2) as ex:
+        yield ex
+
+
 def _ray_or_skip(shared_ray: str | None) -> Any:
     """A Ray executor on the test process's local Ray instance."""
     if shared_ray is None:
@@ -36,11 +44,10 @@ def _ray_or_skip(shared_ray: str | None) -> Any:
 
 
 @pytest.mark.slow
-def test_cells_are_identical_on_every_executor(shared_ray: str | None) -> None:
+def test_cells_are_identical_on_every_executor(pool: Any, shared_ray: str | None) -> None:
     local = run_suite(TINY, executor="local", progress=False, envelope=False)
     assert local["config"]["executor"] == "local" and local["missing"]["runs"] == []
-    with make_executor("process", 2) as ex:
-        process = run_suite(TINY, executor=ex, progress=False, envelope=False)
+    process = run_suite(TINY, executor=pool, progress=False, envelope=False)
     assert process["config"]["executor"] == "process" and process["config"]["workers"] == 2
     assert _stable(local) == _stable(process)
     on_ray = run_suite(TINY, executor=_ray_or_skip(shared_ray), progress=False, envelope=False)
@@ -89,14 +96,13 @@ def dies_on_critic_seed_1(spec: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["process", "ray"])
 def test_a_run_whose_worker_dies_is_listed_and_the_others_kept(
-    name: str, monkeypatch: pytest.MonkeyPatch, shared_ray: str | None
+    name: str, monkeypatch: pytest.MonkeyPatch, pool: Any, shared_ray: str | None
 ) -> None:
     from orchestrace.masbench.report import markdown
 
     monkeypatch.setattr(suite_mod, "run_one", dies_on_critic_seed_1)
-    ex = _ray_or_skip(shared_ray) if name == "ray" else make_executor("process", 2)
-    with ex:
-        rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
+    ex = _ray_or_skip(shared_ray) if name == "ray" else pool
+    rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
     assert len(rep["runs"]) == 7
     (lost,) = rep["missing"]["runs"]
     assert (lost["topology"], lost["seed"], lost["fault"]) == ("critic_loop", 1, None)
@@ -143,7 +149,10 @@ def dies_once_on_swarm_seed_0(marker: str, spec: dict[str, Any]) -> dict[str, An
 
 @pytest.mark.slow
 def test_a_run_retried_after_its_worker_died_is_recorded(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    pool: Any,
 ) -> None:
     import functools
 
@@ -151,8 +160,7 @@ def test_a_run_retried_after_its_worker_died_is_recorded(
 
     run = functools.partial(dies_once_on_swarm_seed_0, str(tmp_path / "died"))
     monkeypatch.setattr(suite_mod, "run_one", run)
-    with make_executor("process", 2) as ex:
-        rep = run_suite(TINY, executor=ex, progress=False, envelope=False)
+    rep = run_suite(TINY, executor=pool, progress=False, envelope=False)
     assert len(rep["runs"]) == 8 and rep["missing"]["runs"] == []
     retried = rep["retries"]
     assert retried and all(r["attempt"] == 1 for r in retried)
