@@ -289,7 +289,13 @@ def skip_pandas_probe() -> None:
     check's answer also decides whether ``pyarrow`` recognises pandas objects passed to it.
 
     Example:
-        >>> skip_pandas_probe()
+        >>> import subprocess, sys
+        >>> code = ("import sys, pyarrow as pa; from orchestrace.io._columnar import "
+        ...         "skip_pandas_probe; skip_pandas_probe(); pa.scalar(1); "
+        ...         "print('pandas' in sys.modules)")
+        >>> run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        >>> run.stdout.strip()
+        'False'
     """
     import sys  # noqa: PLC0415  only this process-wide step needs it
 

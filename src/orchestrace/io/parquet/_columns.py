@@ -53,7 +53,7 @@ from orchestrace.io.parquet._read import (
 )
 from orchestrace.trace.check import check_graph
 from orchestrace.trace.graph import TraceGraph
-from orchestrace.trace.model import Trace
+from orchestrace.trace.model import MAX_INT, Trace
 from orchestrace.trace.tokens import TOKENS_KEY
 
 __all__ = ["ScannedTrace", "scan_parquet"]
@@ -64,7 +64,6 @@ GRAPH_COLUMNS = [*_GRAPH_COLUMNS, "error", "attrs"]
 #: String columns with few distinct values: read as Arrow dictionaries (codes into the row
 #: group's distinct values), so that checks and name tables work on the distinct values.
 DICTIONARY_COLUMNS = ("trace_id", "type", "agent", "role", "from", "to", "tool", "decision")
-MAX_INT = 2**63 - 1
 
 
 @dataclass
