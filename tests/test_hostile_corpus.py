@@ -196,6 +196,30 @@ def test_child_runs_are_killed_at_the_limit(tmp_path: Path) -> None:
     assert (rc, text, hung) == (0, "hello\n", False)
 
 
+def test_forked_runs_are_processes_of_their_own(tmp_path: Path, monkeypatch) -> None:
+    """Child runs forked from the zygote: exit codes, fed input, and a hang killed at the limit."""
+    from orchestrace import dumps, generate_trace
+
+    rc, text, hung = run_child(["validate", "nope.json"], 30, tmp_path)
+    assert (rc, hung) == (1, False) and "nope.json: file: no such file" in text
+    data = dumps(generate_trace(agents=2, steps=5, seed=1))
+    rc, text, hung = run_child(["validate", "-"], 30, tmp_path, feed="stdin", data=data)
+    assert (rc, hung) == (0, False) and "ok (6 events" in text, text
+    rc, text, hung = run_child(["validate", "/dev/stdin"], 30, tmp_path, feed="fd", data=data)
+    assert (rc, hung) == (0, False) and "ok (6 events" in text, text
+    # a FIFO whose writer stays silent: the run waits for data (30 s) and is killed at 1 s
+    monkeypatch.setenv("ORCHESTRACE_PIPE_IDLE_S", "30")
+    fifo = tmp_path / "silent.json"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDWR)  # a writer that never writes
+    try:
+        t0 = time.monotonic()
+        rc, _text, hung = run_child(["validate", str(fifo)], 1.0, tmp_path)
+        assert (rc, hung) == (None, True) and time.monotonic() - t0 < 10
+    finally:
+        os.close(keep)
+
+
 def test_fifo_without_writer_is_refused_within_the_default_wait(tmp_path: Path) -> None:
     """The child runs above wait 0.3 s for a FIFO's writer; the default wait (3 s) ends too."""
     import subprocess

@@ -12,8 +12,10 @@ A run passes when the command
 * prints no raw terminal control characters and no unbounded text.
 
 Runs happen in this process (``orchestrace.cli.main`` with captured output and a ``SIGALRM``
-time limit) or in a child process (the installed ``orchestrace`` command under a time limit and
-a memory limit); special paths (FIFOs, ``/dev/zero``, pipes) always run in a child.
+time limit) or in a child process under a time limit and a memory limit; special paths (FIFOs,
+``/dev/zero``, pipes) always run in a child. A child is forked from a process that has imported
+the command line (``hostile/zygote.py``), or, for runs without read or write permissions and
+with ``ORCHESTRACE_HOSTILE_EXEC=1``, is the installed ``orchestrace`` command itself.
 """
 
 from __future__ import annotations
@@ -325,6 +327,13 @@ def run_child(
     env.setdefault("ORCHESTRACE_PIPE_IDLE_S", str(PIPE_IDLE_S))
     # a named FIFO that no program opens for writing is refused after this many seconds
     env.setdefault("ORCHESTRACE_FIFO_WRITER_S", str(FIFO_WRITER_S))
+    if prefix is None and not unprivileged and os.environ.get("ORCHESTRACE_HOSTILE_EXEC") != "1":
+        # a process forked from one that has imported the command line (hostile/zygote.py)
+        from hostile.zygote import zygote
+
+        return zygote(env).run(
+            argv, timeout, cwd, memory=CHILD_MEMORY, feed=feed, data=data, fsize=fsize
+        )
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [
@@ -584,11 +593,13 @@ def run_case(
     listing = _listing(case_dir)
     data = case.pipe_data(seeds) if case.pipe_data else b""
     results = []
-    for k, cmd in enumerate(commands):
-        outdir = workdir / "out" / case.name.replace("/", "__") / str(k)
-        if outdir.exists():
-            shutil.rmtree(outdir)
-        outdir.mkdir(parents=True)
+    # one output directory for every command, emptied between them: removing a directory costs
+    # a file-system commit on some machines (ext4 with discard), far more than the command
+    outdir = workdir / "out" / case.name.replace("/", "__")
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    outdir.mkdir(parents=True)
+    for cmd in commands:
         argv = [a.replace("{in}", str(path)).replace("{out}", str(outdir)) for a in cmd.argv]
         t0 = time.monotonic()
         if child:
@@ -615,8 +626,18 @@ def run_case(
             )
         listing = now
         results.append(res)
-        shutil.rmtree(outdir, ignore_errors=True)
+        _empty(outdir)
     return results
+
+
+def _empty(d: Path) -> None:
+    """Remove everything inside ``d`` (a command's outputs), keeping ``d``."""
+    for entry in os.scandir(d):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
 
 
 def run_output_case(
