@@ -110,9 +110,13 @@ class Trainer:
     Episodes are collected ``num_envs`` at a time with one policy forward pass per step
     (:func:`~orchestrace.learn.algorithms.collect.collect_batched`), in this process or, with
     ``num_workers``, in worker processes. Episode ``k`` of the run draws its actions from its
-    own random stream, so the episodes (and the training) are the same whatever ``num_envs``
-    and ``num_workers`` are, up to floating-point rounding of the batched forward passes
-    (see :mod:`~orchestrace.learn.algorithms.collect`).
+    own random stream, and the update reads log-probs and values scored again over the whole
+    batch (:meth:`rescore`), so the training is the same whatever ``num_envs`` and
+    ``num_workers`` are; the one exception, an action whose uniform draw lies within float32
+    rounding (about 1e-7) of a boundary of its distribution, is too rare to meet in practice
+    (see :mod:`~orchestrace.learn.algorithms.collect`). Compared with one policy call per
+    decision on the global torch generator (:func:`rollout`), the random draws differ, so a
+    seed trains differently than it did then.
     """
 
     algo = "base"
@@ -160,7 +164,27 @@ class Trainer:
                 env.train_step = self.episodes
             eps = collect_batched(envs, self.policy, seeds, keys, stream=cfg.seed)
         self.episodes += len(eps)
+        self.rescore(eps)
         return eps
+
+    def rescore(self, episodes: list[Episode]) -> None:
+        """Log-probs and values of a batch again, in one forward pass over the whole batch.
+
+        The collection's forward passes round the last bits differently for different batch
+        compositions (how many environments or workers ran together); scoring the batch
+        once, in batch order, makes what the update reads independent of them.
+        """
+        torch = self.policy.torch
+        obs = np.concatenate([np.stack(e.obs) for e in episodes])
+        acts = torch.as_tensor(np.concatenate([np.asarray(e.acts) for e in episodes]))
+        with torch.no_grad():
+            logp, _, values = log_prob_entropy(self.policy, obs, acts)
+        logps, vals = logp.tolist(), values.tolist()
+        i = 0
+        for e in episodes:
+            k = len(e.obs)
+            e.logps, e.values = logps[i : i + k], vals[i : i + k]
+            i += k
 
     def close(self) -> None:
         """Stop the worker processes and close the collection environments (ends training)."""
