@@ -159,9 +159,12 @@ def test_collect_batched_refuses_bad_input() -> None:
 
 
 # ---------------------------------------------------------------------- trainers
-def _log(seed: int = 3, **kw) -> list[float]:
+def _log(seed: int = 3, **kw) -> tuple[list[float], list[bytes]]:
+    """The rewards logged and the trained weights (as bytes)."""
     cfg = TrainConfig(task="arith", episodes=64, batch=32, seed=seed, **kw)
-    return [row["reward"] for row in make_trainer("ppo", cfg).train().log]
+    res = make_trainer("ppo", cfg).train()
+    weights = [t.numpy().tobytes() for t in res.policy.net.state_dict().values()]
+    return [row["reward"] for row in res.log], weights
 
 
 def test_training_does_not_depend_on_num_envs() -> None:
