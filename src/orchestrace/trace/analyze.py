@@ -76,7 +76,12 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
         role_of.setdefault(child, roles[r])
     own = np.flatnonzero((rc >= 0) & (g.type_code != _SPAWN))
     if len(own):
-        codes, first = np.unique(g.agent_code[own], return_index=True)
+        # first row of each agent among them (no sort: the last write to a slot is the first)
+        own_agents = g.agent_code[own]
+        slot = np.full(int(own_agents.max()) + 1, len(own), dtype=np.int64)
+        slot[own_agents[::-1]] = np.arange(len(own) - 1, -1, -1, dtype=np.int64)
+        codes = np.flatnonzero(slot < len(own))
+        first = slot[codes]
         for a, i in zip(codes.tolist(), own[first].tolist(), strict=True):
             role_of.setdefault(a, roles[rc[i]])
     by_role: dict[str, int] = {}

@@ -633,8 +633,9 @@ def _longest_starts(
     preds = np.full(n, -1, dtype=np.int64)
     start, durs, pred = starts.data, dur.data, preds.data
     for lo in range(0, len(src), _CHUNK):
+        # equal lengths by construction (slices of two arrays of one length)
         for u, v in zip(
-            src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=True
+            src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=False
         ):
             f = start[u] + durs[u]
             if f > start[v]:
