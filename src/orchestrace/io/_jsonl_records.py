@@ -210,7 +210,7 @@ class RecordColumns:
         self._edges: list[Edge] = []
         self.event_batches: list[dict[str, Any]] = []
         self.edge_batches: list[dict[str, Any]] = []
-        self.lines_of: dict[str, array[int]] = {"events": array("i"), "edges": array("i")}
+        self.lines_of: dict[str, LineNumbers] = {"events": LineNumbers(), "edges": LineNumbers()}
         self.n_events = 0
         self.n_edges = 0
         self.n_errors = 0
@@ -224,7 +224,7 @@ class RecordColumns:
     def add_event(self, event: Event, line: int) -> None:
         """Keep one event read from ``line``."""
         self._events.append(event)
-        self._lines("events", line).append(line)
+        self.lines_of["events"].append(line)
         self.n_events += 1
         if len(self._events) >= COLUMN_BATCH:
             self._flush_events()
@@ -232,7 +232,7 @@ class RecordColumns:
     def add_edge(self, edge: Edge, line: int) -> None:
         """Keep one edge read from ``line``."""
         self._edges.append(edge)
-        self._lines("edges", line).append(line)
+        self.lines_of["edges"].append(line)
         self.n_edges += 1
         if len(self._edges) >= COLUMN_BATCH:
             self._flush_edges()
@@ -240,7 +240,7 @@ class RecordColumns:
     def add_events(self, events: list[Event], lines: list[int]) -> None:
         """Keep events read from ``lines``."""
         self._events.extend(events)
-        self._lines("events", lines[-1] if lines else 0).extend(lines)
+        self.lines_of["events"].extend(lines)
         self.n_events += len(events)
         if len(self._events) >= COLUMN_BATCH:
             self._flush_events()
@@ -248,17 +248,10 @@ class RecordColumns:
     def add_edges(self, edges: list[Edge], lines: list[int]) -> None:
         """Keep edges read from ``lines``."""
         self._edges.extend(edges)
-        self._lines("edges", lines[-1] if lines else 0).extend(lines)
+        self.lines_of["edges"].extend(lines)
         self.n_edges += len(edges)
         if len(self._edges) >= COLUMN_BATCH:
             self._flush_edges()
-
-    def _lines(self, kind: str, last: int = 0) -> array[int]:
-        """The line numbers of ``kind``: 32-bit while they fit, then 64-bit."""
-        found = self.lines_of[kind]
-        if found.typecode == "i" and last >= 2**31 - 1:
-            found = self.lines_of[kind] = array("q", found)
-        return found
 
     def _flush_events(self) -> None:
         import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
@@ -271,7 +264,7 @@ class RecordColumns:
         f64, i64 = pa.float64(), pa.int64()
         t_list, dur_list, cost_list = (list(map(g, evs)) for g in (_T, _DUR, _COST))
         t, dur, cost = (pa.array(x, f64) for x in (t_list, dur_list, cost_list))
-        types = pa.array(list(map(_TYPE, evs)), pa.string()).dictionary_encode()
+        types = _names(list(map(_TYPE, evs)))
         tin = list(map(_TOKENS_IN, evs))
         tout = list(map(_TOKENS_OUT, evs))
         batch: dict[str, Any] = {
@@ -279,16 +272,14 @@ class RecordColumns:
             "t": t,
             "dur": dur,
             "type": types,
-            "agent": pa.array(list(map(_AGENT, evs)), pa.string()).dictionary_encode(),
+            "agent": _names(list(map(_AGENT, evs))),
             "step": pa.array(list(map(attrgetter("step"), evs)), i64),
             "tokens_in": pa.array(tin, i64),
             "tokens_out": pa.array(tout, i64),
             "cost": cost,
         }
         for name in _STR_COLUMNS:
-            batch[name] = pa.array(
-                list(map(attrgetter(name), evs)), pa.string()
-            ).dictionary_encode()
+            batch[name] = _names(list(map(attrgetter(name), evs)))
         self.event_batches.append(batch)
         # the totals default_costs derives, added in event order as it adds them
         self._tokens += sum(tin) + sum(tout)
@@ -314,7 +305,7 @@ class RecordColumns:
             {
                 "src": pa.array(list(map(_SRC, eds)), pa.string()),
                 "dst": pa.array(list(map(_DST, eds)), pa.string()),
-                "type": pa.array(list(map(_TYPE, eds)), pa.string()).dictionary_encode(),
+                "type": _names(list(map(_TYPE, eds))),
             }
         )
 
@@ -353,6 +344,68 @@ class RecordColumns:
             n_edges=self.n_edges,
             edge_refs=edge_ref,
         )
+
+
+def _names(values: list[Any]) -> Any:
+    """A string column dictionary-encoded, its indices as narrow as its dictionary allows."""
+    import pyarrow as pa  # noqa: PLC0415  pyarrow is heavy: loaded on first use
+
+    coded = pa.array(values, pa.string()).dictionary_encode()
+    size = len(coded.dictionary)
+    narrow = pa.int8() if size < 2**7 else pa.int16() if size < 2**15 else None
+    if narrow is None:
+        return coded
+    return pa.DictionaryArray.from_arrays(coded.indices.cast(narrow), coded.dictionary)
+
+
+class LineNumbers:
+    """Increasing line numbers, one byte each: the gaps, with the few wide ones kept apart.
+
+    Example:
+        >>> lines = LineNumbers()
+        >>> lines.extend([3, 4, 5, 900, 901])
+        >>> len(lines), lines[0], lines[3], lines[4]
+        (5, 3, 900, 901)
+    """
+
+    def __init__(self) -> None:
+        self._gaps = array("B")
+        self._wide: dict[int, int] = {}  # index -> gap of 255 or more
+        self._last = 0
+        self._full: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._gaps)
+
+    def append(self, line: int) -> None:
+        """Add the next line number (larger than the last)."""
+        self._full = None
+        gap, self._last = line - self._last, line
+        if gap >= 255:
+            self._wide[len(self._gaps)] = gap
+            gap = 255
+        self._gaps.append(gap)
+
+    def extend(self, lines: Any) -> None:
+        """Add the next line numbers (increasing)."""
+        self._full = None
+        gaps = np.diff(np.asarray(lines, dtype=np.int64), prepend=self._last)
+        if not len(gaps):
+            return
+        self._last = int(lines[-1])
+        wide = np.flatnonzero(gaps >= 255)
+        for k in wide.tolist():
+            self._wide[len(self._gaps) + k] = int(gaps[k])
+        gaps[wide] = 255
+        self._gaps.frombytes(gaps.astype(np.uint8).tobytes())
+
+    def __getitem__(self, index: int) -> int:
+        if self._full is None:
+            gaps = np.frombuffer(self._gaps, dtype=np.uint8).astype(np.int64)
+            for k, gap in self._wide.items():
+                gaps[k] = gap
+            self._full = np.cumsum(gaps)
+        return int(self._full[index])
 
 
 def _trim_heap() -> None:
