@@ -29,6 +29,21 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+#: Modules the zygote imports before it forks: the commands that read traces, and the
+#: readers they load (Parquet, the reward families).
+PRELOAD = (
+    "orchestrace.cli.validate",
+    "orchestrace.cli.analyze",
+    "orchestrace.cli.reward",
+    "orchestrace.cli.convert",
+    "orchestrace.cli.replay",
+    "orchestrace.cli.credit",
+    "orchestrace.cli.export",
+    "orchestrace.cli.generate",
+    "orchestrace.rewards",
+    "orchestrace.credit",
+    "pyarrow.parquet",
+)
 #: The descriptor number a run's extra pipe gets (``/dev/fd/N`` in its arguments).
 PIPE_FD = 9
 _MAX_FDS = 3
@@ -122,7 +137,15 @@ def _child(req: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
 
 def serve(fd: int) -> None:
     """Serve run requests on the socket ``fd`` until it closes."""
+    import importlib
+
     import orchestrace.cli  # noqa: F401  imported once, here, for every run
+
+    # what the file-reading commands import when they run (a fresh process would import the
+    # same modules itself; only their import cost is saved)
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
     sock = socket.socket(fileno=fd)
     while True:
