@@ -122,7 +122,7 @@ def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace):
     kinds = _jobs(trace)
     jobs = [(ivs, backends[i % 2]) for i, ivs in enumerate(kinds)]
     setup = ForkSetup(trace)
-    served = snapshot_forks(setup, jobs, _report)
+    served = snapshot_forks(setup, jobs, _report, min_events=0)
     assert sorted(served) == list(range(len(jobs)))  # every job came from a snapshot
     full = fork_many(trace, jobs, report=_report, setup=setup, snapshots=False)
     for i, want in enumerate(full):
@@ -157,6 +157,7 @@ def test_credit_tables_are_identical_either_way(kw, monkeypatch):
         return got
 
     monkeypatch.setattr(replay, "snapshot_forks", counted)
+    monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)  # a short run: copy it all the same
     fast = CounterfactualMessageCredit(**kw).assign(tr, unit)
     assert served and served[0] > 1  # the forks came from snapshots
     monkeypatch.setattr(replay, "snapshot_forks", lambda *a, **k: {})
@@ -184,7 +185,9 @@ def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
     b = backend_for(tr, seed_offset=1)
     msg = next(e.id for e in tr.events if e.type == "message")
     jobs = [([_Counting()], b), ([DropMessage.of(tr, msg)], b)]
-    assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}  # an unknown kind: none served
+    assert (
+        snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0) == {}
+    )  # an unknown kind: none served
     fast = fork_many(tr, [([_Counting()], b), ([DropMessage.of(tr, msg)], b)], report=_report)
     slow = fork_many(
         tr, [([_Counting()], b), ([DropMessage.of(tr, msg)], b)], report=_report, snapshots=False
@@ -192,7 +195,12 @@ def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
     assert fast == slow
     # a backend other than the simulator (here: the simulator wrapped) is not served either
     wrapped = replay._StrictReplay("sim", recorded={})
-    assert snapshot_forks(ForkSetup(tr), [([DropMessage.of(tr, msg)], wrapped)] * 2, _report) == {}
+    assert (
+        snapshot_forks(
+            ForkSetup(tr), [([DropMessage.of(tr, msg)], wrapped)] * 2, _report, min_events=0
+        )
+        == {}
+    )
 
 
 def test_no_copy_is_made_while_another_thread_runs():
@@ -206,7 +214,7 @@ def test_no_copy_is_made_while_another_thread_runs():
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}
+        assert snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0) == {}
         assert fork_many(tr, jobs, report=_report) == fork_many(
             tr, jobs, report=_report, snapshots=False
         )
@@ -226,9 +234,20 @@ def test_a_fork_whose_score_raises_raises_as_a_full_fork_does():
     def boom(res):
         raise ValueError("score failed")
 
-    assert snapshot_forks(ForkSetup(tr), jobs, boom) == {}  # the copies report failures
+    assert (
+        snapshot_forks(ForkSetup(tr), jobs, boom, min_events=0) == {}
+    )  # the copies report failures
     with pytest.raises(ValueError, match="score failed"):
         fork_many(tr, jobs, report=boom)
+
+
+def test_a_short_run_is_re_executed_in_full():
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    jobs = [([DropMessage.of(tr, m)], b) for m in [e.id for e in tr.events if e.type == "message"]]
+    assert len(tr.events) < replay.SNAPSHOT_MIN_EVENTS
+    assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}
 
 
 def test_a_warning_of_the_copies_is_shown_here_once():
@@ -245,6 +264,6 @@ def test_a_warning_of_the_copies_is_shown_here_once():
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")
-        got = snapshot_forks(ForkSetup(tr), jobs, noisy)
+        got = snapshot_forks(ForkSetup(tr), jobs, noisy, min_events=0)
     assert sorted(got) == [0, 1, 2]
     assert [str(w.message) for w in seen] == ["scored in a copy"]
