@@ -2,8 +2,9 @@
 
 Builds the hostile-input corpus (``tests/hostile/corpus.py``: malformed, truncated, binary,
 wrong-typed, hostile-sized and planted-code traces, damaged Parquet datasets, odd and special
-paths) in a scratch directory, runs every file-reading command on every input as a real
-``orchestrace`` process under a time limit, and prints the counts (inputs, runs, tracebacks,
+paths) in a scratch directory, runs every file-reading command on every input as a process
+of its own under a time limit (forked from one that has imported the command line;
+``ORCHESTRACE_HOSTILE_EXEC=1`` starts the installed ``orchestrace`` each time), and prints the counts (inputs, runs, tracebacks,
 exit-3 crashes, hangs, incomplete outputs, code executed from a trace, other problems) and one
 line per failed run. Exit status 1 when any run failed.
 
