@@ -16,7 +16,8 @@ import pytest
 
 import orchestrace.runtime.replay as replay
 from orchestrace import TraceError
-from orchestrace.credit import CounterfactualMessageCredit
+from orchestrace.credit import CounterfactualMessageCredit, LeaveOneOutCredit
+from orchestrace.credit._draws import redraw
 from orchestrace.credit.target import counterfactual_reward
 from orchestrace.runtime import _snapshot, run
 from orchestrace.runtime.interventions import TraceIndex
@@ -88,6 +89,7 @@ def _jobs(tr):
                 [kept, drop],
                 [kept, ReplaceMessage.parsed(tr, e.id, "ANSWER: 7", ix)],
                 [ReplaceMessage.of(tr, e.id, "something else")],
+                [redraw(kept.keys), drop],  # a redraw-only kind of the credit methods
             ]
             with contextlib.suppress(TraceError):  # no LLM call produced it: nothing to resample
                 jobs.append([ResampleMessage.of(tr, e.id)])
@@ -267,3 +269,34 @@ def test_a_warning_of_the_copies_is_shown_here_once():
         got = snapshot_forks(ForkSetup(tr), jobs, noisy, min_events=0)
     assert sorted(got) == [0, 1, 2]
     assert [str(w.message) for w in seen] == ["scored in a copy"]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "unit"),
+    [
+        ("hierarchical-3", lambda: LeaveOneOutCredit(samples=2), "agent"),
+        pytest.param(
+            "debate-2", lambda: LeaveOneOutCredit(samples=2), "message", marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_leave_one_out_tables_are_identical_either_way(name, make, unit, monkeypatch):
+    _need_snapshots()
+    topology, task, opts = RUNS[name]
+    tr = run(topology, task, **opts).trace
+    served = []
+    real = replay.snapshot_forks
+
+    def counted(*args, **kwargs):
+        got = real(*args, **kwargs)
+        served.append(len(got))
+        return got
+
+    monkeypatch.setattr(replay, "snapshot_forks", counted)
+    monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)
+    fast = make().assign(tr, unit)
+    assert served and max(served) > 1  # the forks came from snapshots
+    monkeypatch.setattr(replay, "snapshot_forks", lambda *a, **k: {})
+    slow = make().assign(tr, unit)
+    assert fast.rows == slow.rows
+    assert fast.stats == slow.stats

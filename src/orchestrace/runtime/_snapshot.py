@@ -81,9 +81,25 @@ def available() -> bool:
     return hasattr(os, "fork") and sys.platform != "win32" and threading.active_count() == 1
 
 
+#: The hooks through which an intervention acts on a running run (besides its redraws).
+_HOOKS = ("message", "returned", "forces_stop", "decision", "decision_at")
+
+
+def _redraws_only(iv: Any) -> bool:
+    """Whether ``iv`` acts through its redraws alone (it overrides no hook of the run)."""
+    cls = type(iv)
+    return isinstance(iv, Intervention) and all(
+        getattr(cls, h) is getattr(Intervention, h) for h in _HOOKS
+    )
+
+
 def supported(interventions: Sequence[Any]) -> bool:
-    """Whether every intervention is of a built-in kind whose first effect can be located."""
-    return all(type(iv) in _KNOWN for iv in interventions)
+    """Whether every intervention's first effect can be located.
+
+    Those of the built-in kinds (whose hooks depend on their arguments alone), and any that
+    acts through its redraws alone (its first effect is the first look-up of a redrawn call).
+    """
+    return all(type(iv) in _KNOWN or _redraws_only(iv) for iv in interventions)
 
 
 @dataclass
