@@ -300,3 +300,23 @@ def test_leave_one_out_tables_are_identical_either_way(name, make, unit, monkeyp
     slow = make().assign(tr, unit)
     assert fast.rows == slow.rows
     assert fast.stats == slow.stats
+
+
+def test_what_a_copy_prints_is_printed_once(capfd):
+    _need_snapshots()
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msgs = [e.id for e in tr.events if e.type == "message"][:2]
+    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    print("before", end="")  # left in this process's buffer: written once, not by the copies
+
+    def loud(res):
+        print(f"[{res.backend_calls}]", end="")
+        return res.backend_calls
+
+    got = snapshot_forks(ForkSetup(tr), jobs, loud, min_events=0)
+    out = capfd.readouterr().out
+    assert sorted(got) == [0, 1]
+    assert out.count("before") == 1
+    assert out.count("[") == 2

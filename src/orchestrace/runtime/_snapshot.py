@@ -22,6 +22,7 @@ and any fork whose copy fails, is left to the caller's full re-execution.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import pickle
@@ -160,6 +161,7 @@ class _Snap:
         rt = self.rt
         assert rt is not None
         r, w = os.pipe()
+        _flush()  # what this process printed is written once, not again by the copy
         gc.freeze()  # the copy's collector leaves the shared objects (and their pages) alone
         try:
             pid = os.fork()
@@ -232,8 +234,15 @@ class _Snap:
             view = memoryview(data)
             while view:
                 view = view[os.write(self.wfd, view) :]
+            _flush()  # what the fork printed (a reward function's output) is written
         finally:
             os._exit(0)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or detached stream: nothing to write
+            stream.flush()
 
 
 class _Probe(Intervention):
