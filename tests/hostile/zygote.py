@@ -296,7 +296,11 @@ _ZYGOTES: dict[tuple[tuple[str, str], ...], Zygote] = {}
 
 
 def zygote(env: Mapping[str, str]) -> Zygote:
-    """This thread's zygote for ``env`` (started on first use, stopped at exit)."""
+    """This thread's zygote for ``env`` (started on first use, stopped at exit).
+
+    ``PYTEST_CURRENT_TEST`` (pytest changes it for every test) is left out.
+    """
+    env = {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
     key = (("", str(threading.get_ident())), *sorted(env.items()))
     z = _ZYGOTES.get(key)
     if z is None or not z.alive():
