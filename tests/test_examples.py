@@ -2,11 +2,11 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
-
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 #: Examples that take more than a few seconds (they train).
 SLOW = {"train_and_export.py"}
