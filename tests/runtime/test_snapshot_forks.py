@@ -8,6 +8,9 @@ exactly is re-executed in full.
 
 import contextlib
 import os
+import re
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -39,11 +42,42 @@ from orchestrace.runtime.replay import (
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 
 
-def _need_snapshots():
-    """Skip when this process cannot copy itself now (threads left by other tests, e.g. ray)."""
-    if not _snapshot.available():
-        names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
-        pytest.skip(f"snapshots refused while other threads run: {names[:5]}")
+#: Set in the fresh interpreter that runs a test for a process that has other threads.
+_CHILD = "ORCHESTRACE_SNAPSHOT_TEST_IN_CHILD"
+
+
+def _ran_in_fresh_interpreter(request) -> bool:
+    """Whether the test ran (and passed) in a fresh interpreter instead of this process.
+
+    Snapshots are refused while other threads run (a shared Ray instance, a monitor, a
+    server): the comparisons then run in a child interpreter with a single thread, on this
+    same test, and the test here checks the child's exit status. They are never skipped.
+    """
+    if _snapshot.available():
+        return False
+    names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+    if os.environ.get(_CHILD):
+        pytest.fail(f"a fresh interpreter has other threads, snapshots refused: {names[:5]}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE"))}
+    env[_CHILD] = "1"
+    cmd = [
+        sys.executable,
+        *("-m", "pytest", request.node.nodeid, "-q", "-rA", "-p", "no:cacheprovider"),
+        *("-p", "no:xdist", "-p", "no:randomly"),
+    ]
+    done = subprocess.run(
+        cmd,
+        cwd=request.config.rootpath,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, f"in a fresh interpreter (threads here: {names[:5]}):\n{out}"
+    assert re.search(r"\b1 passed\b", out) and "skipped" not in out, out
+    return True
 
 
 _ENC = msgspec.json.Encoder(order="deterministic")
@@ -118,8 +152,9 @@ def _report(res):
     )
 
 
-def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace):
-    _need_snapshots()
+def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace, request):
+    if _ran_in_fresh_interpreter(request):
+        return
     backends = [backend_for(trace, seed_offset=k) for k in (1, 2)]
     kinds = _jobs(trace)
     jobs = [(ivs, backends[i % 2]) for i, ivs in enumerate(kinds)]
@@ -145,8 +180,9 @@ def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace):
         {"intervention": "spawn-one-more"},
     ],
 )
-def test_credit_tables_are_identical_either_way(kw, monkeypatch):
-    _need_snapshots()
+def test_credit_tables_are_identical_either_way(kw, monkeypatch, request):
+    if _ran_in_fresh_interpreter(request):
+        return
     topology, task, opts = RUNS["centralized-7" if "spawn" in kw["intervention"] else "debate-2"]
     tr = run(topology, task, **opts).trace
     unit = "turn" if kw["intervention"] in ("stop-at", "spawn-one-more") else "message"
@@ -180,8 +216,9 @@ class _Counting(Intervention):
         return None if self.seen == 3 else (content, data)
 
 
-def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
-    _need_snapshots()
+def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full(request):
+    if _ran_in_fresh_interpreter(request):
+        return
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -206,7 +243,6 @@ def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full():
 
 
 def test_no_copy_is_made_while_another_thread_runs():
-    _need_snapshots()
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -225,8 +261,9 @@ def test_no_copy_is_made_while_another_thread_runs():
         t.join()
 
 
-def test_a_fork_whose_score_raises_raises_as_a_full_fork_does():
-    _need_snapshots()
+def test_a_fork_whose_score_raises_raises_as_a_full_fork_does(request):
+    if _ran_in_fresh_interpreter(request):
+        return
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -252,8 +289,9 @@ def test_a_short_run_is_re_executed_in_full():
     assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}
 
 
-def test_a_warning_of_the_copies_is_shown_here_once():
-    _need_snapshots()
+def test_a_warning_of_the_copies_is_shown_here_once(request):
+    if _ran_in_fresh_interpreter(request):
+        return
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
@@ -280,8 +318,9 @@ def test_a_warning_of_the_copies_is_shown_here_once():
         ),
     ],
 )
-def test_leave_one_out_tables_are_identical_either_way(name, make, unit, monkeypatch):
-    _need_snapshots()
+def test_leave_one_out_tables_are_identical_either_way(name, make, unit, monkeypatch, request):
+    if _ran_in_fresh_interpreter(request):
+        return
     topology, task, opts = RUNS[name]
     tr = run(topology, task, **opts).trace
     served = []
@@ -302,8 +341,9 @@ def test_leave_one_out_tables_are_identical_either_way(name, make, unit, monkeyp
     assert fast.stats == slow.stats
 
 
-def test_what_a_copy_prints_is_printed_once(capfd):
-    _need_snapshots()
+def test_what_a_copy_prints_is_printed_once(capfd, request):
+    if _ran_in_fresh_interpreter(request):
+        return
     topology, task, opts = RUNS["debate-2"]
     tr = run(topology, task, **opts).trace
     b = backend_for(tr, seed_offset=1)
