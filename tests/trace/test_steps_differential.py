@@ -1,4 +1,8 @@
-"""Critical Steps, level by level, equals the per-episode walk on random and adversarial shapes."""
+"""Critical Steps' fast paths agree with the plain definitions on random and adversarial shapes.
+
+Level by level equals the per-episode walk; the plain-Python path for small traces equals the
+array passes, step structure and Critical Steps alike.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,14 @@ import numpy as np
 import pytest
 
 from orchestrace.trace import steps
+from orchestrace.trace.enums import DECISION_CODE, EVENT_CODE, EVENT_TYPES, EventType
 from orchestrace.trace.generate import generate_trace
-from orchestrace.trace.steps import StepStructure, _critical_steps_loop, _walk_depths
+from orchestrace.trace.steps import (
+    StepStructure,
+    _critical_steps_loop,
+    _walk_depths,
+    critical_steps,
+)
 
 
 def _reference(s: StepStructure) -> int:
@@ -47,6 +57,7 @@ def _random_structure(rng: np.random.Generator, n_ep: int, shape: str) -> StepSt
 def test_levels_equal_the_walk(shape: str, level_cost: int, monkeypatch) -> None:
     # level_cost 10**9 forces the per-episode walk, 0 the level-by-level pass
     monkeypatch.setattr(steps, "_LEVEL_COST", level_cost)
+    monkeypatch.setattr(steps, "_SMALL", 0)
     rng = np.random.default_rng(len(shape) * 1000 + level_cost % 97)
     for n_ep in (1, 2, 3, 5, 17, 200):
         for _ in range(20):
@@ -57,6 +68,83 @@ def test_levels_equal_the_walk(shape: str, level_cost: int, monkeypatch) -> None
 @pytest.mark.parametrize("seed", range(6))
 def test_generated_traces(seed: int, monkeypatch) -> None:
     monkeypatch.setattr(steps, "_LEVEL_COST", 0)
+    monkeypatch.setattr(steps, "_SMALL", 0)
     tr = generate_trace(agents=3 + 5 * seed, steps=400, depth=1 + seed % 4, seed=seed)
     s = steps.step_structure(tr.graph)
     assert s.critical_steps() == _reference(s)
+
+
+class _Columns:
+    """Random compiled-trace columns: ties in time, agents delegating to each other, tools."""
+
+    def __init__(self, rng: np.random.Generator, n: int, names: int, t_values: int) -> None:
+        self.n = n
+        self.t = rng.integers(0, t_values, size=n).astype(np.float64)
+        self.type_code = rng.integers(0, len(EVENT_TYPES), size=n).astype(np.int8)
+        self.agent_code = rng.integers(0, names, size=n).astype(np.int32)
+        self.to_code = rng.integers(-1, names, size=n).astype(np.int32)
+        self.decision_code = rng.integers(-1, len(DECISION_CODE), size=n).astype(np.int8)
+        self.step = rng.integers(-1, 4, size=n).astype(np.int32)
+        m = int(rng.integers(0, 3 * n + 1))
+        self._edges = (rng.integers(0, n, size=m), rng.integers(0, n, size=m))
+
+    def tool_mask(self) -> np.ndarray:
+        names = int(max(self.agent_code.max(initial=0), self.to_code.max(initial=0))) + 1
+        result = self.type_code == EVENT_CODE[EventType.TOOL_RESULT]
+        acting = np.bincount(self.agent_code[~result], minlength=names) > 0
+        return (np.bincount(self.agent_code[result], minlength=names) > 0) & ~acting
+
+    def dependency_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._edges
+
+
+def _both(g: object, monkeypatch: pytest.MonkeyPatch) -> tuple[StepStructure, StepStructure]:
+    """``step_structure`` through the array passes and through the plain-Python loops."""
+    monkeypatch.setattr(steps, "_SMALL", 0)
+    arrays = steps.step_structure(g)  # type: ignore[arg-type]
+    monkeypatch.setattr(steps, "_SMALL", 10**9)
+    loops = steps.step_structure(g)  # type: ignore[arg-type]
+    return arrays, loops
+
+
+def _same(a: StepStructure, b: StepStructure) -> None:
+    for f in ("stage_main", "stage_episode", "episode_parent_stage", "episode_agent"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype == np.int64, f
+        assert x.tolist() == y.tolist(), f
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 8, 40, 300])
+def test_small_path_equals_arrays_on_random_columns(n: int, monkeypatch) -> None:
+    rng = np.random.default_rng(n)
+    for trial in range(60):
+        # few names and few distinct times: equal times, self-spawns and delegation cycles
+        g = _Columns(rng, n, names=1 + trial % 6, t_values=1 + trial % 5 * 7)
+        a, b = _both(g, monkeypatch)
+        _same(a, b)
+        for cut in (0, 10**9):  # Critical Steps: the loops and the array passes agree too
+            monkeypatch.setattr(steps, "_SMALL", cut)
+            assert a.critical_steps() == b.critical_steps() == _reference(a)
+
+
+def test_small_path_leaves_nan_times_to_the_arrays(monkeypatch) -> None:
+    g = _Columns(np.random.default_rng(5), 30, names=4, t_values=3)
+    g.t[[3, 7]] = np.nan
+    a, b = _both(g, monkeypatch)
+    _same(a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_small_path_equals_arrays_on_traces(seed: int, monkeypatch) -> None:
+    from orchestrace.runtime import run
+
+    for tr in (
+        generate_trace(agents=2 + 3 * seed, steps=30 + 200 * seed, depth=1 + seed % 3, seed=seed),
+        run("centralized", "arith", agents=2 + 2 * seed, seed=seed).trace,
+        run("hierarchical", "arith", agents=3 + 2 * seed, seed=seed).trace,
+    ):
+        a, b = _both(tr.graph, monkeypatch)
+        _same(a, b)
+        for cut in (0, 10**9):
+            monkeypatch.setattr(steps, "_SMALL", cut)
+            assert a.critical_steps() == b.critical_steps() == critical_steps(tr)

@@ -24,6 +24,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -59,6 +61,11 @@ _EDGE_SLICE = 1 << 20
 _DELEGATE = DECISION_CODE[Decision.DELEGATE]
 _ACTION_MASK = np.zeros(len(EVENT_TYPES), dtype=bool)
 _ACTION_MASK[[EVENT_CODE[x] for x in ACTION_TYPES]] = True
+_ACTION_LIST: list[bool] = _ACTION_MASK.tolist()
+#: Up to this many events (or episodes and stages), plain Python loops replace the array passes:
+#: on a trace of a few dozen events the per-call cost of NumPy dominates. Both give the same
+#: results (``tests/trace/test_steps_differential.py`` compares them).
+_SMALL = 256
 
 
 class StepColumns(Protocol):
@@ -138,6 +145,10 @@ class StepStructure:
         n_ep = len(self.episode_agent)
         if n_ep == 0:
             return 0
+        if n_ep + len(self.stage_episode) <= _SMALL:
+            stage_list = self.stage_episode.tolist()
+            parents = [stage_list[k] if k >= 0 else -1 for k in self.episode_parent_stage.tolist()]
+            return _critical_steps_loop(self, parents, _walk_depths(parents))
         parent_stage = np.asarray(self.episode_parent_stage, dtype=np.int64)
         stage_ep = np.asarray(self.stage_episode, dtype=np.int64)
         parent_ep = np.where(parent_stage >= 0, stage_ep[np.maximum(parent_stage, 0)], -1)
@@ -252,6 +263,10 @@ def step_structure(g: StepColumns) -> StepStructure:
     empty = np.zeros(0, dtype=np.int64)
     if n == 0:
         return StepStructure(empty, empty, empty, empty)
+    if n <= _SMALL:
+        small = _step_structure_small(g, n)
+        if small is not None:
+            return small
     # per-event temporaries stay narrow (codes as stored, masks as bools, edges in slices):
     # at 10,000,000 events each int64 copy of a column would cost 80 MB
     type_code = g.type_code
@@ -337,6 +352,85 @@ def step_structure(g: StepColumns) -> StepStructure:
         stage_episode.astype(np.int64),
         parent_stage,
         episode_agent.astype(np.int64),
+    )
+
+
+def _step_structure_small(g: StepColumns, n: int) -> StepStructure | None:
+    """:func:`step_structure` in plain Python, for small traces (``None``: a NaN time)."""
+    t = g.t.tolist()
+    if any(math.isnan(x) for x in t):  # NaN orders differently in a sort than in NumPy's
+        return None
+    type_code = g.type_code.tolist()
+    agent = g.agent_code.tolist()
+    to = g.to_code.tolist()
+    decision = g.decision_code.tolist()
+    step = g.step.tolist()
+    tool = g.tool_mask().tolist()
+    any_tool = any(tool)
+
+    # an event "waits" when it consumes an event of another agent
+    src, dst = g.dependency_edges()
+    waits = [False] * n
+    for s_e, d_e in zip(src.tolist(), dst.tolist(), strict=True):
+        if agent[s_e] != agent[d_e]:
+            waits[d_e] = True
+
+    # action events, and the entries among them (spawns and delegations to another agent)
+    acts: list[int] = []
+    entries: list[int] = []
+    for i in range(n):
+        a = agent[i]
+        if not _ACTION_LIST[type_code[i]] or (any_tool and tool[a]):
+            continue
+        acts.append(i)
+        c = to[i]
+        if (type_code[i] == _SPAWN or decision[i] == _DELEGATE) and c >= 0 and c != a:
+            entries.append(i)
+    entries.sort(key=lambda i: (to[i], t[i], i))
+    acts.sort(key=lambda i: (agent[i], t[i], i))
+    entry_times: dict[int, list[float]] = {}
+    entry_of: dict[tuple[int, int], int] = {}  # (child, k): the child's k-th entry event
+    for i in entries:
+        child_times = entry_times.setdefault(to[i], [])
+        entry_of[(to[i], len(child_times))] = i
+        child_times.append(t[i])
+
+    # walk the actions by agent, time, index: episodes, steps and stages as they open
+    stage_main: list[int] = []
+    stage_episode: list[int] = []
+    episode_agent: list[int] = []
+    episode_of: dict[tuple[int, int], int] = {}  # (agent, local episode): global episode id
+    stage_of: dict[int, int] = {}
+    prev_agent = prev_local = prev_step = -1
+    for i in acts:
+        a = agent[i]
+        times = entry_times.get(a)
+        local = max(bisect_right(times, t[i]) - 1, 0) if times else 0
+        new_ep = a != prev_agent or local != prev_local
+        s = step[i]
+        new_step = new_ep or s != prev_step or s < 0
+        if new_ep:
+            episode_of[(a, local)] = len(episode_agent)
+            episode_agent.append(a)
+        if new_step:
+            if new_ep or waits[i]:
+                stage_main.append(0)
+                stage_episode.append(len(episode_agent) - 1)
+            stage_main[-1] += 1
+        stage_of[i] = len(stage_main) - 1
+        prev_agent, prev_local, prev_step = a, local, s
+
+    # attach each episode to the parent stage holding its entry event
+    parent_stage = [-1] * len(episode_agent)
+    for key, e in episode_of.items():
+        i = entry_of.get(key, -1)
+        if i >= 0:
+            parent_stage[e] = stage_of[i]
+    return StepStructure(
+        np.array(stage_main, dtype=np.int64),
+        np.array(stage_episode, dtype=np.int64),
+        np.array(parent_stage, dtype=np.int64),
+        np.array(episode_agent, dtype=np.int64),
     )
 
 
