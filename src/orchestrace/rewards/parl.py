@@ -186,24 +186,41 @@ def subtasks(trace: Trace) -> list[SubTask]:
     events = trace.events
     if not events:
         return []
-    index = {e.id: i for i, e in enumerate(events)}
+    # one pass over the events: ids, spawns of another agent, results, the run's answer
+    bosses = set(orchestrators(trace))
+    index: dict[str, int] = {}
+    spawns: list[int] = []
+    by_agent: dict[str, list[int]] = {}
+    answer: list[int] = []
+    last: dict[str, int] = {}  # each orchestrator's last action (the latest time, then index)
+    for i, e in enumerate(events):
+        index[e.id] = i
+        kind = e.type
+        if kind == "spawn":
+            if e.to and e.to != e.agent:
+                spawns.append(i)
+        elif kind in ("return", "message", "despawn"):
+            by_agent.setdefault(e.agent, []).append(i)
+        if e.agent in bosses and kind in _ACTIONS:
+            if e.decision == "stop":
+                answer.append(i)
+            j = last.get(e.agent)
+            if j is None or e.t >= events[j].t:
+                last[e.agent] = i
+    if not spawns:
+        return []
+    episodes = _episodes(events, spawns)
     preds: list[list[int]] = [[] for _ in events]
     for ed in trace.edges:
-        if ed.type in _DEPENDENCY and ed.src in index and ed.dst in index:
-            preds[index[ed.dst]].append(index[ed.src])
-
-    episodes = _episodes(events)
-    if not episodes:
-        return []
+        if ed.type in _DEPENDENCY:
+            src, dst = index.get(ed.src), index.get(ed.dst)
+            if src is not None and dst is not None:
+                preds[dst].append(src)
     children: dict[str, list[str]] = {}
     for s, child, _, _ in episodes:
         children.setdefault(events[s].agent, []).append(child)
-
-    reaches = _ancestors(preds, _answer_events(trace))
-    by_agent: dict[str, list[int]] = {}
-    for i, e in enumerate(events):
-        if e.type in ("return", "message", "despawn"):
-            by_agent.setdefault(e.agent, []).append(i)
+    reaches = _ancestors(preds, answer + list(last.values()))
+    teams: dict[str, set[str]] = {}
 
     out: list[SubTask] = []
     for s, child, lo, hi in episodes:
@@ -214,7 +231,9 @@ def subtasks(trace: Trace) -> list[SubTask]:
             continue
         worst = 1  # "no result"
         done: int | None = None
-        team = _subtree(child, children)
+        team = teams.get(child)
+        if team is None:
+            team = teams[child] = _subtree(child, children)
         for r in (i for i in mine if events[i].type != "despawn"):
             if _empty(events[r]):
                 worst = max(worst, 2)
@@ -235,17 +254,19 @@ def subtasks(trace: Trace) -> list[SubTask]:
 _Pos = tuple[float, int]
 
 
-def _episodes(events: tuple[Event, ...]) -> list[tuple[int, str, _Pos, _Pos]]:
+def _episodes(
+    events: tuple[Event, ...], spawns: list[int] | None = None
+) -> list[tuple[int, str, _Pos, _Pos]]:
     """Each spawn of another agent, in time order: ``(index, child, start, end)``.
 
     A spawn opens an episode of the child that lasts until the child's next spawn; the first
     one also covers anything the child did before it (as in Critical Steps). Positions are
     ``(time, recording index)``, so events at the time of a spawn keep their recorded order.
+    ``spawns``, when given, are the indices of those spawns in recording order.
     """
-    spawns = sorted(
-        (i for i, e in enumerate(events) if e.type == "spawn" and e.to and e.to != e.agent),
-        key=lambda i: (events[i].t, i),
-    )
+    if spawns is None:
+        spawns = [i for i, e in enumerate(events) if e.type == "spawn" and e.to and e.to != e.agent]
+    spawns = sorted(spawns, key=lambda i: (events[i].t, i))
     opened: dict[str, list[int]] = {}
     for i in spawns:
         opened.setdefault(events[i].to or "", []).append(i)
@@ -258,22 +279,6 @@ def _episodes(events: tuple[Event, ...]) -> list[tuple[int, str, _Pos, _Pos]]:
             out.append((i, child, lo, hi))
     out.sort(key=lambda x: (events[x[0]].t, x[0]))
     return out
-
-
-def _answer_events(trace: Trace) -> list[int]:
-    """Indices of the run's answer: orchestrators' stop decisions and last actions."""
-    bosses = set(orchestrators(trace))
-    last: dict[str, int] = {}
-    out: list[int] = []
-    for i, e in enumerate(trace.events):
-        if e.agent not in bosses or e.type not in _ACTIONS:
-            continue
-        if e.decision == "stop":
-            out.append(i)
-        j = last.get(e.agent)
-        if j is None or e.t >= trace.events[j].t:
-            last[e.agent] = i
-    return out + list(last.values())
 
 
 def _ancestors(preds: list[list[int]], start: list[int]) -> set[int]:
