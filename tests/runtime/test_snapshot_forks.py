@@ -360,3 +360,80 @@ def test_what_a_copy_prints_is_printed_once(capfd, request):
     assert sorted(got) == [0, 1]
     assert out.count("before") == 1
     assert out.count("[") == 2
+
+
+@contextlib.contextmanager
+def _another_thread():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="monitor")
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_a_threaded_process_gets_its_forks_from_a_one_thread_helper(monkeypatch):
+    topology, task, opts = RUNS["swarm-4"]
+    tr = run(topology, task, **opts).trace
+    backends = [backend_for(tr, seed_offset=k) for k in (1, 2)]
+    jobs = [(ivs, backends[i % 2]) for i, ivs in enumerate(_jobs(tr))]
+    helped = []
+    real = _snapshot.in_helper
+    monkeypatch.setattr(_snapshot, "in_helper", lambda p: helped.append(1) or real(p))
+    with _another_thread(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning: the helper served them
+        assert not _snapshot.available()
+        served = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0, helper_min_events=0)
+        # a run shorter than the helper's threshold is not worth starting it for
+        assert snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0) == {}
+    assert helped == [1]
+    assert sorted(served) == list(range(len(jobs)))
+    full = fork_many(tr, jobs, report=_report, snapshots=False)
+    for i, want in enumerate(full):
+        assert served[i] == want, (i, [iv.describe() for iv in jobs[i][0]])
+
+
+def test_a_helper_that_dies_or_cannot_take_the_jobs_leaves_them_to_full_re_execution(
+    monkeypatch,
+):
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msgs = [e.id for e in tr.events if e.type == "message"][:3]
+    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)
+    monkeypatch.setattr(replay, "HELPER_MIN_EVENTS", 0)
+    with _another_thread():
+        with pytest.warns(RuntimeWarning, match=r"cannot be sent to a helper process.*in full"):
+            assert snapshot_forks(ForkSetup(tr), jobs, lambda r: r.backend_calls) == {}
+        monkeypatch.setattr(_snapshot, "_HELPER_CODE", "import os; os._exit(5)")
+        with pytest.warns(RuntimeWarning, match=r"ended with status 5 and no results.*in full"):
+            got = fork_many(tr, jobs, report=_report)
+    assert got == fork_many(tr, jobs, report=_report, snapshots=False)
+
+
+def test_credit_tables_from_a_threaded_process_are_identical_either_way(monkeypatch):
+    topology, task, opts = RUNS["debate-2"]
+    tr = run(topology, task, **opts).trace
+    helped = []
+    real = _snapshot.in_helper
+
+    def counted(payload):
+        got = real(payload)
+        helped.append(0 if got is None else len(got))
+        return got
+
+    monkeypatch.setattr(_snapshot, "in_helper", counted)
+    monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)
+    monkeypatch.setattr(replay, "HELPER_MIN_EVENTS", 0)
+    with _another_thread(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fast = CounterfactualMessageCredit(intervention="drop").assign(tr, "message")
+    assert helped and helped[0] > 1  # the forks came from the helper's snapshots
+    monkeypatch.setattr(replay, "snapshot_forks", lambda *a, **k: {})
+    slow = CounterfactualMessageCredit(intervention="drop").assign(tr, "message")
+    assert fast.rows == slow.rows
+    assert fast.estimates == slow.estimates
+    assert fast.stats == slow.stats

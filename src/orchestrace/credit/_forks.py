@@ -72,14 +72,25 @@ def fork_job(ctx: ForkContext, job: ForkJob) -> tuple[int, float]:
     return _fork(ctx, factory, job, setup)
 
 
-def _scorer(ctx: ForkContext) -> Callable[[replay.ForkResult], tuple[int, float]]:
-    """What a credit computation keeps of a fork: its backend calls and its reward."""
+@dataclass(frozen=True)
+class _Score:
+    """What a credit computation keeps of a fork: its backend calls and its reward.
 
-    def score(res: replay.ForkResult) -> tuple[int, float]:
-        reward = counterfactual_reward(res.trace, ctx.reward_fn, rerun_checks=ctx.rerun_checks)
+    A module-level class (not a closure), so that a helper interpreter serving snapshot forks
+    can receive it pickled.
+    """
+
+    reward_fn: Any
+    rerun_checks: bool
+
+    def __call__(self, res: replay.ForkResult) -> tuple[int, float]:
+        reward = counterfactual_reward(res.trace, self.reward_fn, rerun_checks=self.rerun_checks)
         return res.backend_calls, reward
 
-    return score
+
+def _scorer(ctx: ForkContext) -> Callable[[replay.ForkResult], tuple[int, float]]:
+    """What a credit computation keeps of a fork: its backend calls and its reward."""
+    return _Score(ctx.reward_fn, ctx.rerun_checks)
 
 
 def _fork(

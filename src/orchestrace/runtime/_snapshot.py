@@ -48,7 +48,15 @@ from orchestrace.runtime.interventions import (
     Silence,
 )
 
-__all__ = ["SnapJob", "available", "last_stats", "run_snapshots", "supported"]
+__all__ = [
+    "SnapJob",
+    "available",
+    "can_fork",
+    "in_helper",
+    "last_stats",
+    "run_snapshots",
+    "supported",
+]
 
 #: What the last :func:`run_snapshots` of this process measured (see :func:`last_stats`).
 _LAST: dict[str, Any] = {}
@@ -77,9 +85,14 @@ _KNOWN = (
 )
 
 
+def can_fork() -> bool:
+    """Whether processes can copy themselves on this system (POSIX ``fork``)."""
+    return hasattr(os, "fork") and sys.platform != "win32"
+
+
 def available() -> bool:
     """Whether this process can copy itself safely now (POSIX ``fork``, one thread)."""
-    return hasattr(os, "fork") and sys.platform != "win32" and threading.active_count() == 1
+    return can_fork() and threading.active_count() == 1
 
 
 #: The hooks through which an intervention acts on a running run (besides its redraws).
@@ -418,3 +431,115 @@ def run_snapshots(
         copies=len(snap.copy_cpu),
     )
     return snap.results
+
+
+# ---------------------------------------------------------------------- a helper process
+#: The code a helper interpreter runs: read the request from stdin, answer through ``fd``.
+_HELPER_CODE = "import sys; from orchestrace.runtime._snapshot import _helper_main; _helper_main()"
+
+
+def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
+    """:func:`~orchestrace.runtime.replay.snapshot_forks` in a fresh single-threaded interpreter.
+
+    For a process with other threads (a notebook kernel, a Ray driver, a server), which must
+    not copy itself: a new interpreter (``sys.executable``, this process's ``sys.path``)
+    receives ``payload`` pickled (the trace, the jobs, the report function), runs the original
+    run and its copies, and sends back ``{job: report}``. ``None`` when the payload cannot be
+    sent or the helper fails: the caller then re-executes every fork in full (a warning says
+    why). What the copies print goes to this process's standard output and error; the
+    warnings they give are shown here, once.
+    """
+    import subprocess  # noqa: PLC0415  only a process with threads starts a helper
+
+    try:
+        # the path first: the helper sets it before it unpickles what refers to modules
+        data = pickle.dumps(list(sys.path)) + pickle.dumps(
+            payload, protocol=pickle.HIGHEST_PROTOCOL
+        )
+    except Exception as err:
+        _fallback(f"its jobs cannot be sent to a helper process ({type(err).__name__}: {err})")
+        return None
+    r, w = os.pipe()
+    _flush()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HELPER_CODE, str(w)],
+            stdin=subprocess.PIPE,
+            pass_fds=(w,),
+            close_fds=True,
+        )
+    except OSError as err:
+        os.close(r)
+        os.close(w)
+        _fallback(f"a helper process cannot start ({err})")
+        return None
+    os.close(w)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            chunk = os.read(r, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read, name="orchestrace-snapshot-helper", daemon=True)
+    reader.start()
+    try:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(data)
+            proc.stdin.close()
+        status = proc.wait()
+    finally:
+        reader.join()
+        os.close(r)
+    try:
+        kind, got, warned = pickle.loads(b"".join(chunks))
+    except Exception:
+        _fallback(f"the helper process ended with status {status} and no results")
+        return None
+    if kind != "ok":
+        _fallback(f"the helper process failed: {got}")
+        return None
+    for message, category, filename, lineno in warned:
+        warnings.warn_explicit(message, category, filename, lineno)
+    stats = got.pop(-1, None)
+    if isinstance(stats, dict):
+        _LAST.clear()
+        _LAST.update(stats)
+    return dict(got)
+
+
+def _fallback(why: str) -> None:
+    warnings.warn(
+        f"snapshot forks: {why}; every fork is re-executed in full in this process instead "
+        "(same results, more time)",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def _helper_main() -> None:
+    """The helper interpreter: run the request read from stdin, send the results to ``fd``."""
+    fd = int(sys.argv[1])
+    out: tuple[str, Any, list[tuple[str, Any, str, int]]]
+    try:
+        sys.path[:] = pickle.load(sys.stdin.buffer)
+        payload = pickle.load(sys.stdin.buffer)
+        from orchestrace.runtime import replay  # noqa: PLC0415  import cycle: replay imports this module
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("default")
+            got = replay._snapshot_forks_here(**payload)
+        got[-1] = last_stats()
+        shown = [(str(w.message), w.category, w.filename, w.lineno) for w in seen]
+        out = ("ok", got, shown)
+        data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException as err:
+        data = pickle.dumps(("err", f"{type(err).__name__}: {err}", []))
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    _flush()
+    os._exit(0)

@@ -60,6 +60,7 @@ from orchestrace.runtime.backends.base import (
     LLMResponse,
     backend_spec,
 )
+from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
@@ -90,6 +91,7 @@ from orchestrace.trace.model import Trace
 _ENC = msgspec.json.Encoder(order="deterministic")
 
 __all__ = [
+    "HELPER_MIN_EVENTS",
     "SNAPSHOT_MIN_EVENTS",
     "DropMessage",
     "ForceDecision",
@@ -642,12 +644,17 @@ def fork_many(
         True
     """
     setup = setup if setup is not None else ForkSetup(trace)
-    keep: Callable[[ForkResult], Any] = report if report is not None else (lambda r: r)
+    keep: Callable[[ForkResult], Any] = report if report is not None else _whole
     served = snapshot_forks(setup, jobs, keep, rerun_checks=rerun_checks) if snapshots else {}
     return [
         served[i] if i in served else keep(_fork_with(setup, todo, b, rerun_checks))
         for i, (todo, b) in enumerate(jobs)
     ]
+
+
+def _whole(res: ForkResult) -> ForkResult:
+    """A fork's whole result (module-level: a helper interpreter receives it pickled)."""
+    return res
 
 
 #: Fewest events of a trace whose forks :func:`fork_many` copies from snapshots. Measured on
@@ -663,6 +670,7 @@ def snapshot_forks(
     *,
     rerun_checks: bool = False,
     min_events: int | None = None,
+    helper_min_events: int | None = None,
 ) -> dict[int, Any]:
     """``report(result)`` of the jobs that snapshots serve exactly, by job index.
 
@@ -670,6 +678,14 @@ def snapshot_forks(
     its copy failed, or ``report`` raised in it) is for the caller to re-execute in full. A
     trace with fewer than ``min_events`` events (default :data:`SNAPSHOT_MIN_EVENTS`) is
     left to full re-execution: copying a process costs more than re-running a short run.
+
+    A process with other threads (a notebook kernel, a Ray driver, a server) must not copy
+    itself: for a trace of at least ``helper_min_events`` events (default
+    :data:`HELPER_MIN_EVENTS`) the original run and its copies then run in a fresh
+    single-threaded interpreter, which receives the trace, the jobs and ``report`` pickled
+    (``report`` must be importable by reference, e.g. a module-level function) and sends back
+    the reports; if it cannot start or fails, a warning says so and every fork is left to
+    full re-execution here.
 
     Example:
         >>> from orchestrace.runtime import run
@@ -681,10 +697,47 @@ def snapshot_forks(
         True
     """
     trace = setup.trace
-    out: dict[int, Any] = {}
     least = SNAPSHOT_MIN_EVENTS if min_events is None else min_events
     if wall_clock(trace) or _episode(trace) or len(trace.events) < least:
-        return out
+        return {}
+    if _snapshot.available() or not _snapshot.can_fork():
+        return _snapshot_forks_here(setup, jobs, report, rerun_checks)
+    # other threads run here: this process must not copy itself; a fresh one-thread
+    # interpreter serves the forks when the run is long enough to repay starting it
+    helper_least = HELPER_MIN_EVENTS if helper_min_events is None else helper_min_events
+    servable = [
+        i for i, (ivs, b) in enumerate(jobs) if type(b) is SimBackend and _snapshot.supported(ivs)
+    ]
+    if len(servable) < 2 or len(trace.events) < helper_least:
+        return {}
+    got = _snapshot.in_helper(
+        {
+            "setup": trace,
+            "jobs": [jobs[i] for i in servable],
+            "report": report,
+            "rerun_checks": rerun_checks,
+        }
+    )
+    return {} if got is None else {servable[n]: v for n, v in got.items()}
+
+
+#: Fewest events of a trace whose forks :func:`snapshot_forks` serves from a helper
+#: interpreter when this process has other threads (starting it and importing the runtime
+#: there costs a fixed amount of CPU; see ``benchmarks/README.md``).
+HELPER_MIN_EVENTS = 3000
+
+
+def _snapshot_forks_here(
+    setup: ForkSetup | Trace,
+    jobs: Sequence[tuple[Sequence[Intervention], Backend]],
+    report: Callable[[ForkResult], Any],
+    rerun_checks: bool,
+) -> dict[int, Any]:
+    """:func:`snapshot_forks` in this process (which must be able to copy itself)."""
+    if not isinstance(setup, ForkSetup):
+        setup = ForkSetup(setup)
+    trace = setup.trace
+    out: dict[int, Any] = {}
     groups: dict[int, list[int]] = {}
     for i, (_, b) in enumerate(jobs):
         groups.setdefault(id(b), []).append(i)
