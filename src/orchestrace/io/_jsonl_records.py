@@ -328,22 +328,45 @@ class RecordColumns:
             while batches:
                 yield batches.pop(0)
 
-        # messages name edge ends from the kept batches (no second copy of every id)
         edges = self.edge_batches
         starts = list(accumulate((len(b["src"]) for b in edges), initial=0))
 
-        def edge_ref(k: int, end: str) -> str:
+        def recorded(k: int, end: str) -> str:
             b = bisect_right(starts, k) - 1
             value: str = edges[b][end][k - starts[b]].as_py()
             return value
 
-        return from_batches(
+        # messages name an edge's ends as recorded: an end that names an event is that
+        # event's id, so only the ends that name none keep their strings once compiled
+        found: dict[str, Any] = {}
+
+        def edge_ref(k: int, end: str) -> str:
+            if not found:
+                return recorded(k, end)
+            index = int(found[end][k])
+            if index >= 0:
+                value: str = found["ids"][index].as_py()
+                return value
+            kept: str = found["unnamed"][(end, k)]
+            return kept
+
+        graph = from_batches(
             drain(self.event_batches),
             iter(edges),
             n_events=self.n_events,
             n_edges=self.n_edges,
             edge_refs=edge_ref,
         )
+        unnamed = {
+            (end, k): recorded(k, end)
+            for end, col in (("src", graph.src), ("dst", graph.dst))
+            for k in np.flatnonzero(col < 0).tolist()
+        }
+        found.update(src=graph.src, dst=graph.dst, ids=graph.ids, unnamed=unnamed)
+        self.edge_batches = []
+        del edges[:]
+        _trim_heap()  # the batches are compiled: give their memory back before the checks
+        return graph
 
 
 def _names(values: list[Any]) -> Any:
