@@ -385,7 +385,7 @@ def test_a_threaded_process_gets_its_forks_from_a_one_thread_helper(monkeypatch)
     with _another_thread(), warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback warning: the helper served them
         assert not _snapshot.available()
-        served = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0, helper_min_events=0)
+        served = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0, helper_min_work=0)
         # a run shorter than the helper's threshold is not worth starting it for
         assert snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0) == {}
     assert helped == [1]
@@ -404,7 +404,7 @@ def test_a_helper_that_dies_or_cannot_take_the_jobs_leaves_them_to_full_re_execu
     msgs = [e.id for e in tr.events if e.type == "message"][:3]
     jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
     monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)
-    monkeypatch.setattr(replay, "HELPER_MIN_EVENTS", 0)
+    monkeypatch.setattr(replay, "HELPER_MIN_WORK", 0)
     with _another_thread():
         with pytest.warns(RuntimeWarning, match=r"cannot be sent to a helper process.*in full"):
             assert snapshot_forks(ForkSetup(tr), jobs, lambda r: r.backend_calls) == {}
@@ -427,7 +427,7 @@ def test_credit_tables_from_a_threaded_process_are_identical_either_way(monkeypa
 
     monkeypatch.setattr(_snapshot, "in_helper", counted)
     monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)
-    monkeypatch.setattr(replay, "HELPER_MIN_EVENTS", 0)
+    monkeypatch.setattr(replay, "HELPER_MIN_WORK", 0)
     with _another_thread(), warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         fast = CounterfactualMessageCredit(intervention="drop").assign(tr, "message")

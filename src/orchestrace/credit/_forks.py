@@ -19,6 +19,7 @@ from orchestrace.credit._draws import SampleBackends
 from orchestrace.credit.target import counterfactual_reward
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.executors import Executor, JobFailure, _one_line
+from orchestrace.rewards.base import prepare_outcome
 from orchestrace.runtime import replay
 from orchestrace.trace.model import Trace
 
@@ -82,6 +83,11 @@ class _Score:
 
     reward_fn: Any
     rerun_checks: bool
+
+    def prepare(self, trace: Trace) -> None:
+        """Build what scoring forks of ``trace`` needs once, before the process is copied."""
+        if self.reward_fn is None:
+            prepare_outcome(trace)
 
     def __call__(self, res: replay.ForkResult) -> tuple[int, float]:
         reward = counterfactual_reward(res.trace, self.reward_fn, rerun_checks=self.rerun_checks)

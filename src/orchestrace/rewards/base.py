@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "orchestrators",
     "outcome",
     "outcome_known",
+    "prepare_outcome",
     "recorded_verdict",
     "register",
     "team_reward",
@@ -203,6 +205,50 @@ def outcome_known(trace: Trace, *, rerun_checks: bool = False) -> bool:
     return not isinstance(digest, str) or digest == answer_digest(answer_of(trace))
 
 
+#: Tasks built to check answers, by (name, seed, size): only built-in tasks whose check
+#: compares the answer with values of the task (it reads the instance and never changes it),
+#: so one instance gives every trace of that spec the verdict a fresh one gives.
+_CHECKING: dict[tuple[str, Any, Any], Any] = {}
+_CHECKING_MAX = 16
+
+
+def _checking_task(cls: Any, spec: dict[str, Any], tid: str) -> Any:
+    """The task of ``spec`` to check an answer with (one instance per spec where exact)."""
+    key = (cls.name, spec.get("seed", 0), spec.get("size"))
+    pure = not cls.executes_code and cls.__module__.startswith("orchestrace.tasks.")
+    try:
+        task = _CHECKING.get(key) if pure else None
+    except TypeError:  # an unhashable seed or size: make_task says what is wrong with it
+        pure, task = False, None
+    if task is None:
+        task = make_task(key[0], seed=key[1], size=key[2], source=f"trace {tid}: meta.task")
+        if pure:
+            if len(_CHECKING) >= _CHECKING_MAX:
+                _CHECKING.pop(next(iter(_CHECKING)))
+            _CHECKING[key] = task
+    return task
+
+
+def prepare_outcome(trace: Trace) -> None:
+    """Build what :func:`outcome` needs to check runs of ``trace``'s task, ahead of time.
+
+    A process that is about to be copied for many forks of one run calls it once, so that
+    the copies share the task instead of each building it again.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> tr = run("debate", "arith", agents=2, seed=1, task_size=8).trace
+        >>> prepare_outcome(tr)
+        >>> outcome(tr) in (True, False)
+        True
+    """
+    spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
+    cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
+    if isinstance(spec, dict) and cls is not None and not cls.executes_code:
+        with contextlib.suppress(Exception):  # a bad spec is reported when a run is scored
+            _checking_task(cls, spec, _clip(trace.trace_id))
+
+
 def outcome(
     trace: Trace,
     checker: Callable[[Trace, Any], bool] | None = None,
@@ -242,12 +288,7 @@ def outcome(
     tid = _clip(trace.trace_id)
     if spec is not None and cls is not None and (rerun_checks or not cls.executes_code):
         assert isinstance(spec, dict)
-        task = make_task(
-            cls.name,
-            seed=spec.get("seed", 0),
-            size=spec.get("size"),
-            source=f"trace {tid}: meta.task",
-        )
+        task = _checking_task(cls, spec, tid)
         raw = task.verdict(answer).get("passed")
         now = None if raw is None else bool(raw)
         if recorded is not None and recorded["passed"] is not None and recorded["passed"] != now:

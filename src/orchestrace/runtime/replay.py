@@ -91,7 +91,7 @@ from orchestrace.trace.model import Trace
 _ENC = msgspec.json.Encoder(order="deterministic")
 
 __all__ = [
-    "HELPER_MIN_EVENTS",
+    "HELPER_MIN_WORK",
     "SNAPSHOT_MIN_EVENTS",
     "DropMessage",
     "ForceDecision",
@@ -627,7 +627,9 @@ def fork_many(
             something picklable. It runs where the fork ran: for a fork served from a
             snapshot, in that snapshot's copy of this process (what it records there stays
             there). An exception it raises there sends the fork to a full re-execution here,
-            so it is raised here, as in a loop of :func:`fork` calls.
+            so it is raised here, as in a loop of :func:`fork` calls. A ``report`` with a
+            ``prepare(trace)`` method has it called once before the copies are made (to
+            build what scoring needs once, not once per copy).
         setup: The shared set-up of ``trace`` (default: built here).
         snapshots: ``False`` re-executes every fork in full (the reference path); by
             default forks of a trace of at least :data:`SNAPSHOT_MIN_EVENTS` events are
@@ -670,7 +672,7 @@ def snapshot_forks(
     *,
     rerun_checks: bool = False,
     min_events: int | None = None,
-    helper_min_events: int | None = None,
+    helper_min_work: int | None = None,
 ) -> dict[int, Any]:
     """``report(result)`` of the jobs that snapshots serve exactly, by job index.
 
@@ -680,8 +682,8 @@ def snapshot_forks(
     left to full re-execution: copying a process costs more than re-running a short run.
 
     A process with other threads (a notebook kernel, a Ray driver, a server) must not copy
-    itself: for a trace of at least ``helper_min_events`` events (default
-    :data:`HELPER_MIN_EVENTS`) the original run and its copies then run in a fresh
+    itself: when the servable forks times the trace's events reach ``helper_min_work``
+    (default :data:`HELPER_MIN_WORK`), the original run and its copies then run in a fresh
     single-threaded interpreter, which receives the trace, the jobs and ``report`` pickled
     (``report`` must be importable by reference, e.g. a module-level function) and sends back
     the reports; if it cannot start or fails, a warning says so and every fork is left to
@@ -703,12 +705,12 @@ def snapshot_forks(
     if _snapshot.available() or not _snapshot.can_fork():
         return _snapshot_forks_here(setup, jobs, report, rerun_checks)
     # other threads run here: this process must not copy itself; a fresh one-thread
-    # interpreter serves the forks when the run is long enough to repay starting it
-    helper_least = HELPER_MIN_EVENTS if helper_min_events is None else helper_min_events
+    # interpreter serves the forks when they re-execute enough to repay starting it
+    helper_least = HELPER_MIN_WORK if helper_min_work is None else helper_min_work
     servable = [
         i for i, (ivs, b) in enumerate(jobs) if type(b) is SimBackend and _snapshot.supported(ivs)
     ]
-    if len(servable) < 2 or len(trace.events) < helper_least:
+    if len(servable) < 2 or len(servable) * len(trace.events) < helper_least:
         return {}
     got = _snapshot.in_helper(
         {
@@ -721,10 +723,13 @@ def snapshot_forks(
     return {} if got is None else {servable[n]: v for n, v in got.items()}
 
 
-#: Fewest events of a trace whose forks :func:`snapshot_forks` serves from a helper
-#: interpreter when this process has other threads (starting it and importing the runtime
-#: there costs a fixed amount of CPU; see ``benchmarks/README.md``).
-HELPER_MIN_EVENTS = 3000
+#: Least work (servable forks times events of the trace) for which :func:`snapshot_forks`
+#: starts a helper interpreter when this process has other threads. Measured on the
+#: simulator (all-message credit of swarms, 2-core VM): starting the interpreter and
+#: importing the runtime costs about 0.33 s of CPU; 61 forks of 626 events (38,000) lost
+#: (0.75 s vs 0.64 s re-executing each in full), 91 forks of 936 events (85,000) gained
+#: (1.07 s vs 1.35 s).
+HELPER_MIN_WORK = 60_000
 
 
 def _snapshot_forks_here(
@@ -737,6 +742,9 @@ def _snapshot_forks_here(
     if not isinstance(setup, ForkSetup):
         setup = ForkSetup(setup)
     trace = setup.trace
+    prepare = getattr(report, "prepare", None)
+    if callable(prepare):  # what every copy's report needs, built once before the copies
+        prepare(trace)
     out: dict[int, Any] = {}
     groups: dict[int, list[int]] = {}
     for i, (_, b) in enumerate(jobs):
