@@ -254,7 +254,9 @@ def bench_stream(big: bool, repeat: int) -> None:
             )
 
 
-def main(big: bool = False, repeat: int = 3, clean: bool = False) -> None:
+def main(big: bool = False, repeat: int = 3, clean: bool = False, quick: bool = False) -> None:
+    """The figures; ``quick`` (from ``run.py --quick``) measures each side once, not ``repeat``."""
+    repeat = 1 if quick else repeat
     print(f"JSON/JSONL I/O (load average {os.getloadavg()[0]:.1f})")
     bench_load_validate(repeat)
     bench_write(repeat)

@@ -21,6 +21,7 @@ import _common
 
 BENCHMARKS = [
     "bench_trace",
+    "bench_jsonio",
     "bench_runtime",
     "bench_credit",
     "bench_counterfactual",
