@@ -193,6 +193,54 @@ def bench_credit_cpu(agents: int, quick: bool = False) -> None:
     )
 
 
+def bench_credit_threaded(agents: int) -> None:
+    """The same credit from a process with another thread: its forks come from a helper.
+
+    Baseline: the same computation in this process with one thread (the copies made here),
+    same run; the helper's start (a fresh interpreter importing the runtime) is measured
+    alone as the CPU of one such interpreter.
+    """
+    import subprocess
+    import sys
+    import threading
+
+    tr = run(
+        "swarm", "wide-search", agents=agents, seed=1, task_size=4 * agents, chunks=4, gossip=0.5
+    ).trace
+    t0 = _cpu()
+    here = CounterfactualMessageCredit().assign(tr, "message")
+    one = _cpu() - t0
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="monitor")
+    t.start()
+    try:
+        t0 = _cpu()
+        helped = CounterfactualMessageCredit().assign(tr, "message")
+        threaded = _cpu() - t0
+    finally:
+        stop.set()
+        t.join()
+    t0 = _cpu()
+    subprocess.run(
+        [sys.executable, "-c", "import orchestrace.runtime.replay, orchestrace.credit"],
+        check=True,
+    )
+    start = _cpu() - t0
+    check(
+        f"{agents}-agent swarm credit from a threaded process: identical table",
+        here.rows == helped.rows and here.stats == helped.stats,
+    )
+    report(
+        f"counterfactual credit, every message of a {agents}-agent swarm, from a process with "
+        "another thread (forks in a one-thread helper interpreter): CPU, helper included",
+        threaded,
+        "s CPU",
+        baseline="the same from a one-thread process (copies made there)",
+        baseline_value=one,
+        note=f"starting a helper (fresh interpreter + imports): {start:.2f} s CPU",
+    )
+
+
 def bench_shapley(n: int = 100, repeats: int = 8) -> None:
     """A 100-agent game with known values: v(S) = sum of a_i over S + c * [|S| >= q]."""
     rng = np.random.default_rng(0)
@@ -228,6 +276,7 @@ def main(quick: bool = False) -> None:
     bench_counterfactual(100 if quick else 300)
     bench_fork_cpu(100 if quick else 300, quick)
     bench_credit_cpu(100 if quick else 300, quick)
+    bench_credit_threaded(100 if quick else 300)
     bench_shapley(repeats=3 if quick else 8)
 
 
