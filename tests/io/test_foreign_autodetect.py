@@ -156,3 +156,48 @@ def test_deeply_nested_file_is_one_line_for_every_import_format(tmp_path: Path, 
     p.write_text("[" * 200_000)
     with pytest.raises(TraceFormatError, match="JSON nested too deeply"):
         import_path(p, format=fmt)
+
+
+@pytest.mark.parametrize("command", ["validate", "analyze", "reward"])
+def test_a_fifo_nobody_writes_to_is_waited_for_once(
+    command: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed read of a FIFO is not followed by a second read that sniffs a foreign format."""
+    import os
+    import time
+
+    from orchestrace.cli import main
+    from orchestrace.io import _common
+
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    opened: list[str] = []
+    real_open = _common.open_input
+
+    def counting(path, *args, **kwargs):
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(_common, "FIFO_WRITER_WAIT_S", 0.2)
+    monkeypatch.setattr(_common, "open_input", counting)
+    t0 = time.monotonic()
+    assert main([command, str(fifo)]) == 1
+    assert time.monotonic() - t0 < 10
+    out = capsys.readouterr()
+    said = out.out + out.err
+    assert said.count("no program opened for writing") == 1, said
+    assert opened.count(str(fifo)) <= 1, opened
+
+
+def test_foreign_format_does_not_open_a_stream(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import time
+
+    from orchestrace.io import _common, foreign_format
+
+    fifo = tmp_path / "spans.json"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(_common, "FIFO_WRITER_WAIT_S", 30.0)
+    t0 = time.monotonic()
+    assert foreign_format(fifo) is None
+    assert time.monotonic() - t0 < 5

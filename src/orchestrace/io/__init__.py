@@ -142,6 +142,11 @@ def foreign_format(path: PathLike) -> str | None:
     ``trace_id``...) or a recording's (``header``...); then ``None`` is returned and the
     reader's own errors stand. Otherwise the importers' ``sniff`` functions decide.
 
+    Only a regular file is looked at again. A pipe, FIFO or device was read to its end by the
+    reader that failed, so ``None`` is returned for it at once (the reader's errors stand; a
+    foreign format arriving on a stream is named with ``--from``), instead of reading nothing
+    or waiting for a second writer.
+
     Raises:
         TraceFormatError: The file is neither a trace nor a format an importer recognises:
             one line naming the file and the ``--from`` choices.
@@ -154,6 +159,12 @@ def foreign_format(path: PathLike) -> str | None:
         >>> foreign_format(path) is None  # a trace (an invalid one): its own errors stand
         True
     """
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        regular = False
+    if not regular:
+        return None
     try:
         values, _cut = _json_values(path)
     except (TraceFormatError, RecursionError):
