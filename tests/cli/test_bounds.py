@@ -83,3 +83,22 @@ def test_credit_refuses_a_reward_that_is_not_a_finite_number(assigner, reward):
     with pytest.raises(ConfigError, match=r"^reward must be a finite number \(got "):
         assigner().assign(trace, unit="agent", reward=reward)
     assert assigner().assign(trace, unit="agent", reward=0.5).reward == 0.5
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "T.json", "-o", "OUT.json", "--indent", str(10**9)],
+        ["schema", "--indent", "33"],
+    ],
+)
+def test_an_indent_beyond_32_spaces_is_refused_before_anything_is_written(
+    argv, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    out = capsys.readouterr()
+    value = int(argv[-1])
+    assert out.err.strip() == f"error: indent must be at most 32 spaces (got {value:,}); e.g. 2"
+    assert out.out == ""
+    assert not (tmp_path / "OUT.json").exists()

@@ -20,6 +20,7 @@ from orchestrace.io import (
     iter_jsonl,
     load_all,
 )
+from orchestrace.io.json import check_indent
 from orchestrace.io.upstream import IMPORT_WARNINGS
 from orchestrace.trace.model import Trace
 
@@ -62,6 +63,7 @@ def _fmt(value: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and write."""
+    check_indent(args.indent)
     fmt = check_dump_target(
         args.output, format=_fmt(args.dst), overwrite=args.force, inputs=[args.input]
     )

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from orchestrace.io.json import check_indent
 from orchestrace.trace.schema import native_schema
 
 
@@ -23,6 +24,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the schema."""
+    check_indent(args.indent)
     indent = args.indent if args.indent > 0 else None
     sys.stdout.write(json.dumps(native_schema(), indent=indent) + "\n")
     return 0

@@ -45,7 +45,7 @@ from orchestrace.io.importers import (
     import_path,
     sniff_value,
 )
-from orchestrace.io.json import dumps, loads, parse, read_json, write_json
+from orchestrace.io.json import check_indent, dumps, loads, parse, read_json, write_json
 from orchestrace.io.jsonl import JsonlItem, StreamWriter, iter_jsonl, read_jsonl, write_jsonl
 from orchestrace.io.parquet import parse_parquet, read_graph, read_parquet, write_parquet
 from orchestrace.io.upstream import from_upstream, to_upstream
@@ -404,15 +404,17 @@ def dump(
         traces: One trace or many.
         path: The output file (or dataset directory).
         format: One of :data:`FORMATS` (default: from the name, see :func:`output_format`).
-        indent: JSON: indent by this many spaces.
+        indent: JSON: indent by this many spaces (0 to 32).
         overwrite: Replace an existing output.
 
     Raises:
+        ConfigError: ``indent`` is negative or over 32.
         TraceFormatError: Several traces for a one-trace format, or an unknown format.
         OutputError: The output exists (without ``overwrite``), is not ours, the path cannot
             hold it, or writing failed (nothing half-written is left, the previous output is
             kept).
     """
+    check_indent(indent)
     items = [traces] if isinstance(traces, Trace) else list(traces)
     fmt = check_dump_target(path, format=format, overwrite=overwrite)
     if fmt in EXPORT_FORMATS:

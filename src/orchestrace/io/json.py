@@ -20,7 +20,13 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
+from orchestrace.errors import (
+    ConfigError,
+    Problem,
+    TraceFormatError,
+    TraceValidationError,
+    _short,
+)
 from orchestrace.io._common import (
     BOM,
     PathLike,
@@ -40,8 +46,31 @@ _DECODER = msgspec.json.Decoder(Trace)
 _ENCODER = msgspec.json.Encoder()
 
 
+#: Most spaces JSON output is indented by.
+MAX_INDENT = 32
+
+
+def check_indent(indent: int | None) -> None:
+    """Refuse an indent that is not a whole number of spaces from 0 to :data:`MAX_INDENT`.
+
+    Example:
+        >>> check_indent(2)
+        >>> check_indent(10**9)
+        Traceback (most recent call last):
+        ...
+        orchestrace.errors.ConfigError: indent must be at most 32 spaces (got 1,000,000,000); e.g. 2
+    """
+    if indent is None:
+        return
+    if not isinstance(indent, int) or isinstance(indent, bool) or indent < 0:
+        raise ConfigError(f"indent must be a whole number of spaces >= 0 (got {indent!r}); e.g. 2")
+    if indent > MAX_INDENT:
+        raise ConfigError(f"indent must be at most {MAX_INDENT} spaces (got {indent:,}); e.g. 2")
+
+
 def dumps(trace: Trace, *, indent: int | None = None) -> bytes:
     """Encode ``trace`` as native JSON bytes (compact, or indented by ``indent`` spaces)."""
+    check_indent(indent)
     data = _ENCODER.encode(trace)
     return msgspec.json.format(data, indent=indent) if indent else data
 
