@@ -17,6 +17,11 @@ simulator (no connection, no thread, answers a pure function of the request), no
 environment's episode), interventions of the built-in kinds (whose hooks depend on their
 arguments alone), a process with a single thread on a system with ``fork``. Everything else,
 and any fork whose copy fails, is left to the caller's full re-execution.
+
+A process with other threads (a notebook kernel, a Ray driver, a server) must not copy itself:
+:func:`in_helper` runs the original run and its copies in a fresh single-threaded interpreter
+instead, which receives the trace, the jobs and the report function pickled and sends the
+reports back; when it cannot start or fails, a warning says so and the caller re-executes.
 """
 
 from __future__ import annotations
@@ -457,7 +462,7 @@ def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
             payload, protocol=pickle.HIGHEST_PROTOCOL
         )
     except Exception as err:
-        _fallback(f"its jobs cannot be sent to a helper process ({type(err).__name__}: {err})")
+        _fallback(f"the forks cannot be sent to a helper process ({type(err).__name__}: {err})")
         return None
     r, w = os.pipe()
     _flush()
