@@ -291,9 +291,14 @@ def test_ray_address_joins_a_running_cluster(shared_ray: str | None) -> None:
     # the running cluster: the local instance this test process started (2 CPUs); a fresh
     # driver joins it, as `orchestrace ... --ray-address` does; the token is in ~/.ray
     assert shared_ray is not None
+    import ray
+
+    # the instance this process runs now (a test that stops Ray and starts it again moves it)
+    make_executor("ray", 2)
+    address = str(ray.get_runtime_context().gcs_address)
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
     out = subprocess.run(
-        [sys.executable, "-c", JOIN, shared_ray],
+        [sys.executable, "-c", JOIN, address],
         capture_output=True,
         text=True,
         env=env,
