@@ -8,7 +8,6 @@ exactly is re-executed in full.
 
 import contextlib
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -46,37 +45,55 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (
 _CHILD = "ORCHESTRACE_SNAPSHOT_TEST_IN_CHILD"
 
 
+#: This file's run in a fresh interpreter, made once per test process that needs it:
+#: (exit status, output, node ids that passed).
+_CHILD_RUN: dict[str, tuple[int, str, set[str]]] = {}
+
+
 def _ran_in_fresh_interpreter(request) -> bool:
     """Whether the test ran (and passed) in a fresh interpreter instead of this process.
 
     Snapshots are refused while other threads run (a shared Ray instance, a monitor, a
-    server): the comparisons then run in a child interpreter with a single thread, on this
-    same test, and the test here checks the child's exit status. They are never skipped.
+    server): the comparisons then run in a child interpreter with a single thread. The whole
+    file runs there once per test process (not one interpreter per test), and each test here
+    checks that it passed there. They are never skipped.
     """
     if _snapshot.available():
         return False
     names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
     if os.environ.get(_CHILD):
         pytest.fail(f"a fresh interpreter has other threads, snapshots refused: {names[:5]}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE"))}
-    env[_CHILD] = "1"
-    cmd = [
-        sys.executable,
-        *("-m", "pytest", request.node.nodeid, "-q", "-rA", "-p", "no:cacheprovider"),
-        *("-p", "no:xdist", "-p", "no:randomly"),
-    ]
-    done = subprocess.run(
-        cmd,
-        cwd=request.config.rootpath,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
+    path = request.node.nodeid.split("::", 1)[0]
+    if path not in _CHILD_RUN:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE"))}
+        env[_CHILD] = "1"
+        cmd = [
+            sys.executable,
+            *("-m", "pytest", path, "-q", "-rA", "-p", "no:cacheprovider"),
+            *("-p", "no:xdist", "-p", "no:randomly"),
+        ]
+        done = subprocess.run(
+            cmd,
+            cwd=request.config.rootpath,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        out = done.stdout + done.stderr
+        passed = {
+            line[len("PASSED ") :].strip()
+            for line in out.splitlines()
+            if line.startswith("PASSED ")
+        }
+        _CHILD_RUN[path] = (done.returncode, out, passed)
+    code, out, passed = _CHILD_RUN[path]
+    here = f"in a fresh interpreter (threads here: {names[:5]})"
+    assert request.node.nodeid in passed, (
+        f"{request.node.nodeid} did not pass {here}:\n{out[-6000:]}"
     )
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, f"in a fresh interpreter (threads here: {names[:5]}):\n{out}"
-    assert re.search(r"\b1 passed\b", out) and "skipped" not in out, out
+    assert code == 0 and "skipped" not in out, f"{here}:\n{out[-6000:]}"
     return True
 
 
