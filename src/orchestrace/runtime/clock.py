@@ -30,9 +30,10 @@ import heapq
 import math
 import selectors
 import sys
+import threading
 import time
 from asyncio import base_events
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from orchestrace.errors import RuntimeError_
@@ -230,7 +231,15 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 def run_virtual(coro: Coroutine[Any, Any, T], *, watchdog_s: float = 0.5) -> T:
-    """Run ``coro`` to completion on a fresh :class:`VirtualTimeLoop`."""
+    """Run ``coro`` to completion on a fresh :class:`VirtualTimeLoop`.
+
+    Called where an event loop already runs in this thread (a Jupyter cell, an async
+    program calling the synchronous API, Playwright's synchronous API), the run goes to a
+    thread of its own and this call waits for it, instead of failing with asyncio's
+    "Cannot run the event loop while another loop is running".
+    """
+    if asyncio.events._get_running_loop() is not None:
+        return _in_a_thread(lambda: run_virtual(coro, watchdog_s=watchdog_s))
     loop = VirtualTimeLoop(watchdog_s)
     try:
         return loop.run_until_complete(coro)
@@ -239,12 +248,36 @@ def run_virtual(coro: Coroutine[Any, Any, T], *, watchdog_s: float = 0.5) -> T:
 
 
 def run_real(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on a fresh ordinary event loop (wall-clock time)."""
+    """Run ``coro`` on a fresh ordinary event loop (wall-clock time).
+
+    As :func:`run_virtual`, it runs in a thread of its own where a loop already runs here.
+    """
+    if asyncio.events._get_running_loop() is not None:
+        return _in_a_thread(lambda: run_real(coro))
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coro)
     finally:
         _shutdown(loop)
+
+
+def _in_a_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a new thread (no loop runs there); its result or exception, here."""
+    out: list[T] = []
+    err: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(fn())
+        except BaseException as e:  # handed to the caller, whatever it is
+            err.append(e)
+
+    worker = threading.Thread(target=target, name="orchestrace-run", daemon=True)
+    worker.start()
+    worker.join()
+    if err:
+        raise err[0]
+    return out[0]
 
 
 def _shutdown(loop: asyncio.AbstractEventLoop) -> None:
