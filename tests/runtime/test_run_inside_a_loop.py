@@ -58,3 +58,32 @@ def test_virtual_time_inside_a_running_loop() -> None:
         return run_virtual(sleeper())
 
     assert asyncio.run(cell()) == 3600.0
+
+
+def test_environments_step_inside_a_running_loop_as_outside() -> None:
+    from orchestrace.learn.env import make_env
+    from orchestrace.learn.policies import KAgree
+    from orchestrace.learn.vector import VectorEnv
+
+    def episodes() -> list:
+        env = make_env("stop-v0", task="arith-mapreduce-v0")
+        pol = KAgree(k=2)
+        got = []
+        for seed in range(3):
+            obs, info = env.reset(seed=seed)
+            while True:
+                obs, r, term, trunc, info = env.step(pol.act(obs, info, env))
+                if term or trunc:
+                    got.append((r, obs.tolist(), _bytes(env.trace)))
+                    break
+        env.reset(seed=9)
+        env.close()  # abandoned mid-episode: its tasks are cancelled on its own loop
+        with VectorEnv(2, "stop-v0", task="arith-mapreduce-v0") as vec:
+            obs, _ = vec.reset(seed=0)
+            got.append(obs.tolist())
+        return got
+
+    async def cell():
+        return episodes()
+
+    assert asyncio.run(cell()) == episodes()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -31,7 +32,7 @@ from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
 from orchestrace.runtime.backends import make_backend
 from orchestrace.runtime.backends.sim import SimBackend
-from orchestrace.runtime.clock import VirtualTimeLoop
+from orchestrace.runtime.clock import VirtualTimeLoop, outside_running_loop
 from orchestrace.runtime.config import RunConfig
 from orchestrace.runtime.core import Runtime
 from orchestrace.runtime.rounds import (
@@ -321,7 +322,7 @@ class OrchestrationEnv:
             loop, backend = self._real
             self._real = None
             with contextlib.suppress(Exception):
-                loop.run_until_complete(backend.aclose())
+                outside_running_loop(lambda: loop.run_until_complete(backend.aclose()))
             loop.close()
 
     def _episode_loop(self, seed: int) -> tuple[asyncio.AbstractEventLoop, Any]:
@@ -374,7 +375,8 @@ class OrchestrationEnv:
                 for t in pending:
                     t.cancel()
                 with contextlib.suppress(RuntimeError):
-                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                    gathered = asyncio.gather(*pending, return_exceptions=True)
+                    outside_running_loop(functools.partial(loop.run_until_complete, gathered))
         self._loop = self._run = self._req = self._act = None
         if not keep_trace:
             self.trace = None
@@ -560,7 +562,7 @@ def _rewind(loop: VirtualTimeLoop) -> bool:
         if not loop._ready:  # type: ignore[attr-defined]
             break
         loop.call_soon(loop.stop)
-        loop.run_forever()
+        outside_running_loop(loop.run_forever)
     if (
         loop._ready  # type: ignore[attr-defined]
         or loop._scheduled  # type: ignore[attr-defined]
@@ -591,7 +593,7 @@ def _run_until_any(loop: asyncio.AbstractEventLoop, futures: set[asyncio.Future[
     for f in futures:
         f.add_done_callback(stop)
     try:
-        loop.run_forever()
+        outside_running_loop(loop.run_forever)
     finally:
         for f in futures:
             f.remove_done_callback(stop)

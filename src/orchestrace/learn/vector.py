@@ -37,7 +37,7 @@ import numpy as np
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn._orchestration_env import _jsonable, _rewind
 from orchestrace.learn.env import OrchestrationEnv, make_env
-from orchestrace.runtime.clock import VirtualTimeLoop
+from orchestrace.runtime.clock import VirtualTimeLoop, outside_running_loop
 
 __all__ = ["VectorEnv"]
 
@@ -166,7 +166,8 @@ class VectorEnv:
             for t in left:
                 t.cancel()
             if left:
-                self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+                gathered = asyncio.gather(*left, return_exceptions=True)
+                outside_running_loop(lambda: self.loop.run_until_complete(gathered))
             self.loop.close()
 
     def __enter__(self) -> VectorEnv:
@@ -299,7 +300,7 @@ class VectorEnv:
                     f.add_done_callback(hit)
                     hooks.append((f, hit))
             try:
-                loop.run_forever()
+                outside_running_loop(loop.run_forever)
             finally:
                 for f, hit in hooks:
                     f.remove_done_callback(hit)

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from orchestrace.errors import RuntimeError_
 
-__all__ = ["Deadlock", "VirtualTimeLoop", "run_real", "run_virtual"]
+__all__ = ["Deadlock", "VirtualTimeLoop", "outside_running_loop", "run_real", "run_virtual"]
 
 T = TypeVar("T")
 
@@ -259,6 +259,28 @@ def run_real(coro: Coroutine[Any, Any, T]) -> T:
         return loop.run_until_complete(coro)
     finally:
         _shutdown(loop)
+
+
+def outside_running_loop(fn: Callable[[], T]) -> T:
+    """``fn()``, in a thread of its own where an event loop already runs in this thread.
+
+    For code that drives an event loop of its own (``run_forever``, ``run_until_complete``)
+    from synchronous code that may itself be called inside a running loop (a Jupyter cell).
+
+    Example:
+        >>> import asyncio
+        >>> async def cell():
+        ...     loop = asyncio.new_event_loop()
+        ...     try:
+        ...         return outside_running_loop(lambda: loop.run_until_complete(asyncio.sleep(0, 7)))
+        ...     finally:
+        ...         loop.close()
+        >>> asyncio.run(cell())
+        7
+    """
+    if asyncio.events._get_running_loop() is not None:
+        return _in_a_thread(fn)
+    return fn()
 
 
 def _in_a_thread(fn: Callable[[], T]) -> T:
