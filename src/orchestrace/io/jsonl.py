@@ -13,7 +13,10 @@ A damaged line stops reading with an error naming its line; with ``keep_going=Tr
 reported and skipped, and every other record is read.
 
 This module reads; the writers (:class:`StreamWriter`, :func:`write_jsonl`) live in
-:mod:`orchestrace.io._jsonl_write` and are re-exported here.
+:mod:`orchestrace.io._jsonl_write` and are re-exported here, and the batched decoding of
+record lines in :mod:`orchestrace.io._jsonl_records`. The line-by-line and the stream readers
+stay together (about 700 lines): they share how a damaged line is reported and placed on its
+line, which must read the same whichever path found it.
 
 Example:
     >>> import tempfile, os
