@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +38,7 @@ import numpy as np
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn._orchestration_env import _jsonable, _rewind
 from orchestrace.learn.env import OrchestrationEnv, make_env
-from orchestrace.runtime.clock import VirtualTimeLoop, outside_running_loop
+from orchestrace.runtime.clock import VirtualTimeLoop, _shutdown, outside_running_loop
 
 __all__ = ["VectorEnv"]
 
@@ -161,14 +162,8 @@ class VectorEnv:
         """End every episode and close the shared loop."""
         for env in self.envs:
             env.close()
-        if not self.loop.is_closed():
-            left = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
-            for t in left:
-                t.cancel()
-            if left:
-                gathered = asyncio.gather(*left, return_exceptions=True)
-                outside_running_loop(lambda: self.loop.run_until_complete(gathered))
-            self.loop.close()
+        if not self.loop.is_closed():  # its tasks cancelled, the loop closed, as a run's
+            outside_running_loop(functools.partial(_shutdown, self.loop))
 
     def __enter__(self) -> VectorEnv:
         return self
