@@ -4,6 +4,11 @@ While the ``orchestrace`` command loads its modules, a Ctrl-C ends it with one l
 code 130 instead of an import traceback; :func:`orchestrace.cli.main` puts the ordinary
 handler back as soon as it can report an interrupt itself. Imported as a library (any other
 program), nothing changes.
+
+:func:`child_signals` is called first thing in every process the package forks (worker pools,
+snapshot copies): a copy inherits its parent's Python signal handlers, and a Ctrl-C or a
+SIGTERM sent to the process group would otherwise raise inside each copy and print one
+traceback per process. The parent reports the interrupt once.
 """
 
 from __future__ import annotations
@@ -17,6 +22,24 @@ import threading
 def _quiet_exit(signum: int, frame: object) -> None:
     os.write(2, b"interrupted\n")
     os._exit(130)
+
+
+def child_signals() -> None:
+    """In a forked child process: SIGINT and SIGTERM end it at once, quietly (the default).
+
+    Example:
+        >>> import os, signal
+        >>> pid = os.fork()
+        >>> if pid == 0:  # the child
+        ...     child_signals()
+        ...     os._exit(0 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else 1)
+        >>> os.waitpid(pid, 0)[1]
+        0
+    """
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _starting_cli() -> bool:

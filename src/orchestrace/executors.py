@@ -62,6 +62,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrace._startup import child_signals
 from orchestrace.errors import ConfigError, RuntimeError_
 
 if TYPE_CHECKING:
@@ -491,7 +492,9 @@ class ProcessExecutor(Executor):
         slot = next(s for s in range(len(self._slots)) if s not in self._busy.values())
         pool = self._slots[slot]
         if pool is None:
-            pool = self._slots[slot] = ProcessPoolExecutor(1, mp_context=_mp_context())
+            pool = self._slots[slot] = ProcessPoolExecutor(
+                1, mp_context=_mp_context(), initializer=child_signals
+            )
         first = self._token is not None and self._holds[slot] != self._token
         fut = pool.submit(
             _run_in_worker, self._fn, self._token, self._blob if first else None, chunk
@@ -544,12 +547,17 @@ class ProcessExecutor(Executor):
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Shut a pool down now: queued jobs are cancelled, running ones end with their workers."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
         if proc.is_alive():
             proc.terminate()
     for proc in procs:
         proc.join(timeout=5)
+    if manager is not None:
+        # the pool's thread closes its wake-up pipe as it ends; Python 3.11 writes to every
+        # pool's pipe at exit, and one still ending then prints an "Exception ignored" error
+        manager.join(timeout=5)
 
 
 # ---------------------------------------------------------------------------- factory and CLI

@@ -197,6 +197,53 @@ def test_bad_collection_settings() -> None:
         TrainConfig(num_workers=-1)
     with pytest.raises(ConfigError, match="num_workers must be an integer"):
         TrainConfig(num_workers=True)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"num_workers \(9\) must be at most batch \(8\)"):
+        TrainConfig(num_workers=9, batch=8)
+    TrainConfig(num_workers=8, batch=8)  # one episode each: allowed
+
+
+def test_more_workers_than_the_machine_can_hold_are_refused_before_any_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(collect_mod, "WorkerPool", None)  # nothing may start a pool
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    cfg = TrainConfig(task="arith", num_workers=9, batch=64)
+    with pytest.raises(
+        ConfigError, match=r"num_workers=9 is more than 4 .* \(2 CPUs\).* at most 8"
+    ):
+        make_trainer("ppo", cfg)
+
+
+def test_environments_beyond_the_batch_are_never_made() -> None:
+    trainer = make_trainer("ppo", TrainConfig(task="arith", episodes=8, batch=8, num_envs=10**9))
+    trainer.collect()
+    envs = trainer._envs
+    assert envs is not None
+    assert len(envs.envs if isinstance(envs, VectorEnv) else envs) == 8
+    trainer.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--steps", "0"], "--steps must be >= 1 (got 0): training episodes"),
+        (["--group", "0"], "--group must be >= 1 (got 0): GRPO: episodes per task instance"),
+        (["--lr", "0"], "--lr must be in (0, 1), got 0.0"),
+        (["--batch", "12", "--group", "5"], "--batch (12) must be a multiple of --group (5)"),
+        (
+            ["--num-workers", "100000"],
+            "--num-workers (100000) must be at most --batch (128): each worker process "
+            "collects part of every batch",
+        ),
+    ],
+)
+def test_cli_train_names_its_options_in_errors(argv, message, tmp_path, capsys) -> None:
+    from orchestrace.cli import main
+
+    out = tmp_path / "out"
+    assert main(["train", *argv, "--no-progress", "-o", str(out)]) == 1
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert not out.exists()
 
 
 def test_spawned_workers_need_settings_that_pickle(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,4 +289,4 @@ def test_cli_train_takes_num_envs_and_num_workers(tmp_path, capsys) -> None:
     assert (config["num_envs"], config["num_workers"]) == (4, 1)
     capsys.readouterr()
     assert main([*args, "--num-envs", "0", "-o", str(tmp_path / "b")]) == 1
-    assert "num_envs must be >= 1" in capsys.readouterr().err
+    assert "--num-envs must be >= 1" in capsys.readouterr().err

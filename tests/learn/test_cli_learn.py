@@ -83,7 +83,7 @@ def test_train_evaluate_export(tmp_path, capsys):
 
 def test_bad_learn_inputs(tmp_path, capsys):
     code, _, err = run(capsys, "train", "--steps", "0", "--no-progress")
-    assert code == 1 and "episodes must be >= 1" in err
+    assert code == 1 and "--steps must be >= 1 (got 0)" in err
     code, _, err = run(capsys, "evaluate", str(tmp_path / "missing.pt"))
     assert code == 1 and "cannot load policy" in err
     code, _, err = run(capsys, "export", str(tmp_path / "missing.json"), "-o", "x")

@@ -180,7 +180,7 @@ def _check_seeds(args: argparse.Namespace) -> None:
                 "use a value below 2**63"
             )
         if value < 0:
-            raise ConfigError(f"{flag} must not be negative (got {value}); e.g. {flag} 0")
+            raise ConfigError(f"{flag} must not be negative (got {value}); e.g. {flag} {-value}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,19 @@ _LLM_ONLY = {
     "save_every": "--save-every",
     "resume": "--resume",
 }
+
+
+#: TrainConfig's fields as this command's options, where an error message names one.
+_FLAGS = {
+    "episodes": "--steps",
+    "batch": "--batch",
+    "group": "--group",
+    "lr": "--lr",
+    "num_envs": "--num-envs",
+    "num_workers": "--num-workers",
+    "task": "--task",
+}
+_FIELD = re.compile(r"\b(" + "|".join(_FLAGS) + r")(?=( must| \(|=| is))")
 
 
 def add_parser(sub: Any) -> None:
@@ -177,13 +191,16 @@ def run_cmd(args: argparse.Namespace) -> int:
         "num_envs": args.num_envs,
         "num_workers": args.num_workers,
     }
-    cfg = TrainConfig(
-        env=args.env,
-        seed=args.seed,
-        out=args.output,
-        **{k: v for k, v in given.items() if v is not None},
-    )
-    trainer = make_trainer(algo, cfg)
+    try:
+        cfg = TrainConfig(
+            env=args.env,
+            seed=args.seed,
+            out=args.output,
+            **{k: v for k, v in given.items() if v is not None},
+        )
+        trainer = make_trainer(algo, cfg)
+    except ConfigError as err:  # the settings' names are the options' here
+        raise ConfigError(_FIELD.sub(lambda m: _FLAGS[m[1]], str(err))) from None
     bar: Any = None
     if not args.no_progress:
         from tqdm import tqdm  # noqa: PLC0415  tqdm is heavy: loaded on first use

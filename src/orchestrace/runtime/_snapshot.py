@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._startup import child_signals
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.cache import CallKey, ReplayCache
 from orchestrace.runtime.clock import VirtualTimeLoop, _shutdown
@@ -189,6 +190,7 @@ class _Snap:
             self.results[j] = ("err", f"fork failed: {err}")
             return False
         if pid == 0:  # the copy: this job's fork from here on
+            child_signals()  # an interrupt ends the copy; the original reports it once
             os.close(r)
             # asyncio knows the running loop per process: this copy runs the same loop
             asyncio.events._set_running_loop(self.loop)

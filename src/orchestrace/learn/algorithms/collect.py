@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._startup import child_signals
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.env import OrchestrationEnv, make_env
 from orchestrace.learn.policies.torch_policy import MLPPolicy
@@ -200,6 +201,7 @@ _WORKER: dict[str, Any] = {}
 
 def _init_worker(env_id: str, env_kw: dict[str, Any], shape: dict[str, Any], num_envs: int) -> None:
     """Set up a worker process: one torch thread, its environments, a policy to load into."""
+    child_signals()  # a Ctrl-C or SIGTERM to the group ends it quietly; the trainer reports it
     policy = MLPPolicy(**shape)
     policy.torch.set_num_threads(1)
     _WORKER["envs"] = make_envs(num_envs, env_id, env_kw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -47,7 +48,10 @@ class TrainConfig:
     )
     num_envs: int = field(
         default=32,
-        metadata={"help": "environments stepped together, one policy forward pass per step"},
+        metadata={
+            "help": "environments stepped together, one policy forward pass per step (at most "
+            "batch are made: more would never be stepped)"
+        },
     )
     num_workers: int = field(
         default=0,
@@ -70,6 +74,11 @@ class TrainConfig:
                     f"{name} must be >= 1 (got {getattr(self, name)}): "
                     f"{self.__dataclass_fields__[name].metadata['help']}"
                 )
+        if self.num_workers > self.batch:
+            raise ConfigError(
+                f"num_workers ({self.num_workers}) must be at most batch ({self.batch}): each "
+                "worker process collects part of every batch"
+            )
         if self.batch % self.group and self.group > 1:
             raise ConfigError(f"batch ({self.batch}) must be a multiple of group ({self.group})")
         if not 0 < self.lr < 1:
@@ -122,6 +131,14 @@ class Trainer:
     algo = "base"
 
     def __init__(self, config: TrainConfig) -> None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        most = 4 * (cpus or 1)
+        if config.num_workers > most:
+            raise ConfigError(
+                f"num_workers={config.num_workers} is more than 4 worker processes per CPU of "
+                f"this machine ({cpus} CPUs); each holds its own copy of the policy and "
+                f"environments: use at most {most} (about one per CPU is fastest)"
+            )
         self.cfg = config
         self.env = make_env(config.env, task=config.task, **config.env_options)
         self.policy = MLPPolicy.for_env(
@@ -151,14 +168,17 @@ class Trainer:
         if cfg.num_workers:
             if self._pool is None:
                 kw = {"task": cfg.task, **cfg.env_options}
-                self._pool = WorkerPool(cfg.num_workers, cfg.num_envs, cfg.env, kw, self.policy)
+                per_worker = -(-cfg.batch // cfg.num_workers)  # the most one worker collects
+                self._pool = WorkerPool(
+                    cfg.num_workers, min(cfg.num_envs, per_worker), cfg.env, kw, self.policy
+                )
             eps = self._pool.collect(
                 self.policy, seeds, keys, stream=cfg.seed, train_step=self.episodes
             )
         else:
             if self._envs is None:
                 kw = {"task": cfg.task, **cfg.env_options}
-                self._envs = make_envs(cfg.num_envs, cfg.env, kw)
+                self._envs = make_envs(min(cfg.num_envs, cfg.batch), cfg.env, kw)
             envs = self._envs
             for env in envs.envs if isinstance(envs, VectorEnv) else envs:
                 env.train_step = self.episodes

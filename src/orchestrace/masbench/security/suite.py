@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._startup import child_signals
 from orchestrace._version import __version__
 from orchestrace.errors import ConfigError
 from orchestrace.masbench.security.figures import aggregate_security
@@ -339,7 +340,7 @@ def run_security_suite(
     runs: list[dict[str, Any]] = []
     try:
         if jobs > 1 and backend == "sim":
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
+            with ProcessPoolExecutor(max_workers=jobs, initializer=child_signals) as pool:
                 try:
                     for r in pool.map(run_security_one, specs, chunksize=32):
                         runs.append(r)

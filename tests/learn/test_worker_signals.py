@@ -1,0 +1,107 @@
+"""A SIGTERM or Ctrl-C sent to the process group of a command with worker processes.
+
+Forked workers inherit the command line's handlers; each must end quietly, and the command
+reports the interrupt once, with its exit status, and removes the output it had started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="reads /proc for the group's processes"),
+]
+
+
+def _group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+COMMANDS = {
+    "train workers": (
+        [
+            "train",
+            "--task",
+            "arith",
+            "--steps",
+            "100000000",
+            "--batch",
+            "64",
+            "--num-workers",
+            "2",
+            "--no-progress",
+        ],
+        3,
+    ),
+    "security jobs": (["bench", "--suite", "security-v1", "--jobs", "2", "--no-progress"], 3),
+    "process executor": (
+        ["bench", "--suite", "sim-v2", "--executor", "process", "--workers", "2", "--no-progress"],
+        5,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "sig", "code", "line"),
+    [
+        ("train workers", signal.SIGTERM, 143, "terminated"),
+        ("train workers", signal.SIGINT, 130, "interrupted"),
+        ("security jobs", signal.SIGINT, 130, "interrupted"),
+        ("process executor", signal.SIGTERM, 143, "terminated"),
+        ("process executor", signal.SIGINT, 130, "interrupted"),
+    ],
+)
+def test_a_signal_to_the_group_ends_every_worker_quietly(tmp_path, command, sig, code, line):
+    if command == "train workers":
+        pytest.importorskip("torch")
+    argv, ready = COMMANDS[command]
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrace", *argv, "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_group(proc.pid)) < ready and proc.poll() is None:
+            assert time.monotonic() < deadline, "the workers did not start within 60 s"
+            time.sleep(0.05)
+        time.sleep(1.0)  # the workers are at work
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _group(proc.pid)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip() == line, err[-3000:]  # one line, from the command, not the workers
+    assert proc.returncode == code
+    assert not out.exists()
+    assert left == []  # no worker is left behind
