@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,82 @@ def _raylet_messages_to_process_stderr() -> None:
 
     to_stderr._to_stderr = True  # type: ignore[attr-defined]
     mod.print_to_stdstream = to_stderr
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``-n N`` and no ``--dist`` given, tests are sent to the workers a file at a time
+    (:func:`pytest_xdist_make_scheduler`); an explicit ``--dist`` is kept."""
+    args = config.invocation_params.args
+    given = any(str(a).startswith("--dist") or str(a) == "-d" for a in args)
+    if getattr(config.option, "dist", None) == "load" and not given:
+        config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # in the order LONGEST_FIRST gives (below)
+
+
+#: The files that use the per-process Ray instance (``shared_ray``): one worker runs them
+#: all, so the suite starts Ray once and one worker pays its background work.
+RAY_FILES = (
+    "test_executors.py",
+    "learn/test_study_executors.py",
+    "credit/test_credit_executors.py",
+    "credit/test_credit_partial_executors.py",
+    "masbench/test_suite_executors.py",
+    "learn/test_rollouts_executors.py",
+)
+
+#: The files whose tests take longest (worker-seconds from ``--durations=0`` on a 2-core
+#: machine), longest first, after the Ray files. Each file runs on one worker, so its module
+#: fixtures (a browser, a process pool, corpus seeds) are made once; sending the long files
+#: out first keeps one of them from being the last thing running while the other worker sits
+#: idle.
+LONGEST_FIRST = (
+    "test_hostile_corpus.py",
+    "viewer/test_viewer_browser.py",
+    "runtime/test_snapshot_forks.py",
+    "learn/test_worker_signals.py",
+    "runtime/test_sandbox.py",
+    "learn/test_stopping_study.py",
+    "io/test_jsonl_differential.py",
+    "learn/test_llm_train.py",
+    "test_fuzz_api.py",
+    "io/test_columnar_differential.py",
+    "credit/test_credit_openai_server.py",
+    "runtime/test_openai_faults.py",
+    "learn/test_llm_interrupt.py",
+    "learn/test_llm_resume.py",
+    "test_executors_ray_output.py",
+    "test_examples.py",
+    "test_api.py",
+    "test_laws_credit.py",
+    "cli/test_report_dirs_full_disk.py",
+    "masbench/test_suite_backend_failures.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the Ray files first, then the longest files (a stable sort: the order within a
+    file and of the other files is kept)."""
+    here = Path(__file__).parent
+    names = RAY_FILES + LONGEST_FIRST
+    missing = [name for name in names if not (here / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py names no file {missing[0]}")
+    rank = {str(here / name): i for i, name in enumerate(names)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (set by :func:`pytest_configure`), the Ray files as one unit."""
+    if config.option.dist != "loadfile" or config.option.loadscopereorder:
+        return None  # an explicit --dist: xdist's own
+    from xdist.scheduler import LoadFileScheduling
+
+    ray = {f"tests/{name}" for name in RAY_FILES}
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "ray" if path in ray else path
+
+    return Scheduling(config, log)

@@ -59,11 +59,18 @@ def _send(sock: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> 
 
 
 def _recv(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
-    data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, _MAX_FDS)
-    if not data:
+    # a stream socket: read the 4-byte length, then exactly that many bytes, never into the
+    # next message (the zygote may have sent two by now: a run's pid, then its status)
+    head, fds, _flags, _addr = socket.recv_fds(sock, 4, _MAX_FDS)
+    while head and len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            return None, fds
+        head += more
+    if not head:
         return None, fds
-    (n,) = struct.unpack("!I", data[:4])
-    body = data[4:]
+    (n,) = struct.unpack("!I", head)
+    body = b""
     while len(body) < n:
         more = sock.recv(n - len(body))
         if not more:

@@ -65,7 +65,6 @@ COMMANDS = {
     ("command", "sig", "code", "line"),
     [
         ("train workers", signal.SIGTERM, 143, "terminated"),
-        ("train workers", signal.SIGINT, 130, "interrupted"),
         ("security jobs", signal.SIGINT, 130, "interrupted"),
         ("process executor", signal.SIGTERM, 143, "terminated"),
         ("process executor", signal.SIGINT, 130, "interrupted"),

@@ -2,7 +2,7 @@
 critical path, inspects events, marks a fork's changes, never runs a trace's strings, follows a
 recording as it is written, and draws a 100,000-event trace's first view within a budget.
 
-Screenshots go to $ORCHESTRACE_TEST_ARTIFACTS/viewer (or the test's tmp dir).
+Screenshots go to $ORCHESTRACE_TEST_ARTIFACTS/viewer when it is set.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ pytest.importorskip("uvicorn")
 from playwright.sync_api import sync_playwright
 from viewer_browser import (
     HOSTILE,
-    artifacts,
     canvas_pixels,
     hex_colour,
+    keep_screenshot,
     launch,
     open_page,
     state,
@@ -116,7 +116,7 @@ def test_page_loads_a_trace_with_lanes_and_critical_path(
     ov = wait_for(page, lambda: state(page, "s.overlay"), what="the overlay")
     assert ov["n"] == tr.n_events and ov["label"] == "credit (agent, uniform)"
     assert page.locator("#legend .scale .cell").count() == 11
-    page.screenshot(path=str(artifacts(tmp_path) / "debate.png"))
+    keep_screenshot(page, "debate.png")
     assert not page.errors
 
 
@@ -145,7 +145,7 @@ def test_inspector_shows_the_clicked_event(
         assert value in text
     assert "incoming edges" in text and "outgoing edges" in text
     assert "tokens" in text
-    page.screenshot(path=str(artifacts(tmp_path) / "inspector.png"))
+    keep_screenshot(page, "inspector.png")
 
 
 #: The fork diff's colours (viewer-frontend/src/util.js DIFF_COLOURS).
@@ -216,7 +216,7 @@ def test_fork_diff_draws_changed_retimed_and_disappeared_events(
         page.evaluate(f"window.__orchestrace.select('b', {changed})")
         wait_for(page, lambda: state(page, "s.selected && s.selected.idx") == changed)
         assert page.locator("#inspector .diff-box").inner_text().startswith("changed")
-        page.screenshot(path=str(artifacts(tmp_path) / "fork-diff.png"))
+        keep_screenshot(page, "fork-diff.png")
         # "original only" and fit: the original's time range, its changes still outlined
         page.evaluate("window.__orchestrace.setDiffMode('a')")
         wait_for(
@@ -337,7 +337,7 @@ def test_event_graph_of_long_ids_stays_readable_and_pans(browser: Any, tmp_path:
             assert any(i in title for i in ids), title
             assert height >= 9, (text, height)  # drawn at a readable size
         assert state(page, "s.graph.scale") >= 0.8
-        page.screenshot(path=str(artifacts(tmp_path) / "hex-graph.png"))
+        keep_screenshot(page, "hex-graph.png")
         # drag pans the graph
         before = page.evaluate(
             "document.querySelector('svg.graph-svg > g').getAttribute('transform')"
@@ -378,7 +378,7 @@ def test_hostile_strings_never_run(browser: Any, hostile_path: Path, tmp_path: P
         assert state(page, "s.selected.content_length") == 10**7 + len(HOSTILE[0])
         page.locator("#search").fill("<script>")
         wait_for(page, lambda: state(page, "s.windowTotal") == 2, what="search")
-        page.screenshot(path=str(artifacts(tmp_path) / "hostile.png"))
+        keep_screenshot(page, "hostile.png")
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert page.dialogs == []
         assert page.locator("#inspector script, #inspector img").count() == 0
@@ -447,7 +447,7 @@ def test_a_recording_being_written_refreshes(browser: Any, tmp_path: Path) -> No
         assert banner.startswith("error: ") and str(p) in banner and "last version" in banner
         assert "fix or delete this line" in banner  # the command line's own words
         assert state(page, "s.summary.n_events") == 40
-        page.screenshot(path=str(artifacts(tmp_path) / "live-error.png"))
+        keep_screenshot(page, "live-error.png")
 
 
 @pytest.mark.slow
@@ -473,4 +473,4 @@ def test_hundred_thousand_events_first_view_within_budget(browser: Any, tmp_path
         wait_for(page, lambda: state(page, "s.window[1]") < 1011, what="the zoomed window")
         wait_for(page, lambda: state(page, "s.windowTotal") < 5000, what="the zoomed events")
         assert time.monotonic() - t0 < 5
-        page.screenshot(path=str(artifacts(tmp_path) / "big.png"))
+        keep_screenshot(page, "big.png")

@@ -51,12 +51,14 @@ def launch(pw: Any) -> Any:
         pytest.skip(why)
 
 
-def artifacts(tmp_path: Path) -> Path:
-    """Where screenshots go: $ORCHESTRACE_TEST_ARTIFACTS, else the test's tmp dir."""
+def keep_screenshot(page: Any, name: str) -> None:
+    """A screenshot for a person to look at, in $ORCHESTRACE_TEST_ARTIFACTS/viewer; nothing
+    when that is not set (no check reads it; the pixel checks use :func:`canvas_pixels`)."""
     env = os.environ.get("ORCHESTRACE_TEST_ARTIFACTS")
-    d = Path(env) / "viewer" if env else tmp_path
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    if env:
+        d = Path(env) / "viewer"
+        d.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(d / name))
 
 
 @contextmanager
