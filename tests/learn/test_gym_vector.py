@@ -177,3 +177,36 @@ def test_vector_env_refuses_bad_input():
             venv.step([0])
         with pytest.raises(ConfigError, match="not in Discrete"):
             venv.step([0, 7])
+
+
+class _StopsAfter:
+    """Stops after ``k`` decisions of the current episode: state that reset() clears."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self.seen = k, 0
+
+    def reset(self) -> None:
+        self.seen = 0
+
+    def act(self, obs, info, env):
+        self.seen += 1
+        return env.encode(
+            {
+                "spawn": 1,
+                "role": "worker",
+                "comm": "none",
+                "aggregate": "vote",
+                "stop": self.seen > self.k,
+            }
+        )
+
+
+def test_a_stateful_policy_gets_one_copy_per_environment_reset_before_each_episode():
+    seeds = list(range(9))
+    one = rollouts(_StopsAfter(2), seeds, "stop-v0", env_options={"task": "arith"})
+    policy = _StopsAfter(2)
+    with VectorEnv(3, "stop-v0", task="arith") as venv:
+        many = venv.rollouts(policy, seeds)
+    assert many == one
+    assert {r["steps"] for r in many} == {3}  # each episode counted from 0 (reset per episode)
+    assert policy.seen == 0  # the caller's object is never stepped

@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import math
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ from orchestrace.runtime.rounds import (
     SPAWNS,
     Rounds,
     RoundsSpec,
+    top_counts,
 )
 from orchestrace.runtime.rounds import key_of as _key
 from orchestrace.tasks import make_task
@@ -444,8 +444,8 @@ class OrchestrationEnv:
         st = self.state
         cfg = self.config
         keys = [_key(v) for v, _ in st["answers"]]
-        tally = Counter(keys)
-        counts = tally.most_common(2)
+        distinct = len(set(keys))
+        counts = top_counts(keys, 2)
         top = counts[0][1] if counts else 0
         second = counts[1][1] if len(counts) > 1 else 0
         n = len(keys)
@@ -463,7 +463,7 @@ class OrchestrationEnv:
             n / mw,
             top / mw,
             second / mw,
-            (len(tally) / n) if n else 0.0,
+            (distinct / n) if n else 0.0,
             (top / n) if n else 0.0,
             (top - second) / mw,
             min(st["tokens"] / 10000.0, 1.0),

@@ -180,7 +180,8 @@ class VectorEnv:
         Each episode's result equals that of :func:`~orchestrace.learn.env.rollouts` for its
         seed. ``policy.act(obs, info, env)`` is called per environment; a policy with state
         across steps needs one copy per environment, so a ``policy`` with ``reset()`` is
-        copied for each running episode.
+        copied once for each environment, and that copy's ``reset()`` is called before each of
+        its episodes (as :func:`~orchestrace.learn.env.rollouts` calls the policy's own).
 
         Args:
             policy: Anything with ``act(obs, info, env)``.
@@ -194,6 +195,8 @@ class VectorEnv:
         queue = [int(s) for s in seeds]
         results: dict[int, dict[str, Any]] = {}
         slots: list[dict[str, Any] | None] = [None] * self.num_envs
+        stateful = hasattr(policy, "reset")
+        copies: list[Any] = [None] * self.num_envs  # each environment's copy of the policy
         nxt = 0
 
         def start(i: int) -> bool:
@@ -202,8 +205,10 @@ class VectorEnv:
                 slots[i] = None
                 return False
             pol = policy
-            if hasattr(policy, "reset"):
-                pol = copy.deepcopy(policy)
+            if stateful:
+                pol = copies[i]
+                if pol is None:
+                    pol = copies[i] = copy.deepcopy(policy)
                 pol.reset()
             slots[i] = {"index": nxt, "seed": queue[nxt], "policy": pol, "total": 0.0, "n": 0}
             self.envs[i]._begin(queue[nxt], None)
