@@ -40,6 +40,9 @@ from orchestrace.trace.model import Decision
 if TYPE_CHECKING:
     from orchestrace.runtime.core import Runtime
 
+#: The decisions :meth:`Context.record_decision` accepts.
+_DECISIONS = frozenset(d.value for d in Decision)
+
 __all__ = [
     "AgentFn",
     "AgentState",
@@ -282,7 +285,7 @@ class Context:
         ``attrs`` keeps what the decision saw and chose (exporters read ``prompt`` and
         ``completion`` from it). Returns the event id.
         """
-        if decision not in {d.value for d in Decision}:
+        if decision not in _DECISIONS:
             raise ConfigError(
                 f"unknown decision {decision!r}; use one of: {', '.join(d.value for d in Decision)}"
             )

@@ -168,7 +168,7 @@ class Rounds:
         """The current state as text: what an LLM orchestrator would read for this decision."""
         st = self.state
         values = [v for v, _ in st["answers"]]
-        counts = Counter(key_of(v) for v in values).most_common(3)
+        counts = top_counts([key_of(v) for v in values], 3)
         tally = ", ".join(f"{k} x{c}" for k, c in counts) or "none yet"
         return (
             f"Task ({self.task.name}, size {st['size']}): {self.task.question}\n"
