@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,13 @@ def _raylet_messages_to_process_stderr() -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """With ``-n N`` and no ``--dist`` given, tests are sent to the workers a file at a time
     (:func:`pytest_xdist_make_scheduler`); an explicit ``--dist`` is kept."""
-    args = config.invocation_params.args
-    given = any(str(a).startswith("--dist") or str(a) == "-d" for a in args)
+    # the command line, PYTEST_ADDOPTS and the ini file's addopts
+    args = [
+        *map(str, config.invocation_params.args),
+        *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+        *config.getini("addopts"),
+    ]
+    given = any(a.startswith("--dist") or a == "-d" for a in args)
     if getattr(config.option, "dist", None) == "load" and not given:
         config.option.dist = "loadfile"
         config.option.loadscopereorder = False  # in the order LONGEST_FIRST gives (below)

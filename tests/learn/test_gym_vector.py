@@ -179,6 +179,43 @@ def test_vector_env_refuses_bad_input():
             venv.step([0, 7])
 
 
+class _RandomStop:
+    """Stops at random: a generator that reset() leaves as it is."""
+
+    def __init__(self) -> None:
+        import random
+
+        self.rng = random.Random(0)
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs, info, env):
+        return env.encode(
+            {
+                "spawn": 1,
+                "role": "worker",
+                "comm": "none",
+                "aggregate": "vote",
+                "stop": self_stop(self.rng),
+            }
+        )
+
+
+def self_stop(rng) -> bool:
+    return rng.random() < 0.4
+
+
+def test_results_do_not_depend_on_num_envs_for_a_policy_with_state_reset_leaves():
+    seeds = list(range(8))
+    runs = []
+    for n in (1, 3, 8):
+        with VectorEnv(n, "stop-v0", task="arith") as venv:
+            runs.append([r["steps"] for r in venv.rollouts(_RandomStop(), seeds)])
+    assert runs[0] == runs[1] == runs[2]
+    assert len(set(runs[0])) == 1  # each episode starts from the policy as given
+
+
 class _StopsAfter:
     """Stops after ``k`` decisions of the current episode: state that reset() clears."""
 
@@ -201,7 +238,7 @@ class _StopsAfter:
         )
 
 
-def test_a_stateful_policy_gets_one_copy_per_environment_reset_before_each_episode():
+def test_a_stateful_policy_is_copied_and_reset_for_each_episode():
     seeds = list(range(9))
     one = rollouts(_StopsAfter(2), seeds, "stop-v0", env_options={"task": "arith"})
     policy = _StopsAfter(2)

@@ -104,3 +104,48 @@ def test_a_signal_to_the_group_ends_every_worker_quietly(tmp_path, command, sig,
     assert proc.returncode == code
     assert not out.exists()
     assert left == []  # no worker is left behind
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "line"),
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+)
+def test_a_signal_during_snapshot_forks_ends_the_command_with_one_line(tmp_path, sig, code, line):
+    """Credit on the local executor forks copies of a run from inside an agent's task: the
+    signal arrives while asyncio runs that task, and must still end the command."""
+    from orchestrace.cli import main
+
+    trace = tmp_path / "swarm.jsonl"
+    argv = ["run", "swarm", "-k", "250", "--task-size", "2500", "--seed", "3", "--no-progress"]
+    assert main([*argv, "-o", str(trace)]) == 0
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrace",
+            "credit",
+            str(trace),
+            "--method",
+            "counterfactual",
+            "--unit",
+            "message",
+            "--samples",
+            "8",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        time.sleep(3.0)  # loaded, the original run executing, copies being made
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert err.strip() == line, err[-3000:]
+    assert proc.returncode == code
+    assert out == ""  # no table: the command did not carry on

@@ -7,7 +7,9 @@ the fix), 2 on a usage error, and never prints a traceback unless ``ORCHESTRACE_
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -152,8 +154,73 @@ def build_parser(load: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived: unwinds like Ctrl-C, so outputs being written are cleaned up."""
+class Terminated(SystemExit):
+    """SIGTERM arrived: unwinds like Ctrl-C, so outputs being written are cleaned up.
+
+    A ``SystemExit`` (status 143), so that asyncio passes it straight out of a running loop
+    as it does ``KeyboardInterrupt``, instead of keeping it as the failure of the task that
+    was running when the signal came.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(143)
+
+
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_FORK_HOOKS: list[bool] = []
+
+
+def _before_fork() -> None:
+    # a copy starts with the interrupts held until it has let go of this process's handlers
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+
+
+def _after_fork_in_parent() -> None:
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # one that came is raised now
+
+
+def _after_fork_in_child() -> None:
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        _startup.child_signals()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # one that came ends the copy
+
+
+def _hold_signals_across_forks() -> None:
+    """While the command runs, a forked process never runs this process's handlers.
+
+    Without this, a signal sent to the group in the instant after a fork (before the copy
+    calls :func:`orchestrace._startup.child_signals`) raises inside Python's own after-fork
+    code in the copy and prints a traceback.
+    """
+    if not _FORK_HOOKS and hasattr(os, "register_at_fork"):
+        os.register_at_fork(
+            before=_before_fork,
+            after_in_parent=_after_fork_in_parent,
+            after_in_child=_after_fork_in_child,
+        )
+        _FORK_HOOKS.append(True)
+
+
+def _quiet_abandoned_tasks() -> None:
+    """After an interrupt: asyncio tasks left holding it are collected without a report.
+
+    In the ``orchestrace`` process itself, which ends next, asyncio stays quiet until the
+    end (a task still referenced now is collected at exit).
+    """
+    log = logging.getLogger("asyncio")
+    was = log.disabled
+    log.disabled = True
+    try:
+        gc.collect()
+    finally:
+        argv0 = sys.argv[0] if getattr(sys, "argv", None) else ""
+        command = os.path.basename(argv0) == "orchestrace" or argv0.endswith(
+            os.path.join("orchestrace", "__main__.py")
+        )
+        if not command:
+            log.disabled = was
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -197,19 +264,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous: Any = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        _hold_signals_across_forks()
 
         if signal.getsignal(signal.SIGINT) is _startup._quiet_exit:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+    code = 1
     try:
         with guarded_output():
-            return _main(args_list)
+            code = _main(args_list)
+            return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        code = 130
+        return code
     except Terminated:
         print("terminated", file=sys.stderr)
-        return 143
+        code = 143
+        return code
     finally:
+        if code in (130, 143):  # the interrupt is handled: what it left behind goes quietly
+            _quiet_abandoned_tasks()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         FORCE_HINT.reset(token)

@@ -180,8 +180,8 @@ class VectorEnv:
         Each episode's result equals that of :func:`~orchestrace.learn.env.rollouts` for its
         seed. ``policy.act(obs, info, env)`` is called per environment; a policy with state
         across steps needs one copy per environment, so a ``policy`` with ``reset()`` is
-        copied once for each environment, and that copy's ``reset()`` is called before each of
-        its episodes (as :func:`~orchestrace.learn.env.rollouts` calls the policy's own).
+        copied for each episode (from the policy as given, so a state that ``reset()`` leaves,
+        such as a random generator, starts each episode alike whatever ``num_envs`` is).
 
         Args:
             policy: Anything with ``act(obs, info, env)``.
@@ -196,7 +196,6 @@ class VectorEnv:
         results: dict[int, dict[str, Any]] = {}
         slots: list[dict[str, Any] | None] = [None] * self.num_envs
         stateful = hasattr(policy, "reset")
-        copies: list[Any] = [None] * self.num_envs  # each environment's copy of the policy
         nxt = 0
 
         def start(i: int) -> bool:
@@ -206,9 +205,7 @@ class VectorEnv:
                 return False
             pol = policy
             if stateful:
-                pol = copies[i]
-                if pol is None:
-                    pol = copies[i] = copy.deepcopy(policy)
+                pol = copy.deepcopy(policy)
                 pol.reset()
             slots[i] = {"index": nxt, "seed": queue[nxt], "policy": pol, "total": 0.0, "n": 0}
             self.envs[i]._begin(queue[nxt], None)
