@@ -216,7 +216,8 @@ def _collect_in_worker(
     train_step: int,
 ) -> list[Episode]:
     policy: MLPPolicy = _WORKER["policy"]
-    policy.net.load_state_dict(weights)
+    torch = policy.torch
+    policy.net.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
     envs: VectorEnv | list[OrchestrationEnv] = _WORKER["envs"]
     for env in envs.envs if isinstance(envs, VectorEnv) else envs:
         env.train_step = train_step
@@ -302,7 +303,9 @@ class WorkerPool:
         Raises:
             RuntimeError_: A worker process died (the message says how to continue).
         """
-        weights = {k: v.detach().clone() for k, v in policy.net.state_dict().items()}
+        # numpy arrays travel by value; torch tensors would go through shared-memory file
+        # descriptors and a server thread in this process that a dying worker can break
+        weights = {k: v.detach().cpu().numpy().copy() for k, v in policy.net.state_dict().items()}
         n, w = len(seeds), self.num_workers
         bounds = [n * i // w for i in range(w + 1)]
         futures: list[Future[list[Episode]]] = [
