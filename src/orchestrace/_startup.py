@@ -43,9 +43,15 @@ def child_signals() -> None:
 
 
 def _starting_cli() -> bool:
+    """Whether this process is the ``orchestrace`` command (the script or ``python -m``)."""
     argv0 = sys.argv[0] if getattr(sys, "argv", None) else ""
-    # `python -m orchestrace` shows "-m" while the package loads; the script shows its name
-    return argv0 == "-m" or os.path.basename(argv0) == "orchestrace"
+    # `python -m orchestrace` shows "-m" while the package loads and the path of its
+    # __main__.py once it runs; the script shows its name
+    return (
+        argv0 == "-m"
+        or os.path.basename(argv0) == "orchestrace"
+        or argv0.endswith(os.path.join("orchestrace", "__main__.py"))
+    )
 
 
 if _starting_cli() and threading.current_thread() is threading.main_thread():

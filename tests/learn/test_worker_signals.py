@@ -61,6 +61,42 @@ COMMANDS = {
 }
 
 
+def _interrupt(
+    argv: list[str], sig: int, ready: int, settle: float
+) -> tuple[str, str, int, list[int]]:
+    """Start ``orchestrace ARGV`` in a session of its own; once its group holds ``ready``
+    processes and ``settle`` seconds more have passed, send ``sig`` to the group.
+
+    Returns stdout, stderr, the exit status, and the processes of the group still alive 10 s
+    after the command ended.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrace", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_group(proc.pid)) < ready and proc.poll() is None:
+            assert time.monotonic() < deadline, "the workers did not start within 60 s"
+            time.sleep(0.05)
+        time.sleep(settle)
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _group(proc.pid)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return out, err, proc.returncode, left
+
+
 @pytest.mark.parametrize(
     ("command", "sig", "code", "line"),
     [
@@ -75,33 +111,10 @@ def test_a_signal_to_the_group_ends_every_worker_quietly(tmp_path, command, sig,
         pytest.importorskip("torch")
     argv, ready = COMMANDS[command]
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrace", *argv, "-o", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while len(_group(proc.pid)) < ready and proc.poll() is None:
-            assert time.monotonic() < deadline, "the workers did not start within 60 s"
-            time.sleep(0.05)
-        time.sleep(1.0)  # the workers are at work
-        assert proc.poll() is None, proc.communicate()
-        os.killpg(proc.pid, sig)
-        _, err = proc.communicate(timeout=60)
-        deadline = time.monotonic() + 10
-        while _group(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = _group(proc.pid)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    _, err, returncode, left = _interrupt([*argv, "-o", str(out)], sig, ready, settle=1.0)
     assert "Traceback" not in err, err[-3000:]
     assert err.strip() == line, err[-3000:]  # one line, from the command, not the workers
-    assert proc.returncode == code
+    assert returncode == code
     assert not out.exists()
     assert left == []  # no worker is left behind
 
@@ -118,34 +131,9 @@ def test_a_signal_during_snapshot_forks_ends_the_command_with_one_line(tmp_path,
     trace = tmp_path / "swarm.jsonl"
     argv = ["run", "swarm", "-k", "250", "--task-size", "2500", "--seed", "3", "--no-progress"]
     assert main([*argv, "-o", str(trace)]) == 0
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrace",
-            "credit",
-            str(trace),
-            "--method",
-            "counterfactual",
-            "--unit",
-            "message",
-            "--samples",
-            "8",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        time.sleep(3.0)  # loaded, the original run executing, copies being made
-        assert proc.poll() is None, proc.communicate()
-        os.killpg(proc.pid, sig)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    credit = ["credit", str(trace), "--method", "counterfactual", "--unit", "message"]
+    # after 3 s: loaded, the original run executing, copies being made
+    out, err, returncode, _ = _interrupt([*credit, "--samples", "8"], sig, 1, settle=3.0)
     assert err.strip() == line, err[-3000:]
-    assert proc.returncode == code
+    assert returncode == code
     assert out == ""  # no table: the command did not carry on

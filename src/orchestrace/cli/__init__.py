@@ -215,11 +215,7 @@ def _quiet_abandoned_tasks() -> None:
     try:
         gc.collect()
     finally:
-        argv0 = sys.argv[0] if getattr(sys, "argv", None) else ""
-        command = os.path.basename(argv0) == "orchestrace" or argv0.endswith(
-            os.path.join("orchestrace", "__main__.py")
-        )
-        if not command:
+        if not _startup._starting_cli():
             log.disabled = was
 
 
