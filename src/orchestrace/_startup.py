@@ -27,6 +27,8 @@ def _quiet_exit(signum: int, frame: object) -> None:
 def child_signals() -> None:
     """In a forked child process: SIGINT and SIGTERM end it at once, quietly (the default).
 
+    A signal the command was started ignoring (``nohup``, a background job) stays ignored.
+
     Example:
         >>> import os, signal
         >>> pid = os.fork()
@@ -39,11 +41,19 @@ def child_signals() -> None:
     if threading.current_thread() is not threading.main_thread():  # pragma: no cover
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, `&`): still ignored
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _starting_cli() -> bool:
-    """Whether this process is the ``orchestrace`` command (the script or ``python -m``)."""
+    """Whether this process is the ``orchestrace`` command (the script or ``python -m``).
+
+    Not a worker that ``multiprocessing`` started with ``spawn`` or ``forkserver``: it is
+    given the command's ``sys.argv``, but its interpreter runs ``-c from multiprocessing...``.
+    """
+    orig = getattr(sys, "orig_argv", [])
+    if "-c" in orig[:-1] and orig[orig.index("-c") + 1].startswith("from multiprocessing"):
+        return False
     argv0 = sys.argv[0] if getattr(sys, "argv", None) else ""
     # `python -m orchestrace` shows "-m" while the package loads and the path of its
     # __main__.py once it runs; the script shows its name

@@ -61,6 +61,33 @@ COMMANDS = {
 }
 
 
+#: Starts ``orchestrace ARGV[2:]`` with SIGINT's disposition ARGV[1] (``default`` or
+#: ``ignore``), whatever the test process has: a suite run in the background (``&``) has it
+#: ignored, as does a command started so.
+_START = (
+    "import os, signal, sys; "
+    "signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == 'ignore' else signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'orchestrace', *sys.argv[2:]])"
+)
+
+
+def _start(argv: list[str], sigint: str = "default") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _START, sigint, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(proc: subprocess.Popen[str], ready: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(_group(proc.pid)) < ready and proc.poll() is None:
+        assert time.monotonic() < deadline, "the workers did not start within 60 s"
+        time.sleep(0.05)
+
+
 def _interrupt(
     argv: list[str], sig: int, ready: int, settle: float
 ) -> tuple[str, str, int, list[int]]:
@@ -70,18 +97,9 @@ def _interrupt(
     Returns stdout, stderr, the exit status, and the processes of the group still alive 10 s
     after the command ended.
     """
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrace", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _start(argv)
     try:
-        deadline = time.monotonic() + 60
-        while len(_group(proc.pid)) < ready and proc.poll() is None:
-            assert time.monotonic() < deadline, "the workers did not start within 60 s"
-            time.sleep(0.05)
+        _wait_for(proc, ready)
         time.sleep(settle)
         assert proc.poll() is None, proc.communicate()
         os.killpg(proc.pid, sig)
@@ -111,7 +129,7 @@ def test_a_signal_to_the_group_ends_every_worker_quietly(tmp_path, command, sig,
         pytest.importorskip("torch")
     argv, ready = COMMANDS[command]
     out = tmp_path / "out"
-    _, err, returncode, left = _interrupt([*argv, "-o", str(out)], sig, ready, settle=1.0)
+    _, err, returncode, left = _interrupt([*argv, "-o", str(out)], sig, ready, settle=0.3)
     assert "Traceback" not in err, err[-3000:]
     assert err.strip() == line, err[-3000:]  # one line, from the command, not the workers
     assert returncode == code
@@ -132,8 +150,53 @@ def test_a_signal_during_snapshot_forks_ends_the_command_with_one_line(tmp_path,
     argv = ["run", "swarm", "-k", "250", "--task-size", "2500", "--seed", "3", "--no-progress"]
     assert main([*argv, "-o", str(trace)]) == 0
     credit = ["credit", str(trace), "--method", "counterfactual", "--unit", "message"]
-    # after 3 s: loaded, the original run executing, copies being made
-    out, err, returncode, _ = _interrupt([*credit, "--samples", "8"], sig, 1, settle=3.0)
+    # once a copy of the run is alive (the group holds two processes): copies being made
+    out, err, returncode, _ = _interrupt([*credit, "--samples", "8"], sig, 2, settle=0.3)
     assert err.strip() == line, err[-3000:]
     assert returncode == code
     assert out == ""  # no table: the command did not carry on
+
+
+def test_a_command_started_ignoring_sigint_keeps_ignoring_it_in_its_workers(tmp_path):
+    """``nohup`` or a background job: Ctrl-C is ignored by the command and by its workers,
+    which then end with the command on SIGTERM."""
+    argv, ready = COMMANDS["security jobs"]
+    out = tmp_path / "out"
+    proc = _start([*argv, "-o", str(out)], sigint="ignore")
+    try:
+        _wait_for(proc, ready)
+        workers = _group(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        assert sorted(_group(proc.pid)) == sorted(workers)  # no worker ended either
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert err.strip() == "terminated", err[-3000:]
+    assert proc.returncode == 143
+    assert not out.exists()
+
+
+def test_a_security_worker_that_dies_is_reported_in_one_line(tmp_path):
+    argv, ready = COMMANDS["security jobs"]
+    out = tmp_path / "out"
+    proc = _start([*argv, "-o", str(out)])
+    try:
+        _wait_for(proc, ready)
+        worker = max(pid for pid in _group(proc.pid) if pid != proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert err.strip() == (
+        "error: a security-suite worker process died (out of memory or killed); "
+        "rerun with fewer --jobs, or --jobs 1"
+    ), err[-3000:]
+    assert proc.returncode == 1
+    assert not out.exists()

@@ -7,6 +7,7 @@ the fix), 2 on a usage error, and never prints a traceback unless ``ORCHESTRACE_
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib
 import logging
@@ -168,23 +169,50 @@ class Terminated(SystemExit):
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _FORK_HOOKS: list[bool] = []
+#: Non-empty while :func:`main` runs a command in the main thread (forks hold the signals).
+_RUNNING: list[bool] = []
 
 
-def _before_fork() -> None:
+class _Mask:
+    """The calling thread's signal mask, set through libc with no Python code around the call.
+
+    Python runs a signal's handler at the first chance after the signal is let through; in
+    a fork hook that is inside ``os.fork``, which drops the handler's exception
+    ("Exception ignored") and so loses the interrupt. Restoring the mask from C alone (a
+    ``functools.partial`` of the libc function is the hook) lets the handler run just after
+    ``os.fork`` returns, in the code that forked, where the exception unwinds normally.
+    """
+
+    def __init__(self) -> None:
+        import ctypes  # noqa: PLC0415  needed only when a command runs (numpy loads it anyway)
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._sigmask = libc.pthread_sigmask
+        self.saved = ctypes.create_string_buffer(1024)  # a sigset_t (128 bytes on Linux)
+        self.held = ctypes.create_string_buffer(1024)
+        self.none = ctypes.create_string_buffer(1024)
+        libc.sigemptyset(self.held)
+        libc.sigemptyset(self.none)
+        for sig in sorted(_SIGNALS):
+            libc.sigaddset(self.held, int(sig))
+        #: Puts back the mask :meth:`hold` saved (the hook after a fork, in the parent).
+        self.restore = functools.partial(self._sigmask, signal.SIG_SETMASK, self.saved, None)
+
+    def hold(self, signals: bool) -> None:
+        """Save the mask; with ``signals``, hold SIGINT and SIGTERM too."""
+        self._sigmask(signal.SIG_BLOCK, self.held if signals else self.none, self.saved)
+
+
+def _before_fork(mask: _Mask) -> None:
     # a copy starts with the interrupts held until it has let go of this process's handlers
-    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    mask.hold(bool(_RUNNING))
 
 
-def _after_fork_in_parent() -> None:
-    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # one that came is raised now
-
-
-def _after_fork_in_child() -> None:
-    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+def _after_fork_in_child(mask: _Mask) -> None:
+    if _RUNNING:
+        _RUNNING.clear()
         _startup.child_signals()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # one that came ends the copy
+    mask.restore()  # one that came ends the copy
 
 
 def _hold_signals_across_forks() -> None:
@@ -195,10 +223,14 @@ def _hold_signals_across_forks() -> None:
     code in the copy and prints a traceback.
     """
     if not _FORK_HOOKS and hasattr(os, "register_at_fork"):
+        try:
+            mask = _Mask()
+        except (OSError, AttributeError):  # pragma: no cover - no libc signal mask here
+            return
         os.register_at_fork(
-            before=_before_fork,
-            after_in_parent=_after_fork_in_parent,
-            after_in_child=_after_fork_in_child,
+            before=functools.partial(_before_fork, mask),
+            after_in_parent=mask.restore,
+            after_in_child=functools.partial(_after_fork_in_child, mask),
         )
         _FORK_HOOKS.append(True)
 
@@ -258,9 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     token = FORCE_HINT.set("--force")
     previous: Any = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    running = threading.current_thread() is threading.main_thread()
+    if running:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # ignored: still ignored
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
         _hold_signals_across_forks()
+        _RUNNING.append(True)
 
         if signal.getsignal(signal.SIGINT) is _startup._quiet_exit:
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -282,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _quiet_abandoned_tasks()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if running and _RUNNING:
+            _RUNNING.pop()
         FORCE_HINT.reset(token)
 
 

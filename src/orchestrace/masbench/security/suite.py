@@ -12,12 +12,14 @@ import hashlib
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace._startup import child_signals
 from orchestrace._version import __version__
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.executors import _stop as stop_pool
 from orchestrace.masbench.security.figures import aggregate_security
 from orchestrace.masbench.suite import public_options
 from orchestrace.safety import CapabilityPolicy, Defenses, RunSecret
@@ -211,6 +213,14 @@ def _attack(label: str, susceptibility: float) -> Any:
     return make_attack(name, **opts)
 
 
+#: Runs per job sent to a worker process.
+_CHUNK = 32
+
+
+def _run_chunk(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [run_security_one(spec) for spec in specs]
+
+
 def run_security_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One run: ``{topology, task, attack (label or None), defense, seed, agents, ...}``."""
     attack = None if spec["attack"] is None else _attack(spec["attack"], spec["susceptibility"])
@@ -340,15 +350,30 @@ def run_security_suite(
     runs: list[dict[str, Any]] = []
     try:
         if jobs > 1 and backend == "sim":
-            with ProcessPoolExecutor(max_workers=jobs, initializer=child_signals) as pool:
-                try:
-                    for r in pool.map(run_security_one, specs, chunksize=32):
+            pool = ProcessPoolExecutor(max_workers=jobs, initializer=child_signals)
+            try:
+                # chunks submitted one by one, not Executor.map: map cancels its futures when
+                # interrupted, and Python 3.11's pool thread then fails (a traceback) setting
+                # the error of a worker killed by the same interrupt on a cancelled future
+                chunks = [
+                    pool.submit(_run_chunk, specs[i : i + _CHUNK])
+                    for i in range(0, len(specs), _CHUNK)
+                ]
+                for chunk in chunks:
+                    for r in chunk.result():
                         runs.append(r)
                         if bar is not None:
                             bar.update(1)
-                except BaseException:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
+            except BrokenProcessPool:
+                stop_pool(pool)
+                raise RuntimeError_(
+                    "a security-suite worker process died (out of memory or killed); "
+                    "rerun with fewer --jobs, or --jobs 1"
+                ) from None
+            except BaseException:
+                stop_pool(pool)  # queued chunks cancelled by the pool's own thread
+                raise
+            pool.shutdown(wait=True)
         else:
             for spec in specs:
                 runs.append(run_security_one(spec))

@@ -1,0 +1,36 @@
+"""Which process is the ``orchestrace`` command (it reports a Ctrl-C while loading)."""
+
+import sys
+
+import pytest
+
+from orchestrace import _startup
+
+PY = sys.executable
+
+
+@pytest.mark.parametrize(
+    ("orig_argv", "argv", "cli"),
+    [
+        ([PY, "-m", "orchestrace", "demo"], ["-m", "demo"], True),
+        ([PY, "-m", "orchestrace", "demo"], ["/x/orchestrace/__main__.py", "demo"], True),
+        ([PY, "/venv/bin/orchestrace", "demo"], ["/venv/bin/orchestrace", "demo"], True),
+        ([PY, "script.py"], ["script.py"], False),
+        ([PY, "-c", "import orchestrace"], ["-c"], False),
+        # workers started by multiprocessing (spawn, forkserver) get the command's argv
+        (
+            [PY, "-B", "-c", "from multiprocessing.forkserver import main; main(3, 4, [])"],
+            ["/x/orchestrace/__main__.py", "bench"],
+            False,
+        ),
+        (
+            [PY, "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--mp"],
+            ["/venv/bin/orchestrace", "bench"],
+            False,
+        ),
+    ],
+)
+def test_starting_cli(monkeypatch, orig_argv, argv, cli):
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    monkeypatch.setattr(sys, "argv", argv)
+    assert _startup._starting_cli() is cli
