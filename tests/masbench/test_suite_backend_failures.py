@@ -110,6 +110,10 @@ def test_bench_cli_exits_1_on_a_closed_port(tmp_path, capsys):
             url,
             "--model",
             "x",
+            "--retries",
+            "1",
+            "--timeout",
+            "5",
             "--no-envelope",
             "--no-progress",
             "-o",
@@ -119,4 +123,14 @@ def test_bench_cli_exits_1_on_a_closed_port(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert f"--base-url {url}" in err and len(err.strip().splitlines()) == 1
+    assert "(after 2 attempt(s))" in err  # --retries 1 reached the backend
     assert not (tmp_path / "out" / "report.json").exists()
+
+
+@pytest.mark.parametrize("flag", ["--retries", "--timeout"])
+def test_bench_refuses_openai_options_for_the_simulator(tmp_path, capsys, flag):
+    rc = main(["bench", "--suite", "smoke-v2", flag, "1", "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.strip() == f"error: {flag} is an option of --backend openai; leave it out"
+    assert not (tmp_path / "out").exists()

@@ -32,6 +32,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--backend", default="sim", choices=BACKENDS)
     p.add_argument("--model", help="openai: model name; hf: model directory")
     p.add_argument("--base-url", help="openai: server URL ending in /v1")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="openai: total seconds per request attempt, answer included (default 60)",
+    )
+    p.add_argument("--retries", type=int, help="openai: retries per request (default 3)")
     p.add_argument("--seeds", type=int, help="override the suite's seeds per cell")
     for flag, what in (
         ("--attacks", "attack settings"),
@@ -69,7 +75,16 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
 
-    opts = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    given = (
+        ("model", args.model),
+        ("base_url", args.base_url),
+        ("timeout_s", args.timeout),
+        ("retries", args.retries),
+    )
+    opts = {k: v for k, v in given if v is not None and v != ""}
+    for flag, key in (("--timeout", "timeout_s"), ("--retries", "retries")):
+        if key in opts and args.backend not in ("openai", "vllm"):
+            raise ConfigError(f"{flag} is an option of --backend openai; leave it out")
     if args.suite in SECURITY_SUITES:
         return _security(args, opts or None)
     for flag in ("attacks", "defenses", "topologies"):
