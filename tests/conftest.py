@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,14 @@ def _raylet_messages_to_process_stderr() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """With ``-n N`` and no ``--dist`` given, tests are sent to the workers a file at a time
-    (:func:`pytest_xdist_make_scheduler`); an explicit ``--dist`` is kept."""
+    (:func:`pytest_xdist_make_scheduler`); an explicit ``--dist`` is kept.
+
+    SIGINT is put back to Python's default when the suite was started ignoring it (in the
+    background, ``&``): the commands the tests start and then interrupt inherit it, and a
+    command started ignoring SIGINT rightly keeps ignoring it.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # the command line, PYTEST_ADDOPTS and the ini file's addopts
     args = [
         *map(str, config.invocation_params.args),

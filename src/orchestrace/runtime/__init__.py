@@ -253,7 +253,10 @@ def _no_cycle_collection(virtual: bool) -> Iterator[None]:
 
 
 def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
-    """Make SIGINT/SIGTERM stop ``rt`` cleanly; returns the handlers to put back."""
+    """Make SIGINT/SIGTERM stop ``rt`` cleanly; returns the handlers to put back.
+
+    A signal the process ignores (``nohup``, a background job) stays ignored.
+    """
     if threading.current_thread() is not threading.main_thread():
         return []
     loop = asyncio.get_running_loop()
@@ -268,6 +271,8 @@ def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             previous = signal.getsignal(sig)
+            if previous is signal.SIG_IGN:
+                continue
             loop.add_signal_handler(sig, stop, sig.name)
         except (NotImplementedError, RuntimeError, ValueError, OSError):
             continue

@@ -245,9 +245,13 @@ def _tuples(x: Any) -> Any:
 def sigint_held() -> Iterator[None]:
     """Hold SIGINT (main thread only) until the block ends, then raise KeyboardInterrupt.
 
-    Outside the main thread (where no signal handler can be set) the block runs as is.
+    Outside the main thread (where no signal handler can be set), and when SIGINT is ignored
+    (``nohup``, a background job), the block runs as is.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
         yield
         return
     got: list[int] = []
