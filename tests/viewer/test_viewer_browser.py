@@ -195,8 +195,8 @@ def test_fork_diff_draws_changed_retimed_and_disappeared_events(
         assert f"changed {counts['changed']}" in bar
         # what the canvas shows: orange outlines (changed), light-blue ones (retimed), dashed
         # red ghosts (disappeared)
-        page.wait_for_timeout(300)
-        px = canvas_pixels(page, "canvas.tl-canvas", DIFF)
+        # the canvas is drawn on the next frames: poll what it shows
+        px = _drawn(page, lambda px: px["changed"] > 20 and px["retimed"] > 20)
         assert px["changed"] > 20, px
         assert px["retimed"] > 20, px
         assert px["disappeared"] > 5, px
@@ -222,8 +222,7 @@ def test_fork_diff_draws_changed_retimed_and_disappeared_events(
         wait_for(
             page, lambda: state(page, "s.diff.mode") == "a" and state(page, "s.diff.marked") > 0
         )
-        page.wait_for_timeout(300)
-        assert canvas_pixels(page, "canvas.tl-canvas", DIFF)["changed"] > 20
+        assert _drawn(page, lambda px: px["changed"] > 20)["changed"] > 20
         assert not page.errors and not page.console_errors, page.console_errors
 
 
@@ -236,8 +235,7 @@ def test_fork_diff_draws_appeared_events(
         page = open_page(browser, url)
         wait_for(page, lambda: state(page, "s.diff && s.diff.marked > 0"), what="diff marks")
         assert state(page, "s.diff.counts.appeared") >= 1
-        page.wait_for_timeout(300)
-        assert canvas_pixels(page, "canvas.tl-canvas", DIFF)["appeared"] > 20
+        assert _drawn(page, lambda px: px["appeared"] > 20)["appeared"] > 20
         wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
         strokes = _graph_strokes(page)
         assert set(strokes.get("diff-appeared", [])) == {_rgb(DIFF["appeared"])}, strokes
@@ -301,6 +299,17 @@ def test_an_empty_graph_draws_a_note_and_logs_no_error(
     wait_for(page, lambda: state(page, "s.graph && s.graph.nodes === 0"), what="no nodes")
     page.wait_for_timeout(400)
     assert not page.errors and not page.console_errors, page.console_errors
+
+
+def _drawn(page: Any, enough: Any, timeout: float = 5.0) -> dict[str, int]:
+    """The timeline's pixel counts per diff colour once ``enough`` holds for them (or at the
+    timeout: the caller's assertions then say what is missing)."""
+    end = time.monotonic() + timeout
+    while True:
+        px = canvas_pixels(page, "canvas.tl-canvas", DIFF)
+        if enough(px) or time.monotonic() > end:
+            return px
+        page.wait_for_timeout(25)
 
 
 def _hex_ids(tr: Any) -> Any:

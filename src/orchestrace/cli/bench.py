@@ -75,13 +75,13 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
 
-    given = (
+    flags = (
         ("model", args.model),
         ("base_url", args.base_url),
         ("timeout_s", args.timeout),
         ("retries", args.retries),
     )
-    opts = {k: v for k, v in given if v is not None and v != ""}
+    opts = {k: v for k, v in flags if v is not None and v != ""}
     for flag, key in (("--timeout", "timeout_s"), ("--retries", "retries")):
         if key in opts and args.backend not in ("openai", "vllm"):
             raise ConfigError(f"{flag} is an option of --backend openai; leave it out")
