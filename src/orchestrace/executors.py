@@ -443,8 +443,19 @@ def _run_in_worker(
 
 
 def _mp_context() -> Any:
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # the server imports this module (and so the package) once, before it forks any worker:
+    # each worker then starts with it loaded instead of importing it again (added to what the
+    # server is asked to load already, `__main__` by default)
+    from multiprocessing import forkserver  # noqa: PLC0415  only where forkserver exists
+
+    server = getattr(forkserver, "_forkserver", None)
+    preload = list(getattr(server, "_preload_modules", None) or ["__main__"])
+    if __name__ not in preload:
+        ctx.set_forkserver_preload([*preload, __name__])
+    return ctx
 
 
 class ProcessExecutor(Executor):
