@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -232,3 +233,20 @@ def test_unreachable_server_is_recorded(tmp_path):
     from orchestrace import load
 
     assert load(out) == res.trace  # the trace was streamed in full
+
+
+def test_backends_share_one_tls_context_per_certificate_setting(monkeypatch):
+    import certifi
+    import httpx
+
+    from orchestrace.runtime.backends import openai as mod
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setattr(mod, "_SSL_CONTEXTS", {})
+    first = mod._ssl_context(httpx)
+    assert mod._ssl_context(httpx) is first
+    assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())  # httpx's own variable: honoured
+    other = mod._ssl_context(httpx)
+    assert other is not first and mod._ssl_context(httpx) is other

@@ -51,6 +51,23 @@ def _env(*names: str, default: str | None = None) -> str | None:
     return default
 
 
+#: One TLS context per certificate setting, shared by every client of this process: building
+#: one (reading the CA bundle) costs more than a local call, and every backend makes a client.
+_SSL_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def _ssl_context(httpx: Any) -> Any:
+    """The TLS context httpx makes by default, made once per certificate setting.
+
+    That is certifi's CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set.
+    """
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    ctx = _SSL_CONTEXTS.get(key)
+    if ctx is None:
+        ctx = _SSL_CONTEXTS[key] = httpx.create_ssl_context()
+    return ctx
+
+
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     """Seconds a ``Retry-After`` header asks to wait (delta-seconds or HTTP-date form).
 
@@ -273,6 +290,7 @@ class OpenAIBackend:
                 headers=headers,
                 transport=self.transport,
                 follow_redirects=False,
+                verify=_ssl_context(httpx),
             )
             self._sem = asyncio.Semaphore(self.concurrency)
         return self._client
