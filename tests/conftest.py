@@ -146,13 +146,11 @@ RAY_FILES = (
 #: machine), longest first, after the Ray files. Each file runs on one worker, so its module
 #: fixtures (a browser, a process pool, corpus seeds) are made once; sending the long files
 #: out first keeps one of them from being the last thing running while the other worker sits
-#: idle. The snapshot forks come first: the other worker then runs them before any test has
-#: left a thread behind (a browser driver, Ray's), which would refuse snapshots and send the
-#: whole file to a fresh interpreter.
+#: idle.
 LONGEST_FIRST = (
-    "runtime/test_snapshot_forks.py",
     "test_hostile_corpus.py",
     "viewer/test_viewer_browser.py",
+    "runtime/test_snapshot_forks.py",
     "learn/test_worker_signals.py",
     "runtime/test_sandbox.py",
     "learn/test_stopping_study.py",
