@@ -320,7 +320,9 @@ def test_an_address_that_is_not_a_ray_cluster_is_refused_in_bounded_time(
     from orchestrace import _ray_executor as executors
 
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     # the bound is the join timeout: a short one is refused the same way as the default
     monkeypatch.setattr(executors, "RAY_JOIN_TIMEOUT_S", 2.0)
     address = f"127.0.0.1:{server.server_address[1]}"

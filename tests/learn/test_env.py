@@ -168,7 +168,7 @@ def test_env_on_an_openai_compatible_server():
             self.wfile.write(body)
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Model)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     try:
         env = make_env(

@@ -51,7 +51,7 @@ class _Model(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
     srv.shutdown()

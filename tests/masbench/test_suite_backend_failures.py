@@ -63,7 +63,7 @@ class _FirstOnly(BaseHTTPRequestHandler):
 def flaky_server():
     _FirstOnly.served = 0
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _FirstOnly)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
     srv.shutdown()

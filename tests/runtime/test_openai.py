@@ -169,7 +169,7 @@ class _Quiet(ThreadingHTTPServer):
 @pytest.fixture
 def server():
     srv = _Quiet(("127.0.0.1", 0), _Server)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield srv
     srv.shutdown()

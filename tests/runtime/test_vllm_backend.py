@@ -72,7 +72,9 @@ class VLLMStub:
                 self.wfile.write(raw)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
