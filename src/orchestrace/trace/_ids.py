@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from itertools import repeat
 
 import numpy as np
@@ -24,6 +25,7 @@ __all__ = ["DIGITS", "POW10", "dense_table", "int_ids", "lookup_ints", "map_ids"
 
 #: ``10**k`` for k = 0..18: the bounds of each decimal width that fits an int64.
 POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
+_INT64_MAX = np.iinfo(np.int64).max
 #: The decimal digits.
 DIGITS = frozenset("0123456789")
 
@@ -44,16 +46,23 @@ def int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
         if joined.count(" " + prefix) != n - 1:
             return None
         joined = joined.replace(prefix, "")
-    digits = joined.replace(" ", "")
-    if not (digits.isascii() and digits.isdigit()):
+    if not joined.isascii():
         return None
-    with np.errstate(all="ignore"):
-        ints = np.fromstring(joined, dtype=np.int64, sep=" ")
-    if len(ints) != n or (ints < 0).any():
+    # numpy stops at the first thing that is not a whitespace-separated decimal (fewer
+    # numbers: refused below); what it reads past (signs, more whitespace) shows in the count
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ints = np.fromstring(joined, dtype=np.int64, sep=" ")
+    except ValueError:  # numpy >= 2.x: unread data is an error, not a warning
         return None
-    # canonical: no leading zeros, so the digit count is exactly the decimal width
+    # the largest int64 also stands for every larger number numpy clamped to it
+    if len(ints) != n or (ints < 0).any() or (ints == _INT64_MAX).any():
+        return None
+    # canonical: only digits, no leading zeros, so the characters between the n - 1 spaces
+    # are exactly the decimal widths of the numbers
     width = np.maximum(np.searchsorted(POW10, ints, side="right"), 1)
-    if int(width.sum()) != len(digits):
+    if int(width.sum()) != len(joined) - (n - 1):
         return None
     return np.asarray(ints)
 
