@@ -244,13 +244,14 @@ def duplicate_key(data: Any) -> str | None:
     data. Data that is not JSON yields ``None`` (the decoders report it).
     """
 
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in seen:
-                raise _DuplicateKey(k)
-            seen[k] = v
-        return seen
+    def hook(pairs: list[tuple[str, Any]]) -> None:
+        # in C: a dict of the pairs is shorter only when a key repeats (nothing is kept)
+        if len(dict(pairs)) != len(pairs):
+            seen: set[str] = set()
+            for k, _ in pairs:
+                if k in seen:
+                    raise _DuplicateKey(k)
+                seen.add(k)
 
     try:
         pyjson.loads(

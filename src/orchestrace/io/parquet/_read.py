@@ -118,20 +118,30 @@ def read_tables(
     pa, pq = _pa()
     p = _check_dataset(path)
     src = str(path)
+    files: list[Any] = []
     try:
-        for name, kinds in zip(_FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), strict=True):
-            _check_schema(pq.read_schema(p / name), kinds, name, src)
-    except (pa.ArrowException, OSError) as err:
-        raise _read_error(path, "dataset", err) from None
-    filt = [("trace_id", "=", trace_id)] if trace_id is not None else None
-    cols = None if columns is None else ["trace_id", *[c for c in columns if c != "trace_id"]]
-    try:
-        events = pq.read_table(p / _FILES[0], columns=cols, filters=filt)
-        edges = pq.read_table(p / _FILES[1], filters=filt)
-        traces = pq.read_table(p / _FILES[2], filters=filt)
-    except (pa.ArrowException, OSError) as err:
-        raise _read_error(path, "dataset", err) from None
-    return events, edges, traces
+        try:
+            # each file opened once: its schema checked, then (without a filter) read from
+            # the same handle, without the dataset layer's per-file set-up
+            for name, kinds in zip(_FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), strict=True):
+                files.append(pq.ParquetFile(p / name))
+                _check_schema(files[-1].schema_arrow, kinds, name, src)
+        except (pa.ArrowException, OSError) as err:
+            raise _read_error(path, "dataset", err) from None
+        cols = None if columns is None else ["trace_id", *[c for c in columns if c != "trace_id"]]
+        try:
+            if trace_id is None:
+                return files[0].read(columns=cols), files[1].read(), files[2].read()
+            filt = [("trace_id", "=", trace_id)]
+            events = pq.read_table(p / _FILES[0], columns=cols, filters=filt)
+            edges = pq.read_table(p / _FILES[1], filters=filt)
+            traces = pq.read_table(p / _FILES[2], filters=filt)
+        except (pa.ArrowException, OSError) as err:
+            raise _read_error(path, "dataset", err) from None
+        return events, edges, traces
+    finally:
+        for f in files:
+            f.close()
 
 
 def parse_parquet(
