@@ -45,7 +45,6 @@ from orchestrace.trace.model import (
 
 __all__ = ["check_structure", "problem_from_msgspec"]
 
-_MSG = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.S)
 _FIELD = re.compile(r"`([^`]*)`")
 _BOUND = re.compile(r"^Expected `(\w+)` (<=|>=|<|>) (\S+)$")
 _EVENT_INDEX = re.compile(r"\$\.events\[(\d+)\]")
@@ -69,11 +68,22 @@ def _enum_for(path: str) -> type[Any] | None:
     return None
 
 
+def _split_at(text: str) -> tuple[str, str]:
+    """Split a msgspec message ``"<message> - at `$.path`"`` into ``(message, "$.path")``.
+
+    The path is ``$`` when there is none. It holds no backquote: it opens at the last but one.
+    """
+    end = len(text) - 1 if text.endswith("\n") else len(text)  # as a regex `$` would
+    if text.endswith("`", 0, end):
+        j = text.rfind("`", 0, end - 1)
+        if j >= 6 and text.startswith(" - at `", j - 6) and text[j + 1 : j + 2] == "$":
+            return text[: j - 6].strip(), text[j + 1 : end - 1]
+    return text.strip(), "$"
+
+
 def problem_from_msgspec(err: Exception, prefix: str, *, where: str = "event") -> Problem:
     """Turn a msgspec validation message into a :class:`Problem` with a fix."""
-    m = _MSG.match(str(err))
-    msg = (m.group("msg") if m else str(err)).strip()
-    sub = (m.group("path") or "$") if m else "$"
+    msg, sub = _split_at(str(err))
     path = prefix + sub[1:]
     names = _FIELD.findall(msg)
     if msg.startswith("Object missing required field") and names:
