@@ -167,8 +167,8 @@ _AUTH_HEADER = re.compile(
     r"(?:(?:bearer|basic|token|digest)\s+)?[^\s\"'\\,;}&]+"
 )
 _SCHEME_TOKEN = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]{4,}")
-_PARAM = re.compile(
-    r"(?i)\b(api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|"
+_PARAM = re.compile(  # not the last part of a path (`/etc/passwd: ...`)
+    r"(?i)(?<![/\\])\b(api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|"
     r"client[_\-]?secret|secret[_\-]?key|secret|token|password|passwd|pwd)"
     r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?!\*\*\*)[^\s\"'\\&,;}]+"
 )
