@@ -452,7 +452,7 @@ def _mp_context() -> Any:
     from multiprocessing import forkserver  # noqa: PLC0415  only where forkserver exists
 
     server = getattr(forkserver, "_forkserver", None)
-    preload = list(getattr(server, "_preload_modules", None) or ["__main__"])
+    preload = list(getattr(server, "_preload_modules", ["__main__"]))  # [] is kept as []
     if __name__ not in preload:
         ctx.set_forkserver_preload([*preload, __name__])
     return ctx

@@ -106,3 +106,32 @@ def test_bench_on_a_local_transformers_model(tmp_path):
     (cell,) = rep["cells"]
     assert cell["E1_success"] == 0.0  # an untrained model does not solve it, but the run works
     assert all(r["tokens"] > 0 for r in rep["runs"])
+
+
+def test_bench_cli_records_the_request_settings_it_used(server, tmp_path):
+    """Given or not, the timeout and retries the suite ran with are in the report."""
+    import json
+
+    from orchestrace.cli import main
+
+    base = ["bench", "--suite", "smoke-v2", "--backend", "openai", "--base-url", server]
+    base += ["--model", "m", "--no-envelope", "--no-progress", "--jobs", "1", "--seeds", "1"]
+    assert main([*base, "-o", str(tmp_path / "a")]) == 0
+    assert main([*base, "--timeout", "7", "--retries", "2", "-o", str(tmp_path / "b")]) == 0
+    got = {}
+    for name in ("a", "b"):
+        rep = json.loads((tmp_path / name / "report.json").read_text())
+        opts = rep["config"]["backend_options"]
+        got[name] = (opts["timeout_s"], opts["retries"])
+    assert got == {"a": (60.0, 3), "b": (7.0, 2)}
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_bench_refuses_a_timeout_that_is_not_a_duration(value, tmp_path, capsys):
+    from orchestrace.cli import main
+
+    argv = ["bench", "--suite", "smoke-v2", "--backend", "openai", "--base-url", "http://x/v1"]
+    rc = main([*argv, "--model", "m", "--timeout", value, "-o", str(tmp_path / "o")])
+    assert rc == 1
+    assert capsys.readouterr().err.startswith("error: --timeout must be a number of seconds > 0")
+    assert not (tmp_path / "o").exists()

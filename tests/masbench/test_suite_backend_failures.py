@@ -132,5 +132,5 @@ def test_bench_refuses_openai_options_for_the_simulator(tmp_path, capsys, flag):
     rc = main(["bench", "--suite", "smoke-v2", flag, "1", "-o", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 1
-    assert err.strip() == f"error: {flag} is an option of --backend openai; leave it out"
+    assert err.strip() == f"error: {flag} is an option of --backend openai or vllm; leave it out"
     assert not (tmp_path / "out").exists()

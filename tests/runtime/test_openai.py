@@ -6,6 +6,7 @@ import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -235,7 +236,7 @@ def test_unreachable_server_is_recorded(tmp_path):
     assert load(out) == res.trace  # the trace was streamed in full
 
 
-def test_backends_share_one_tls_context_per_certificate_setting(monkeypatch):
+def test_backends_share_one_tls_context_per_certificate_setting(monkeypatch, tmp_path):
     import certifi
     import httpx
 
@@ -247,6 +248,13 @@ def test_backends_share_one_tls_context_per_certificate_setting(monkeypatch):
     first = mod._ssl_context(httpx)
     assert mod._ssl_context(httpx) is first
     assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
-    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())  # httpx's own variable: honoured
+    assert first.cert_store_stats()["x509_ca"] > 1  # certifi's bundle
+    # httpx's own variable is honoured: a bundle of one authority gives a context trusting one
+    bundle = Path(certifi.where()).read_text()
+    end = "-----END CERTIFICATE-----"
+    one = tmp_path / "one.pem"
+    one.write_text(bundle[: bundle.index(end) + len(end)] + "\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(one))
     other = mod._ssl_context(httpx)
     assert other is not first and mod._ssl_context(httpx) is other
+    assert other.cert_store_stats()["x509_ca"] == 1

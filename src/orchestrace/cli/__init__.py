@@ -7,6 +7,7 @@ the fix), 2 on a usage error, and never prints a traceback unless ``ORCHESTRACE_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import importlib
@@ -15,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrace import __version__, _startup
@@ -168,7 +169,6 @@ class Terminated(SystemExit):
 
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
-_FORK_HOOKS: list[bool] = []
 #: Non-empty while :func:`main` runs a command in the main thread (forks hold the signals).
 _RUNNING: list[bool] = []
 
@@ -178,34 +178,32 @@ class _Mask:
 
     Python runs a signal's handler at the first chance after the signal is let through; in
     a fork hook that is inside ``os.fork``, which drops the handler's exception
-    ("Exception ignored") and so loses the interrupt. Restoring the mask from C alone (a
-    ``functools.partial`` of the libc function is the hook) lets the handler run just after
-    ``os.fork`` returns, in the code that forked, where the exception unwinds normally.
+    ("Exception ignored") and so loses the interrupt. The hooks before a fork and after it
+    in the parent are therefore ``functools.partial`` objects of the libc function: C alone,
+    with no chance for a handler to run inside them.
     """
 
     def __init__(self) -> None:
         import ctypes  # noqa: PLC0415  needed only when a command runs (numpy loads it anyway)
 
-        libc = ctypes.CDLL(None, use_errno=True)
+        self._libc = libc = ctypes.CDLL(None, use_errno=True)
         self._sigmask = libc.pthread_sigmask
         self.saved = ctypes.create_string_buffer(1024)  # a sigset_t (128 bytes on Linux)
-        self.held = ctypes.create_string_buffer(1024)
-        self.none = ctypes.create_string_buffer(1024)
-        libc.sigemptyset(self.held)
-        libc.sigemptyset(self.none)
-        for sig in sorted(_SIGNALS):
-            libc.sigaddset(self.held, int(sig))
-        #: Puts back the mask :meth:`hold` saved (the hook after a fork, in the parent).
+        #: What the hook before a fork adds to the mask: SIGINT and SIGTERM while a command
+        #: runs (:meth:`arm`), nothing otherwise.
+        self.block = ctypes.create_string_buffer(1024)
+        libc.sigemptyset(self.block)
+        #: Saves the mask and adds :attr:`block` (the hook before a fork).
+        self.hold = functools.partial(self._sigmask, signal.SIG_BLOCK, self.block, self.saved)
+        #: Puts back the mask :attr:`hold` saved (the hooks after a fork).
         self.restore = functools.partial(self._sigmask, signal.SIG_SETMASK, self.saved, None)
 
-    def hold(self, signals: bool) -> None:
-        """Save the mask; with ``signals``, hold SIGINT and SIGTERM too."""
-        self._sigmask(signal.SIG_BLOCK, self.held if signals else self.none, self.saved)
-
-
-def _before_fork(mask: _Mask) -> None:
-    # a copy starts with the interrupts held until it has let go of this process's handlers
-    mask.hold(bool(_RUNNING))
+    def arm(self, on: bool) -> None:
+        """Whether the hook before a fork holds SIGINT and SIGTERM."""
+        self._libc.sigemptyset(self.block)
+        if on:
+            for sig in sorted(_SIGNALS):
+                self._libc.sigaddset(self.block, int(sig))
 
 
 def _after_fork_in_child(mask: _Mask) -> None:
@@ -215,24 +213,96 @@ def _after_fork_in_child(mask: _Mask) -> None:
     mask.restore()  # one that came ends the copy
 
 
-def _hold_signals_across_forks() -> None:
+_MASK: list[_Mask] = []
+
+
+def _hold_signals_across_forks() -> _Mask | None:
     """While the command runs, a forked process never runs this process's handlers.
 
     Without this, a signal sent to the group in the instant after a fork (before the copy
     calls :func:`orchestrace._startup.child_signals`) raises inside Python's own after-fork
     code in the copy and prints a traceback.
     """
-    if not _FORK_HOOKS and hasattr(os, "register_at_fork"):
+    if not _MASK and hasattr(os, "register_at_fork"):
         try:
             mask = _Mask()
-        except (OSError, AttributeError):  # pragma: no cover - no libc signal mask here
-            return
+        except (ImportError, OSError, AttributeError):  # pragma: no cover - no libc mask
+            return None
         os.register_at_fork(
-            before=functools.partial(_before_fork, mask),
+            before=mask.hold,
             after_in_parent=mask.restore,
             after_in_child=functools.partial(_after_fork_in_child, mask),
         )
-        _FORK_HOOKS.append(True)
+        _MASK.append(mask)
+    return _MASK[0] if _MASK else None
+
+
+#: Interrupts that came while a fork was under way in the main thread (re-raised after it).
+_DEFERRED: list[int] = []
+#: Copies whose fork an interrupt ended before their process id reached the code that
+#: forked: nothing else knows of them, so the command ends them as it stops.
+_IN_FLIGHT: list[int] = []
+
+
+def _end_forks_in_flight() -> None:
+    while _IN_FLIGHT:
+        pid = _IN_FLIGHT.pop()
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+
+
+def _defer(signum: int, frame: object) -> None:
+    _DEFERRED.append(signum)
+
+
+def _forking(fork: Callable[[], int]) -> Callable[[], int]:
+    """``os.fork`` for the time a command runs, holding SIGINT and SIGTERM across the fork.
+
+    Python drops an exception raised inside a fork hook ("Exception ignored"), and a handler
+    runs wherever the main thread is when a signal comes (a signal can be delivered to any
+    thread): an interrupt during a fork would be lost inside some library's hook. So the
+    signals are blocked in the forking thread from before the fork until it has returned, and
+    in the main thread their Python handlers only note a signal meanwhile; it is raised here
+    once the fork has returned, in the code that forked. The copy starts with the signals
+    held; once it has let go of this process's handlers
+    (:func:`orchestrace._startup.child_signals`, in its after-fork hook) one that came ends
+    it.
+    """
+
+    @functools.wraps(fork)
+    def held_fork() -> int:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        handlers: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for held in sorted(_SIGNALS):
+                handler = signal.getsignal(held)
+                if callable(handler):  # a Python handler (ignored and default ones stay)
+                    handlers[held] = signal.signal(held, _defer)
+        pid = -1
+        try:
+            pid = fork()
+            if pid > 0:  # until it is returned, the caller does not know of this copy
+                _IN_FLIGHT.append(pid)
+        finally:
+            if pid == 0:  # the copy: its handlers are its own now, the parent's notes not
+                _DEFERRED.clear()
+                _IN_FLIGHT.clear()
+            else:
+                for num, handler in handlers.items():
+                    signal.signal(num, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one still pending: raised here
+        if _DEFERRED and pid != 0:
+            came = _DEFERRED[0]
+            _DEFERRED.clear()
+            handlers[came](came, None)  # raises it (KeyboardInterrupt, Terminated)
+        if pid > 0:
+            _IN_FLIGHT.remove(pid)
+        return pid
+
+    held_fork._orchestrace_fork = fork  # type: ignore[attr-defined]
+    return held_fork
 
 
 def _quiet_abandoned_tasks() -> None:
@@ -294,8 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if running:
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # ignored: still ignored
             previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        _hold_signals_across_forks()
+        mask = _hold_signals_across_forks()
+        if mask is not None:
+            mask.arm(True)
         _RUNNING.append(True)
+        if hasattr(os, "fork") and not hasattr(os.fork, "_orchestrace_fork"):
+            os.fork = _forking(os.fork)
 
         if signal.getsignal(signal.SIGINT) is _startup._quiet_exit:
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -314,11 +388,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     finally:
         if code in (130, 143):  # the interrupt is handled: what it left behind goes quietly
+            _end_forks_in_flight()
             _quiet_abandoned_tasks()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if running and _RUNNING:
             _RUNNING.pop()
+            if not _RUNNING:
+                if _MASK:
+                    _MASK[0].arm(False)
+                real = getattr(getattr(os, "fork", None), "_orchestrace_fork", None)
+                if real is not None:
+                    os.fork = real
         FORCE_HINT.reset(token)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -84,7 +85,12 @@ def run_cmd(args: argparse.Namespace) -> int:
     opts = {k: v for k, v in flags if v is not None and v != ""}
     for flag, key in (("--timeout", "timeout_s"), ("--retries", "retries")):
         if key in opts and args.backend not in ("openai", "vllm"):
-            raise ConfigError(f"{flag} is an option of --backend openai; leave it out")
+            raise ConfigError(f"{flag} is an option of --backend openai or vllm; leave it out")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"--timeout must be a number of seconds > 0, got {args.timeout}")
+    if args.backend in ("openai", "vllm"):  # what is used is recorded, given or not
+        opts.setdefault("timeout_s", 60.0)
+        opts.setdefault("retries", 3)
     if args.suite in SECURITY_SUITES:
         return _security(args, opts or None)
     for flag in ("attacks", "defenses", "topologies"):

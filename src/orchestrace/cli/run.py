@@ -253,6 +253,8 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.backend == "sim":
         return sim
     if args.backend in ("openai", "vllm"):
+        if not (math.isfinite(args.timeout) and args.timeout > 0):
+            raise ConfigError(f"--timeout must be a number of seconds > 0, got {args.timeout}")
         return {
             "base_url": args.base_url,
             "model": args.model,
