@@ -39,7 +39,11 @@ if variant == "late-hook-and-thread":
     assert main(["schema"]) == 0  # the command line's fork hooks are registered now
     os.register_at_fork(after_in_parent=lambda: None)  # a later library's Python hook
     threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
-sys.exit(main(["bench", "--suite", "security-smoke-v1", "--jobs", "2", "--no-progress", "-o", out]))
+if sys.argv[4] == "train":  # a process pool of the trainer's, forked from a torch process
+    argv = ["train", "--task", "arith", "--steps", "3", "--batch", "64", "--num-workers", "2"]
+else:
+    argv = ["bench", "--suite", "security-smoke-v1", "--jobs", "2"]
+sys.exit(main([*argv, "--no-progress", "-o", out]))
 """
 
 
@@ -58,17 +62,26 @@ def _group(pgid: int) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("variant", ["plain", "late-hook-and-thread"])
 @pytest.mark.parametrize(
-    ("sig", "code", "line"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ("command", "variant", "sig", "code", "line"),
+    [
+        ("bench", "plain", signal.SIGINT, 130, "interrupted"),
+        ("bench", "plain", signal.SIGTERM, 143, "terminated"),
+        ("bench", "late-hook-and-thread", signal.SIGINT, 130, "interrupted"),
+        ("bench", "late-hook-and-thread", signal.SIGTERM, 143, "terminated"),
+        ("train", "plain", signal.SIGINT, 130, "interrupted"),
+    ],
 )
-def test_an_interrupt_during_a_fork_ends_the_command(tmp_path, variant, sig, code, line):
+def test_an_interrupt_during_a_fork_ends_the_command(tmp_path, command, variant, sig, code, line):
     """The signal goes to the command alone (as ``kill PID`` sends it), not to its workers:
-    the command ends the copy whose fork it interrupted, which nothing else knows of."""
+    the command ends the copy whose fork it interrupted, which nothing else knows of, and the
+    worker the pool had started before it (the pool never started the thread that stops its
+    workers)."""
+    if command == "train":
+        pytest.importorskip("torch")
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(int(sig)), variant, str(out)],
+        [sys.executable, "-c", SCRIPT, str(int(sig)), variant, str(out), command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

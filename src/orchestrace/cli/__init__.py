@@ -289,11 +289,19 @@ def _forking(fork: Callable[[], int]) -> Callable[[], int]:
             if pid == 0:  # the copy: its handlers are its own now, the parent's notes not
                 _DEFERRED.clear()
                 _IN_FLIGHT.clear()
-            else:
-                for num, handler in handlers.items():
+            raised: BaseException | None = None
+            for num, handler in handlers.items() if pid != 0 else ():
+                try:
                     signal.signal(num, handler)
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one still pending: raised here
-        if _DEFERRED and pid != 0:
+                except BaseException as err:  # a signal that came meanwhile, from its handler
+                    raised = raised or err
+            try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one still pending: raised
+            except BaseException as err:
+                raised = raised or err
+            if raised is not None:
+                raise raised
+        if handlers and _DEFERRED:  # (only the main thread notes signals)
             came = _DEFERRED[0]
             _DEFERRED.clear()
             handlers[came](came, None)  # raises it (KeyboardInterrupt, Terminated)

@@ -331,8 +331,19 @@ class WorkerPool:
             ) from None
 
     def close(self) -> None:
-        """Stop the worker processes."""
+        """Stop the worker processes.
+
+        Those the pool's own thread cannot stop end here: an interrupt while the pool started
+        its workers leaves it without that thread, and a worker it had started would wait for
+        work for ever (and the interpreter for that worker at exit).
+        """
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
 
     def __enter__(self) -> WorkerPool:
         return self
