@@ -1,8 +1,9 @@
 """Quiet start-up of the command line.
 
 While the ``orchestrace`` command loads its modules, a Ctrl-C ends it with one line and exit
-code 130 instead of an import traceback; :func:`orchestrace.cli.main` puts the ordinary
-handler back as soon as it can report an interrupt itself. Imported as a library (any other
+code 130 instead of an import traceback, and a SIGTERM with one line and 143 instead of a
+silent death; :func:`orchestrace.cli.main` puts its own handlers in place as soon as it can
+report an interrupt itself. Imported as a library (any other
 program), nothing changes.
 
 :func:`child_signals` is called first thing in every process the package forks (worker pools,
@@ -22,6 +23,11 @@ import threading
 def _quiet_exit(signum: int, frame: object) -> None:
     os.write(2, b"interrupted\n")
     os._exit(130)
+
+
+def _quiet_term(signum: int, frame: object) -> None:
+    os.write(2, b"terminated\n")
+    os._exit(143)
 
 
 def child_signals() -> None:
@@ -68,5 +74,7 @@ if _starting_cli() and threading.current_thread() is threading.main_thread():
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, _quiet_exit)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _quiet_term)
     except (ValueError, OSError):  # pragma: no cover - no signals here
         pass
