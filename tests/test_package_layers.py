@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "orchestrace"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
 #: Modules that belong to another unit of the table.
-SAME_UNIT = {"_ray_executor": "executors"}
+SAME_UNIT = {"_ray_executor": "executors", "_pools": "executors"}
 #: Imports the document names as exceptions: (importing module, imported module).
 EXCEPTIONS = {("orchestrace.rewards.base", "orchestrace.credit.base")}
 

@@ -31,7 +31,8 @@ was started ``retries + 1`` times (Ray re-runs a task itself, ``max_retries=retr
 the chunk comes back as dead); a job whose worker died on every attempt is a
 :class:`JobFailure` of kind ``worker-died`` (or the error, with ``on_error="raise"``).
 
-At about 680 lines the module stays whole: :meth:`Executor.map` holds the one failure and
+At about 670 lines the module stays whole (how process pools start and stop is in
+``orchestrace._pools``): :meth:`Executor.map` holds the one failure and
 retry path every executor shares, and the local and process executors are subclasses
 that supply only how chunks are submitted, waited for and cancelled (the Ray one is in
 ``_ray_executor``, loaded only with the extra).
@@ -50,7 +51,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import pickle
 import sys
@@ -62,6 +62,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrace._pools import mp_context, stop_pool
 from orchestrace._startup import child_signals
 from orchestrace.errors import ConfigError, RuntimeError_
 
@@ -442,22 +443,6 @@ def _run_in_worker(
     return _run_chunk(fn, _HELD["shared"], chunk)
 
 
-def _mp_context() -> Any:
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    # the server imports this module (and so the package) once, before it forks any worker:
-    # each worker then starts with it loaded instead of importing it again (added to what the
-    # server is asked to load already, `__main__` by default)
-    from multiprocessing import forkserver  # noqa: PLC0415  only where forkserver exists
-
-    server = getattr(forkserver, "_forkserver", None)
-    preload = list(getattr(server, "_preload_modules", ["__main__"]))  # [] is kept as []
-    if __name__ not in preload:
-        ctx.set_forkserver_preload([*preload, __name__])
-    return ctx
-
-
 class ProcessExecutor(Executor):
     """Jobs in ``workers`` worker processes (``forkserver``, else ``spawn``), kept until closed.
 
@@ -504,7 +489,7 @@ class ProcessExecutor(Executor):
         pool = self._slots[slot]
         if pool is None:
             pool = self._slots[slot] = ProcessPoolExecutor(
-                1, mp_context=_mp_context(), initializer=child_signals
+                1, mp_context=mp_context(), initializer=child_signals
             )
         first = self._token is not None and self._holds[slot] != self._token
         fut = pool.submit(
@@ -544,7 +529,7 @@ class ProcessExecutor(Executor):
     def _drop(self, slot: int) -> None:
         pool, self._slots[slot], self._holds[slot] = self._slots[slot], None, None
         if pool is not None:
-            _stop(pool)
+            stop_pool(pool)
 
     def close(self) -> None:
         """Stop the worker processes (a later :meth:`map` starts new ones)."""
@@ -553,22 +538,6 @@ class ProcessExecutor(Executor):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         self._busy.clear()
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Shut a pool down now: queued jobs are cancelled, running ones end with their workers."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    manager = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(timeout=5)
-    if manager is not None:
-        # the pool's thread closes its wake-up pipe as it ends; Python 3.11 writes to every
-        # pool's pipe at exit, and one still ending then prints an "Exception ignored" error
-        manager.join(timeout=5)
 
 
 # ---------------------------------------------------------------------------- factory and CLI

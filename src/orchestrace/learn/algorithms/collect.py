@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._pools import stop_pool
 from orchestrace._startup import child_signals
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.env import OrchestrationEnv, make_env
@@ -331,19 +332,8 @@ class WorkerPool:
             ) from None
 
     def close(self) -> None:
-        """Stop the worker processes.
-
-        Those the pool's own thread cannot stop end here: an interrupt while the pool started
-        its workers leaves it without that thread, and a worker it had started would wait for
-        work for ever (and the interpreter for that worker at exit).
-        """
-        procs = list((getattr(self._pool, "_processes", None) or {}).values())
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join(timeout=5)
+        """Stop the worker processes, once their running jobs are done."""
+        stop_pool(self._pool, wait=True)
 
     def __enter__(self) -> WorkerPool:
         return self

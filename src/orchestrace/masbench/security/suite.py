@@ -16,10 +16,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._pools import stop_pool
 from orchestrace._startup import child_signals
 from orchestrace._version import __version__
 from orchestrace.errors import ConfigError, RuntimeError_
-from orchestrace.executors import _stop as stop_pool
 from orchestrace.masbench.security.figures import aggregate_security
 from orchestrace.masbench.suite import public_options
 from orchestrace.safety import CapabilityPolicy, Defenses, RunSecret

@@ -1,0 +1,65 @@
+"""The process pools the package starts: how their workers start, and how a pool is stopped.
+
+Part of the ``executors`` layer. The process executor, the training collectors' worker pool
+and the security suite's pool share these, so that every pool ends its workers the same way,
+including the workers a pool's own thread cannot stop (see :func:`stop_pool`).
+
+Example:
+    >>> from concurrent.futures import ProcessPoolExecutor
+    >>> pool = ProcessPoolExecutor(1, mp_context=mp_context())
+    >>> pool.submit(abs, -3).result()
+    3
+    >>> stop_pool(pool, wait=True)
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+__all__ = ["mp_context", "stop_pool"]
+
+#: What a forkserver imports once for all the workers it forks.
+_PRELOAD = "orchestrace.executors"
+
+
+def mp_context() -> Any:
+    """``forkserver`` (``spawn`` where that is missing), never ``fork``.
+
+    The server imports the package once, before it forks any worker, so each worker starts
+    with it loaded instead of importing it again. The module is added to what the server is
+    asked to load already (``__main__`` by default; an explicit ``[]`` stays without it).
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    from multiprocessing import forkserver  # noqa: PLC0415  only where forkserver exists
+
+    server = getattr(forkserver, "_forkserver", None)
+    preload = list(getattr(server, "_preload_modules", ["__main__"]))
+    if _PRELOAD not in preload:
+        ctx.set_forkserver_preload([*preload, _PRELOAD])
+    return ctx
+
+
+def stop_pool(pool: ProcessPoolExecutor, *, wait: bool = False) -> None:
+    """Shut ``pool`` down and end every worker it started.
+
+    Queued jobs are cancelled; with ``wait`` the running ones finish first, without it they end
+    with their workers. Workers the pool's own thread cannot stop end here too: an interrupt
+    while the pool started its workers leaves it without that thread, and a worker it had
+    started would wait for work for ever (and the interpreter for that worker at exit).
+    """
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=wait, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
+    if manager is not None:
+        # the pool's thread closes its wake-up pipe as it ends; Python 3.11 writes to every
+        # pool's pipe at exit, and one still ending then prints an "Exception ignored" error
+        manager.join(timeout=5)
