@@ -16,9 +16,10 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from process_group import live_group
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="os.fork and its hooks")
 
@@ -45,21 +46,6 @@ else:
     argv = ["bench", "--suite", "security-smoke-v1", "--jobs", "2"]
 sys.exit(main([*argv, "--no-progress", "-o", out]))
 """
-
-
-def _group(pgid: int) -> list[int]:
-    """The live (not zombie) processes of a process group."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                out.append(int(entry.name))
-    return out
 
 
 @pytest.mark.parametrize(
@@ -89,7 +75,7 @@ def test_an_interrupt_during_a_fork_ends_the_command(tmp_path, command, variant,
     )
     try:
         _, err = proc.communicate(timeout=120)
-        left = _group(proc.pid)
+        left = live_group(proc.pid)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

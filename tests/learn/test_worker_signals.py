@@ -11,30 +11,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+
+from process_group import live_group
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform != "linux", reason="reads /proc for the group's processes"),
 ]
-
-
-def _group(pgid: int) -> list[int]:
-    """The live (not zombie) processes of a process group."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(entry.name))
-    return out
 
 
 COMMANDS = {
@@ -83,7 +68,7 @@ def _start(argv: list[str], sigint: str = "default") -> subprocess.Popen[str]:
 
 def _wait_for(proc: subprocess.Popen[str], ready: int) -> None:
     deadline = time.monotonic() + 60
-    while len(_group(proc.pid)) < ready and proc.poll() is None:
+    while len(live_group(proc.pid)) < ready and proc.poll() is None:
         assert time.monotonic() < deadline, "the workers did not start within 60 s"
         time.sleep(0.05)
 
@@ -105,9 +90,9 @@ def _interrupt(
         os.killpg(proc.pid, sig)
         out, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 10
-        while _group(proc.pid) and time.monotonic() < deadline:
+        while live_group(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = _group(proc.pid)
+        left = live_group(proc.pid)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -165,11 +150,11 @@ def test_a_command_started_ignoring_sigint_keeps_ignoring_it_in_its_workers(tmp_
     proc = _start([*argv, "-o", str(out)], sigint="ignore")
     try:
         _wait_for(proc, ready)
-        workers = _group(proc.pid)
+        workers = live_group(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
-        assert sorted(_group(proc.pid)) == sorted(workers)  # no worker ended either
+        assert sorted(live_group(proc.pid)) == sorted(workers)  # no worker ended either
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -187,7 +172,7 @@ def test_a_security_worker_that_dies_is_reported_in_one_line(tmp_path):
     proc = _start([*argv, "-o", str(out)])
     try:
         _wait_for(proc, ready)
-        worker = max(pid for pid in _group(proc.pid) if pid != proc.pid)
+        worker = max(pid for pid in live_group(proc.pid) if pid != proc.pid)
         os.kill(worker, signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
     finally:
