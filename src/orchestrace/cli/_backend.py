@@ -1,8 +1,12 @@
-"""``--backend``, ``--model`` and ``--base-url`` for commands that re-execute recorded runs."""
+"""``--backend``, ``--model`` and ``--base-url`` for commands that re-execute recorded runs.
+
+Also the check of ``--timeout``, the request setting ``run`` and ``bench`` give a server.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from orchestrace.errors import ConfigError
@@ -66,3 +70,14 @@ def backend_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.backend == "hf" and "base_url" in options:
         raise ConfigError("--base-url does not apply to --backend hf; leave it out")
     return {"backend": args.backend, "backend_options": options}
+
+
+def check_timeout(seconds: float) -> float:
+    """``--timeout``: seconds per request attempt, a finite number above 0.
+
+    Raises:
+        ConfigError: Any other value (the message names the flag).
+    """
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"--timeout must be a number of seconds > 0, got {seconds}")
+    return seconds

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
+from orchestrace.cli._backend import check_timeout
 from orchestrace.errors import ConfigError
 from orchestrace.executors import add_executor_flags, executor_from_args, owned
 from orchestrace.io._output import report_dir
@@ -86,8 +86,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     for flag, key in (("--timeout", "timeout_s"), ("--retries", "retries")):
         if key in opts and args.backend not in ("openai", "vllm"):
             raise ConfigError(f"{flag} is an option of --backend openai or vllm; leave it out")
-    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise ConfigError(f"--timeout must be a number of seconds > 0, got {args.timeout}")
+    if args.timeout is not None:
+        check_timeout(args.timeout)
     if args.backend in ("openai", "vllm"):  # what is used is recorded, given or not
         opts.setdefault("timeout_s", 60.0)
         opts.setdefault("retries", 3)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace._safe import display
+from orchestrace.cli._backend import check_timeout
 from orchestrace.cli.analyze import _text
 from orchestrace.errors import ConfigError
 from orchestrace.io import check_dump_target, dump
@@ -253,12 +254,10 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.backend == "sim":
         return sim
     if args.backend in ("openai", "vllm"):
-        if not (math.isfinite(args.timeout) and args.timeout > 0):
-            raise ConfigError(f"--timeout must be a number of seconds > 0, got {args.timeout}")
         return {
             "base_url": args.base_url,
             "model": args.model,
-            "timeout_s": args.timeout,
+            "timeout_s": check_timeout(args.timeout),
             "retries": args.retries,
             "concurrency": args.concurrency,
         }
