@@ -536,7 +536,7 @@ class ProcessExecutor(Executor):
         for slot in range(len(self._slots)):
             pool, self._slots[slot], self._holds[slot] = self._slots[slot], None, None
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+                stop_pool(pool, wait=True)
         self._busy.clear()
 
 
