@@ -28,6 +28,8 @@ POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
 _INT64_MAX = np.iinfo(np.int64).max
 #: The decimal digits.
 DIGITS = frozenset("0123456789")
+#: What numpy's reader takes for the number 0 when it stands alone (other whitespace, a sign).
+_ZERO_ALONE = "\t\n\v\f\r+-"
 
 
 def int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
@@ -46,10 +48,10 @@ def int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
         if joined.count(" " + prefix) != n - 1:
             return None
         joined = joined.replace(prefix, "")
-    if not joined.isascii():
+    # only the n - 1 separators, and nothing numpy reads as 0 alone (it takes "-" for 0)
+    if not joined.isascii() or joined.count(" ") != n - 1 or any(c in joined for c in _ZERO_ALONE):
         return None
-    # numpy stops at the first thing that is not a whitespace-separated decimal (fewer
-    # numbers: refused below); what it reads past (signs, more whitespace) shows in the count
+    # numpy stops at the first thing that is not a decimal (fewer numbers: refused below)
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
