@@ -515,13 +515,14 @@ class TraceGraph:
             del pos
         else:
             sort_key = dst
+        perm = None
         if len(sort_key) > 1 and not bool(np.all(sort_key[1:] >= sort_key[:-1])):
+            # the edges are read in this order a slice at a time (no sorted copies of them)
             perm = np.argsort(sort_key, kind="stable")
-            src, dst = src[perm], dst[perm]
-            del perm
         del sort_key
         dur = np.ascontiguousarray(self.dur, dtype=np.float64)
-        start, pred = _longest_starts(src, dst, dur, n)
+        start, pred = _longest_starts(src, dst, dur, n, perm)
+        del perm
         finish = start
         finish += dur
         end = int(np.argmax(finish))
@@ -560,17 +561,23 @@ class TraceGraph:
     def tool_mask(self) -> np.ndarray:
         """Boolean per name code: the name is a tool (only ever produces tool results)."""
         n_names = len(self.names)
-        ac = self.agent_code
-        is_result = self.type_code == _TOOL_RESULT
-        acting = np.bincount(ac[~is_result], minlength=n_names)[:n_names] > 0
-        results = np.bincount(ac[is_result], minlength=n_names)[:n_names] > 0
+        acting = np.zeros(n_names, dtype=bool)
+        results = np.zeros(n_names, dtype=bool)
+        ac, tc = self.agent_code, self.type_code
+        for lo in range(0, len(ac), _CHUNK):  # a slice at a time: no per-event int64 copies
+            codes = ac[lo : lo + _CHUNK]
+            is_result = tc[lo : lo + _CHUNK] == _TOOL_RESULT
+            acting[codes[~is_result]] = True
+            results[codes[is_result]] = True
         return results & ~acting
 
     def agent_codes(self) -> np.ndarray:
         """Codes (into :attr:`names`) of the agents: actors and spawned names, tools excluded."""
         n_names = len(self.names)
         present = np.zeros(n_names, dtype=bool)
-        present[self.agent_code] = True
+        codes = self.agent_code
+        for lo in range(0, len(codes), _CHUNK):  # numpy copies an index array to int64
+            present[codes[lo : lo + _CHUNK]] = True
         spawned = self.to_code[(self.type_code == _SPAWN) & (self.to_code >= 0)]
         present[spawned] = True
         present &= ~self.tool_mask()
@@ -618,25 +625,25 @@ class TraceGraph:
 
 
 def _longest_starts(
-    src: np.ndarray, dst: np.ndarray, dur: np.ndarray, n: int
+    src: np.ndarray, dst: np.ndarray, dur: np.ndarray, n: int, perm: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Earliest start of every event when each waits for the finish of its predecessors.
 
-    ``start[v] = max(0, max over edges u -> v of start[u] + dur[u])``, with the edges sorted
-    so that every edge into ``u`` comes before every edge out of ``u``: one pass in edge order,
-    exactly the additions and comparisons of the definition (a NaN finish never wins). Also
-    returns, per event, the first source in edge order whose finish sets its start (-1: none).
-    The pass reads the edge arrays a slice at a time, so its memory does not grow with the
-    trace, and writes through memoryviews of the result arrays (no copies of the columns).
+    ``start[v] = max(0, max over edges u -> v of start[u] + dur[u])``, with the edges taken in
+    the order ``perm`` gives (default: as stored), in which every edge into ``u`` comes before
+    every edge out of ``u``: one pass in edge order, exactly the additions and comparisons of
+    the definition (a NaN finish never wins). Also returns, per event, the first source in edge
+    order whose finish sets its start (-1: none; int32 below 2**31 events). The pass reads the
+    edges a slice at a time, so its memory beyond the two results does not grow with the trace,
+    and writes through memoryviews of the result arrays (no copies of the columns).
     """
     starts = np.zeros(n, dtype=np.float64)
-    preds = np.full(n, -1, dtype=np.int64)
+    preds = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
     start, durs, pred = starts.data, dur.data, preds.data
     for lo in range(0, len(src), _CHUNK):
+        part = slice(lo, lo + _CHUNK) if perm is None else perm[lo : lo + _CHUNK]
         # equal lengths by construction (slices of two arrays of one length)
-        for u, v in zip(
-            src[lo : lo + _CHUNK].tolist(), dst[lo : lo + _CHUNK].tolist(), strict=False
-        ):
+        for u, v in zip(src[part].tolist(), dst[part].tolist(), strict=False):
             f = start[u] + durs[u]
             if f > start[v]:
                 start[v] = f

@@ -294,13 +294,17 @@ def step_structure(g: StepColumns) -> StepStructure:
     ent_idx = ent_idx[np.lexsort((ent_idx, t[ent_idx], to[ent_idx]))]
     ent_child = to[ent_idx].astype(np.int64)
 
-    # action events sorted by agent, time, index; each gets an episode
-    a_idx = np.flatnonzero(act)
+    # action events sorted by agent, time, index; each gets an episode (positions, episode
+    # and stage numbers as int32 below 2**31 events, and each freed once used: at
+    # 10,000,000 events every live per-event int64 array costs 80 MB of peak memory)
+    idx = np.int32 if n < 2**31 else np.int64
+    a_idx = np.flatnonzero(act).astype(idx)
+    del act
     a_idx = a_idx[np.lexsort((a_idx, t[a_idx], agent[a_idx]))]
-    a_agent = agent[a_idx].astype(np.int64)
+    a_agent = agent[a_idx]
     n_names = int(max(agent.max(initial=0), to.max(initial=0))) + 1
     ent_first = np.searchsorted(ent_child, np.arange(n_names + 1))
-    ep_local = np.zeros(len(a_idx), dtype=np.int64)
+    ep_local = np.zeros(len(a_idx), dtype=idx)
     agent_first = np.searchsorted(a_agent, np.arange(n_names + 1))
     has_entries = np.flatnonzero(ent_first[1:] > ent_first[:-1])
     for c in has_entries.tolist():
@@ -313,28 +317,42 @@ def step_structure(g: StepColumns) -> StepStructure:
     # global episode id per action event
     new_ep = np.ones(len(a_idx), dtype=bool)
     if len(a_idx) > 1:
-        new_ep[1:] = (a_agent[1:] != a_agent[:-1]) | (ep_local[1:] != ep_local[:-1])
-    ep_id = np.cumsum(new_ep) - 1
-    n_ep = int(ep_id[-1]) + 1 if len(ep_id) else 0
+        np.not_equal(a_agent[1:], a_agent[:-1], out=new_ep[1:])
+        new_ep[1:] |= ep_local[1:] != ep_local[:-1]
     ep_first = np.flatnonzero(new_ep)
-    episode_agent = a_agent[ep_first] if n_ep else empty
-    episode_local = ep_local[ep_first] if n_ep else empty
+    n_ep = len(ep_first)
+    episode_agent = a_agent[ep_first].astype(np.int64) if n_ep else empty
+    episode_local = ep_local[ep_first].astype(np.int64) if n_ep else empty
+    del a_agent, ep_local, ep_first
 
     # steps: runs of equal recorded step within an episode (unset steps stand alone)
-    step = g.step[a_idx]
     new_step = new_ep.copy()
     if len(a_idx) > 1:
-        new_step[1:] |= (step[1:] != step[:-1]) | (step[1:] < 0)
-    new_stage = new_step & (new_ep | waits[a_idx])
-    stage_id = np.cumsum(new_stage) - 1
+        step = g.step[a_idx]
+        new_step[1:] |= step[1:] != step[:-1]
+        new_step[1:] |= step[1:] < 0
+        del step
+    new_stage = waits[a_idx]
+    del waits
+    new_stage |= new_ep
+    new_stage &= new_step
+    stage_id = np.cumsum(new_stage, dtype=idx)
+    stage_id -= 1
     stage_main = np.bincount(
         stage_id[new_step], minlength=int(stage_id[-1]) + 1 if len(stage_id) else 0
     )
-    stage_episode = ep_id[np.flatnonzero(new_stage)]
+    del new_step
+    # the episode of each stage's first event: episodes counted up to there
+    ep_count = np.cumsum(new_ep, dtype=idx)
+    del new_ep
+    stage_episode = ep_count[np.flatnonzero(new_stage)]
+    stage_episode -= 1
+    del ep_count, new_stage
 
     # attach each episode to the parent stage holding its entry event
-    stage_of_event = np.full(n, -1, dtype=np.int32 if len(a_idx) < 2**31 else np.int64)
+    stage_of_event = np.full(n, -1, dtype=idx)
     stage_of_event[a_idx] = stage_id
+    del a_idx, stage_id
     parent_stage = np.full(n_ep, -1, dtype=np.int64)
     if n_ep and len(ent_idx):
         # entry k of child c opens local episode k; find its global episode id
