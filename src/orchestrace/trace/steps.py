@@ -337,7 +337,7 @@ def step_structure(g: StepColumns) -> StepStructure:
     new_stage |= new_ep
     new_stage &= new_step
     stage_id = np.cumsum(new_stage, dtype=idx)
-    stage_id -= 1
+    np.subtract(stage_id, 1, out=stage_id)
     stage_main = np.bincount(
         stage_id[new_step], minlength=int(stage_id[-1]) + 1 if len(stage_id) else 0
     )
@@ -346,7 +346,7 @@ def step_structure(g: StepColumns) -> StepStructure:
     ep_count = np.cumsum(new_ep, dtype=idx)
     del new_ep
     stage_episode = ep_count[np.flatnonzero(new_stage)]
-    stage_episode -= 1
+    np.subtract(stage_episode, 1, out=stage_episode)
     del ep_count, new_stage
 
     # attach each episode to the parent stage holding its entry event
