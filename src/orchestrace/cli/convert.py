@@ -20,6 +20,7 @@ from orchestrace.io import (
     iter_jsonl,
     load_all,
 )
+from orchestrace.io._columnar import skip_pandas_probe
 from orchestrace.io.json import check_indent
 from orchestrace.io.upstream import IMPORT_WARNINGS
 from orchestrace.trace.model import Trace
@@ -63,6 +64,7 @@ def _fmt(value: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and write."""
+    skip_pandas_probe()  # a Parquet output converts Python values: no pandas import for it
     check_indent(args.indent)
     fmt = check_dump_target(
         args.output, format=_fmt(args.dst), overwrite=args.force, inputs=[args.input]

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from orchestrace.io import check_dump_target, dump
+from orchestrace.io._columnar import skip_pandas_probe
 from orchestrace.trace.generate import generate_trace
 
 
@@ -34,6 +35,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Generate and write the trace."""
+    skip_pandas_probe()  # a Parquet output converts Python values: no pandas import for it
     fmt = check_dump_target(args.output, format=args.format, overwrite=args.force)
     trace = generate_trace(args.agents, args.steps, args.depth, args.seed)
     dump(trace, args.output, format=fmt, overwrite=args.force)

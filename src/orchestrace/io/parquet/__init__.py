@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
@@ -118,27 +117,6 @@ def write_parquet(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = 
             ) from None
 
 
-#: Event columns that hold numbers: the Python type each value must have to be copied to a
-#: numpy array in one pass (anything else goes to Arrow as it is, which reports it).
-_NUMERIC = {
-    "t": (float, np.float64),
-    "dur": (float, np.float64),
-    "cost": (float, np.float64),
-    "tokens_in": (int, np.int64),
-    "tokens_out": (int, np.int64),
-}
-
-
-def _as_numpy(values: list[Any], kind: tuple[type, Any] | None) -> Any:
-    """``values`` as a numpy array when they all have the column's exact Python type."""
-    if kind is None or not set(map(type, values)) <= {kind[0]}:
-        return values
-    try:
-        return np.array(values, dtype=kind[1])
-    except OverflowError:  # an integer beyond int64: Arrow reports it
-        return values
-
-
 def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
     pa, pq = _pa()
     ev_schema, ed_schema, tr_schema = _schemas()
@@ -163,7 +141,7 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
                 values = list(map(attrgetter(_ATTR[c]), ev))
                 if c == "attrs":
                     values = [None if v is None else enc.encode(v).decode() for v in values]
-                cols[c] = _as_numpy(values, _NUMERIC.get(c))
+                cols[c] = values  # Arrow converts a list of Python numbers fastest itself
             cols[_DEFAULTS_COLUMN] = _defaults_array(ev)
             ev_writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
             ed = tr.edges
