@@ -228,3 +228,38 @@ def test_bad_values_across_batches_agree(tmp_path):
     pq.write_table(table, ds / "events.parquet", row_group_size=30_000)
     result = _same(ds)
     assert isinstance(result, list) and all(p for _, _, p in result)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "arrow_type"),
+    [
+        ("t", 2**53 + 1, "int64"),  # no double holds it: the nearest one is read
+        ("t", 2**63 - 1, "int64"),
+        ("t", 2**63 + 5, "uint64"),  # beyond int64, still a number a double holds
+        ("dur", 2**63 + 5, "uint64"),
+        ("cost", 2**53 + 1, "int64"),
+    ],
+)
+def test_integer_number_columns_read_as_json_reads_them(tmp_path, column, value, arrow_type):
+    """A float column written as integers: both readers take the nearest double, as JSON does."""
+    import msgspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ds = tmp_path / "ints.parquet"
+    write_parquet([generate_trace(agents=3, steps=20, seed=1)], ds)
+    table = pq.read_table(ds / "events.parquet")
+    values = [int(x) for x in table.column(column).to_pylist()]
+    values[3] = value
+    i = table.schema.get_field_index(column)
+    pq.write_table(
+        table.set_column(i, column, pa.array(values, getattr(pa, arrow_type)())),
+        ds / "events.parquet",
+    )
+    result = _same(ds)
+    assert result[0][1], result  # read, not refused (the times only draw a warning)
+    [(_, trace, _)] = parse_parquet(ds, partial=True)
+    want = msgspec.json.decode(f'{{"x": {value}}}'.encode(), type=dict[str, float])["x"]
+    assert (
+        getattr(trace.events[3], column) == want and type(getattr(trace.events[3], column)) is float
+    )

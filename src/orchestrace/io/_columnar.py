@@ -118,7 +118,12 @@ def from_batches(
         a = arr(x)
         if a.null_count:
             a = a.fill_null(missing)
-        if pa.types.is_unsigned_integer(a.type) and len(a) and pc.max(a).as_py() >= 2**63:
+        if (
+            dtype is not np.float64
+            and pa.types.is_unsigned_integer(a.type)
+            and len(a)
+            and pc.max(a).as_py() >= 2**63
+        ):
             raise ValueError("a number does not fit a 64-bit column (2^63-1 at most)")
         return np.asarray(a.to_numpy(zero_copy_only=False), dtype=dtype)
 

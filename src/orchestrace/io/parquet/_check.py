@@ -163,7 +163,8 @@ def _value_problems(
         if pa.types.is_null(col.type):
             continue
         if kind == "float":
-            values = pc.cast(col, pa.float64())
+            # integers become the nearest double, as a JSON trace's integer ``t`` does
+            values = pc.cast(col, pa.float64(), safe=False)
             bad = pc.or_(pc.invert(pc.is_finite(values)), pc.less(values, 0))
 
             def describe(r: int, values: Any = values, name: str = name) -> str:
@@ -242,7 +243,7 @@ def _values(col: Any, kind: str) -> list[Any]:
     """A checked column as Python values of the model's types (floats stay floats)."""
     pa, _ = _pa()
     if kind == "float" and not pa.types.is_floating(col.type) and not pa.types.is_null(col.type):
-        col = col.cast(pa.float64())
+        col = col.cast(pa.float64(), safe=False)  # the nearest double, as JSON decodes it
     elif kind == "int" and pa.types.is_integer(col.type):
         col = col.cast(pa.int64(), safe=False)  # out-of-range rows are reported, not built
     return list(col.to_pylist())

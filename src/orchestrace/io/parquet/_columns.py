@@ -359,7 +359,7 @@ def _values_ok(
                 if not bool(np.all((v >= 0) & (v < np.inf))):
                     return False
             elif pa.types.is_unsigned_integer(typ):
-                if pc.max(col).as_py() > MAX_INT:
+                if kind == "int" and pc.max(col).as_py() > MAX_INT:
                     return False
             elif pc.min(col).as_py() < 0:
                 return False
