@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 from typing import Any
 
 from orchestrace._safe import bounded, display
+from orchestrace.cli._json import JsonLines
 from orchestrace.cli._partial import add_partial_flag, warn_truncated
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, warning_line
 from orchestrace.io import detect_format, foreign_format, import_path, iter_jsonl, load_all
@@ -144,6 +145,11 @@ def _checked(trace: Trace, source: str) -> Trace:
     return trace
 
 
+def _fixed(x: float, spec: str) -> str:
+    """``x`` formatted by ``spec``, or in exponent form when that would print over 15 digits."""
+    return f"{x:{spec}}" if not math.isfinite(x) or abs(x) < 1e15 else f"{x:.6e}"
+
+
 #: Most roles listed on the agents line (a hostile trace may have one per agent).
 _MAX_ROLES = 12
 
@@ -163,15 +169,15 @@ def _text(trace_id: str, s: dict[str, Any], max_path: int) -> str:
         + ", ".join(f"{display(k, 40)} {v:,}" for k, v in sorted(s["events_by_type"].items())),
         f"  agents          {s['agents']:>12,}   " + role_text,
         f"  steps           {s['steps']:>12,}   spawn depth {s['spawn_depth']}",
-        f"  work            {s['work_s']:>12,.3f} s",
-        f"  critical path   {s['critical_path_s']:>12,.3f} s   {shown}",
-        f"  speedup         {s['speedup']:>12,.2f} x  (work / critical path)",
+        f"  work            {_fixed(s['work_s'], ',.3f'):>12} s",
+        f"  critical path   {_fixed(s['critical_path_s'], ',.3f'):>12} s   {shown}",
+        f"  speedup         {_fixed(s['speedup'], ',.2f'):>12} x  (work / critical path)",
         f"  critical steps  {s['critical_steps']:>12,}   (PARL)",
-        f"  makespan        {s['makespan_s']:>12,.3f} s",
+        f"  makespan        {_fixed(s['makespan_s'], ',.3f'):>12} s",
         f"  tokens          {s['tokens']:>12,}   in {s['tokens_in']:,}, out {s['tokens_out']:,}",
         f"  messages        {s['messages']:>12,}   tool calls {s['tool_calls']:,}, "
         f"llm calls {s['llm_calls']:,}, errors {s['errors']:,}",
-        f"  cost            {s['cost']:>12,.4f}",
+        f"  cost            {_fixed(s['cost'], ',.4f'):>12}",
     ]
     return "\n".join(lines)
 
@@ -185,9 +191,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    lines = JsonLines("analyze --json", compact=True)
     for trace_id, s in results:
         if args.json:
-            sys.stdout.write(json.dumps({"trace_id": trace_id, **s}, separators=(",", ":")) + "\n")
+            sys.stdout.write(lines.dumps({"trace_id": trace_id, **s}) + "\n")
         else:
             print(_text(trace_id, s, args.max_path))
+    lines.finish()
     return 0

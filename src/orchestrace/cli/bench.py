@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from orchestrace.cli._backend import check_timeout
+from orchestrace.cli._json import JsonLines
 from orchestrace.errors import ConfigError
 from orchestrace.executors import add_executor_flags, executor_from_args, owned
 from orchestrace.io._output import report_dir
@@ -114,8 +114,10 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         out = write_report(report, args.output, force=args.force)
     if args.json:
+        lines = JsonLines("bench --json")
         for c in report["cells"]:
-            print(json.dumps(c))
+            print(lines.dumps(c))
+        lines.finish()
     else:
         print(
             f"{report['suite']['id']}: {len(report['runs'])} runs, "
@@ -155,8 +157,10 @@ def _security(args: argparse.Namespace, opts: dict[str, Any] | None) -> int:
         )
         out = write_security_report(report, args.output, force=args.force)
     if args.json:
+        lines = JsonLines("bench --json")
         for d, row in report["summary"].items():
-            print(json.dumps({"defense": d, **row}))
+            print(lines.dumps({"defense": d, **row}))
+        lines.finish()
     else:
         print(f"{report['suite']['id']}: {len(report['runs'])} runs in {report['wall_s']:.0f} s")
         for d, row in report["summary"].items():

@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrace._safe import display
 from orchestrace.cli._backend import add_backend_flags, backend_args, given
+from orchestrace.cli._json import JsonLines
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.credit import ASSIGNERS, UNITS, check_credit, make_assigner
@@ -141,7 +142,10 @@ def run_cmd(args: argparse.Namespace) -> int:
         "(fix the failing fork and run again)"
     )
     if args.json:
-        sys.stdout.write(table.to_json() + ("\n" if table.rows else ""))
+        lines = JsonLines("credit --json")
+        for row in table.to_rows():
+            sys.stdout.write(lines.dumps(row) + "\n")
+        lines.finish()
         if lost:
             print(failed, file=sys.stderr)
         return 1 if lost else 0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from orchestrace.cli._json import JsonLines
 from orchestrace.errors import ConfigError
 from orchestrace.learn.env import ENV_IDS
 from orchestrace.learn.evaluate import compare, format_table
@@ -52,8 +52,10 @@ def run_cmd(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to evaluate: give checkpoints or --heuristics")
     rows = compare(pols, args.env, task=args.task, seeds=args.seeds, episodes=args.episodes)
     if args.json:
+        lines = JsonLines("evaluate --json")
         for r in rows:
-            print(json.dumps(r.row()))
+            print(lines.dumps(r.row()))
+        lines.finish()
     else:
         print(
             format_table(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from orchestrace._safe import display
+from orchestrace.cli._json import JsonLines
 from orchestrace.cli._partial import add_partial_flag, refuse_truncated
 from orchestrace.cli._verdicts import add_rerun_checks, verdict_warnings
 from orchestrace.io import load_all
@@ -48,13 +48,15 @@ def run_cmd(args: argparse.Namespace) -> int:
     totals = combo.total(parts)
     names = list(parts)
     if args.json:
+        lines = JsonLines("reward --json")
         for i, tr in enumerate(traces):
             row = {
                 "trace_id": tr.trace_id,
                 **{f"rewards/{n}": parts[n][i] for n in names},
                 "rewards/total": totals[i],
             }
-            sys.stdout.write(json.dumps(row) + "\n")
+            sys.stdout.write(lines.dumps(row) + "\n")
+        lines.finish()
         return 0
     ids = [display(tr.trace_id) for tr in traces]
     width = max(len("trace"), *(len(i) for i in ids))

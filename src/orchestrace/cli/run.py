@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrace._safe import display
 from orchestrace.cli._backend import check_timeout
+from orchestrace.cli._json import JsonLines
 from orchestrace.cli.analyze import _text
 from orchestrace.errors import ConfigError
 from orchestrace.io import check_dump_target, dump
@@ -362,7 +363,9 @@ def run_cmd(args: argparse.Namespace) -> int:
             "cpu_s": res.cpu_s,
             **summary,
         }
-        sys.stdout.write(json.dumps(out, default=str) + "\n")
+        lines = JsonLines("run --json", default=str)
+        sys.stdout.write(lines.dumps(out) + "\n")
+        lines.finish()
     else:
         print("\n".join(result_lines(res, args.output)))
         print(_text(res.trace.trace_id, summary, 8))

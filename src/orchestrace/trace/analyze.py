@@ -94,7 +94,8 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
     critical_steps = structure.critical_steps()
     cp = g.critical_path()
     work = g.work()
-    t_end = float((g.t + g.dur).max()) if n else 0.0
+    with np.errstate(over="ignore"):  # finite times and durations can add up to inf
+        t_end = float((g.t + g.dur).max()) if n else 0.0
     t0 = float(g.t.min()) if n else 0.0
     tin, tout = int(g.tokens_in.sum()), int(g.tokens_out.sum())
     errors = 0

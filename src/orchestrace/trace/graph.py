@@ -524,7 +524,8 @@ class TraceGraph:
         start, pred = _longest_starts(src, dst, dur, n, perm)
         del perm
         finish = start
-        finish += dur
+        with np.errstate(over="ignore"):  # finite durations can add up to inf: the length is inf
+            finish += dur
         end = int(np.argmax(finish))
         length = float(finish[end])
         del start, finish
@@ -549,8 +550,11 @@ class TraceGraph:
         return tuple(v if isinstance(v, str) else str(v) for v in taken.to_pylist())
 
     def work(self) -> float:
-        """Total work: the sum of every event's ``dur``."""
-        return float(self.dur.sum()) if self.n else 0.0
+        """Total work: the sum of every event's ``dur`` (inf when it exceeds a double)."""
+        if not self.n:
+            return 0.0
+        with np.errstate(over="ignore"):
+            return float(self.dur.sum())
 
     def speedup(self, edge_types: Iterable[EdgeType] = DEPENDENCY_EDGES) -> float:
         """Parallel speedup ``work / critical path`` (1.0 when there is no work)."""

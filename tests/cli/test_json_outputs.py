@@ -1,0 +1,59 @@
+"""``--json`` outputs are strict JSON: a number beyond a double's range is written as null.
+
+A valid trace can hold durations that add up beyond the largest double; Python's ``json``
+would print ``Infinity`` and ``NaN``, which strict parsers refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import msgspec
+import pytest
+
+from orchestrace.cli import main
+from orchestrace.cli._json import JsonLines
+from orchestrace.io import dump
+from orchestrace.trace.generate import generate_trace
+
+
+def _strict(text: str) -> object:
+    def refuse(name: str) -> object:
+        raise AssertionError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".parquet"])
+def test_analyze_json_of_durations_beyond_a_double(tmp_path, capsys, suffix):
+    tr = generate_trace(agents=4, steps=1200, depth=3, seed=1)
+    events = list(tr.events)
+    for i in (100, 101):
+        events[i] = msgspec.structs.replace(events[i], dur=1e308)
+    path = tmp_path / f"t{suffix}"
+    dump(tr.replace(events=tuple(events)), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning on the way
+        assert main(["analyze", "--json", str(path)]) == 0
+    out, err = capsys.readouterr()
+    row = _strict(out)
+    assert row["work_s"] is None and row["critical_path_s"] is None and row["speedup"] is None
+    assert row["makespan_s"] == 1e308 and row["events"] == 1200
+    assert err.splitlines() == [
+        "warning: analyze --json: 3 number(s) are not finite (first: work_s = inf) and were "
+        "written as null: JSON has no NaN or infinity"
+    ]
+    assert main(["analyze", str(path)]) == 0  # the text keeps inf and a short makespan
+    text = capsys.readouterr().out
+    assert "inf s" in text and "1.000000e+308 s" in text and max(map(len, text.splitlines())) < 200
+
+
+def test_json_lines_replace_only_non_finite_numbers_and_name_the_first():
+    lines = JsonLines("x --json")
+    assert lines.dumps({"a": [1.5, float("nan")], "b": {"c": -float("inf")}, "d": True}) == (
+        '{"a": [1.5, null], "b": {"c": null}, "d": true}'
+    )
+    assert (lines.replaced, lines.first) == (2, "a[1] = nan")
+    assert lines.dumps({"a": 1e308}) == '{"a": 1e+308}' and lines.replaced == 2
+    assert JsonLines("x", compact=True).dumps({"a": 1, "b": [2]}) == '{"a":1,"b":[2]}'
