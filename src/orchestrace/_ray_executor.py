@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from orchestrace._safe import decimal
 from orchestrace.errors import ConfigError
 from orchestrace.executors import _NO_SHARED, Executor, _Died, _one_line, _Outcome, _run_chunk
 
@@ -49,7 +50,7 @@ def _check_address(address: str) -> None:
         return
     target = address.split("://", 1)[-1].rsplit("/", 1)[0]
     host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or decimal(port) is None:
         raise ConfigError(
             f"--ray-address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379, or "
             "ray://10.0.0.5:10001 for Ray Client); `ray start --head` prints the address"

@@ -30,6 +30,7 @@ from typing import Any
 __all__ = [
     "RedactingFilter",
     "bounded",
+    "decimal",
     "display",
     "forget_secret",
     "guarded_output",
@@ -289,3 +290,16 @@ for _name in LOGGERS:
     _logger = logging.getLogger(_name)
     if not any(isinstance(f, RedactingFilter) for f in _logger.filters):
         _logger.addFilter(RedactingFilter())
+
+
+def decimal(text: str) -> int | None:
+    """The value of ``text`` when it is a plain decimal of ASCII digits, else ``None``.
+
+    ``str.isdigit`` is also true of ``"²"`` (which ``int`` refuses) and of other scripts'
+    digits (which ``int`` reads): numbers in files, ids and options are ASCII.
+
+    Example:
+        >>> decimal("042"), decimal("²"), decimal("\u0663"), decimal("-1"), decimal("")
+        (42, None, None, None, None)
+    """
+    return int(text) if text.isascii() and text.isdigit() else None

@@ -35,7 +35,14 @@ class _Plans(SimBackend):
 
 
 def test_the_plan_answer_sets_the_managers_and_a_bad_one_keeps_the_default() -> None:
-    for answer, managers, source in ((3, 3, "plan"), ("2", 2, "plan"), ("lots", 2, "default")):
+    cases = (
+        (3, 3, "plan"),
+        ("2", 2, "plan"),
+        ("lots", 2, "default"),
+        ("\u0663", 3, "plan"),  # another script's decimal digit reads as the number
+        ("\u00b2", 2, "default"),  # a superscript is a digit to isdigit() but no number to int()
+    )
+    for answer, managers, source in cases:
         backend = _Plans(seed=0)
         backend.plan_answer = answer
         trace = run("hierarchical", "wide-search-v1", agents=4, seed=0, backend=backend).trace

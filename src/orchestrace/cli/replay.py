@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from orchestrace._safe import decimal
 from orchestrace.cli._backend import add_backend_flags, backend_args, given
 from orchestrace.cli._verdicts import add_rerun_checks
 from orchestrace.credit.counterfactual import _greedy
@@ -109,8 +110,9 @@ def _clip(text: Any, limit: int = 300) -> str:
 def _stop_at(trace: Any, value: str) -> ForceStop:
     """``--stop-at``: an integer is the orchestrator's step, anything else an event id."""
     text = value.strip()
-    if text.lstrip("+-").isdigit():
-        step = int(text)
+    sign, digits = (text[0], text[1:]) if text[:1] in ("+", "-") else ("", text)
+    if decimal(digits) is not None:
+        step = int(sign + digits)
         if not 0 <= step <= 2**63 - 1:
             raise ConfigError(
                 f"--stop-at takes a step from 0 to 2^63-1 or an event id, got {_clip(value, 60)}"

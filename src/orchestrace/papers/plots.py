@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from orchestrace._safe import decimal
 from orchestrace.errors import Problem
 from orchestrace.io._output import mark_report_dir, report_dir, report_file
 from orchestrace.papers.check import PaperPoolError, Pool, arxiv_month
@@ -59,7 +60,7 @@ def scale_points(rows: Sequence[dict[str, str]]) -> list[tuple[str, int, int, st
     out = []
     for r in rows:
         size, length = r.get("team_size", ""), r.get("trace_length", "")
-        if size.isdigit() and length.isdigit():
+        if decimal(size) is not None and decimal(length) is not None:
             sector = "industry" if r["category"] == "industry" else "academia"
             out.append((r["key"], int(size), int(length), sector))
     return out

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrace._safe import decimal
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.aggregate import text_of
 from orchestrace.trace.model import Trace
@@ -155,8 +156,7 @@ def detect_collusion(
 
 
 def _num(eid: str) -> tuple[int, str]:
-    digits = eid.lstrip("e")
-    return (int(digits), eid) if digits.isdigit() else (0, eid)
+    return (decimal(eid.lstrip("e")) or 0, eid)
 
 
 def _copies(trace: Trace, similarity: float, min_chars: int) -> list[CollusionFinding]:

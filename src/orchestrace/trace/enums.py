@@ -92,10 +92,10 @@ class Decision(enum.StrEnum):
     @classmethod
     def from_code(cls, code: str) -> Decision:
         """Return the decision named ``"O1"`` to ``"O5"``."""
-        try:
-            return list(cls)[int(code.upper().lstrip("O")) - 1]
-        except (ValueError, IndexError):
-            raise ValueError(f"unknown decision code {code!r}; use O1..O5") from None
+        found = {f"O{k}": d for k, d in enumerate(cls, start=1)}.get(code.upper())
+        if found is None:
+            raise ValueError(f"unknown decision code {code!r}; use O1..O5")
+        return found
 
 
 class CreditUnit(enum.StrEnum):

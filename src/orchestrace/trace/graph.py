@@ -568,6 +568,8 @@ class TraceGraph:
         acting = np.zeros(n_names, dtype=bool)
         results = np.zeros(n_names, dtype=bool)
         ac, tc = self.agent_code, self.type_code
+        if len(ac) and int(ac.min()) < 0:  # an index of -1 would name the last name
+            raise ValueError("every event needs an agent: an agent code is -1 (not set)")
         for lo in range(0, len(ac), _CHUNK):  # a slice at a time: no per-event int64 copies
             codes = ac[lo : lo + _CHUNK]
             is_result = tc[lo : lo + _CHUNK] == _TOOL_RESULT

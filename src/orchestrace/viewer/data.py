@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._safe import decimal
 from orchestrace.credit.base import root_agents
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.trace.check import check_trace
@@ -396,8 +397,9 @@ class TraceView(AnalysesMixin):
     # ------------------------------------------------------------------ one event
     def index(self, ref: str) -> int:
         """Index of an event given by index (``"12"``) or id (``"e13"``)."""
-        if ref.isdigit() and int(ref) < self.n:
-            return int(ref)
+        position = decimal(ref)
+        if position is not None and position < self.n:
+            return position
         try:
             return self.graph.index_of(ref)
         except (KeyError, TraceError):

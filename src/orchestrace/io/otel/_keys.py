@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from orchestrace._safe import decimal
+
 if TYPE_CHECKING:  # the reader imports this module's keys
     from orchestrace.io.otel._read import OtelSpan
 
@@ -113,6 +115,6 @@ def _count(v: Any) -> int | None:
         return v
     if isinstance(v, float) and v.is_integer() and 0 <= v < 2**63:
         return int(v)
-    if isinstance(v, str) and v.isdigit() and len(v) < 19:
-        return int(v)
+    if isinstance(v, str) and len(v) < 19:
+        return decimal(v)
     return None

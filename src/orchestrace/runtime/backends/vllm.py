@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrace._safe import redact, redact_url
+from orchestrace._safe import decimal, redact, redact_url
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.backends.base import BackendError, LLMRequest, LLMResponse
 from orchestrace.runtime.backends.hf import HFResponse
@@ -86,8 +86,7 @@ def _ids(value: Any, what: str) -> list[int]:
 def _token_id(token: Any) -> int | None:
     if isinstance(token, str) and token.startswith(_TOKEN_PREFIX):
         tail = token[len(_TOKEN_PREFIX) :]
-        if tail.isdigit():
-            return int(tail)
+        return decimal(tail)
     return None
 
 

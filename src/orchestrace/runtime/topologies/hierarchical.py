@@ -91,7 +91,7 @@ async def orchestrate(ctx: Context) -> Any:
 
 def _managers(answer: Any, n: int) -> int | None:
     """The plan's manager count: an integer (or a string of digits) in 1..n, else ``None``."""
-    if isinstance(answer, str) and answer.strip().isdigit():
+    if isinstance(answer, str) and answer.strip().isdecimal():  # not "²", which int() refuses
         answer = int(answer.strip())
     if isinstance(answer, int) and not isinstance(answer, bool) and 1 <= answer <= n:
         return answer
