@@ -90,3 +90,12 @@ def test_viewer_position_is_ascii_only():
     assert view.index("3") == 3 and view.index("\u0663") == 5
     with pytest.raises(ConfigError):
         view.index("\u00b2")
+
+
+def test_columns_of_numbers_written_as_strings_are_refused():
+    pytest.importorskip("pyarrow")
+    from orchestrace.io._columnar import from_columns
+
+    for t in (["1_0", "2"], ["\u0663", "1"]):
+        with pytest.raises(ValueError, match="a number column holds strings"):
+            from_columns(["e1", "e2"], t, [1.0, 1.0], ["llm_call"] * 2, ["a", "a"], [], [], [])

@@ -116,6 +116,9 @@ def from_batches(
 
     def numeric(x: Any, dtype: Any, missing: Any) -> np.ndarray:
         a = arr(x)
+        if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+            # Arrow would read "1_0" or another script's digits as a number: none is one here
+            raise ValueError(f"a number column holds strings ({a.type})")
         if a.null_count:
             a = a.fill_null(missing)
         if (
