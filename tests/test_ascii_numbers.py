@@ -99,3 +99,17 @@ def test_columns_of_numbers_written_as_strings_are_refused():
     for t in (["1_0", "2"], ["\u0663", "1"]):
         with pytest.raises(ValueError, match="a number column holds strings"):
             from_columns(["e1", "e2"], t, [1.0, 1.0], ["llm_call"] * 2, ["a", "a"], [], [], [])
+
+
+def test_no_module_reads_numbers_with_isdigit():
+    """The rule in docs/architecture.md: ``_safe.decimal``, not ``isdigit()`` + ``int()``."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "orchestrace"
+    found = [
+        f"{path.relative_to(src)}:{k}: {line.strip()}"
+        for path in sorted(src.rglob("*.py"))
+        for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if ".isdigit()" in line and ".isascii()" not in line and "def decimal" not in line
+    ]
+    assert found == [], found
