@@ -101,7 +101,11 @@ def report(
     RESULTS.append(row)
     line = f"  {name:<58} {value:>12.4g} {unit}"
     if baseline_value is not None:
-        line += f"   {baseline}: {baseline_value:.4g} {unit} -> {row['ratio']:.1f}x"
+        ours = value / baseline_value if baseline_value else float("inf")
+        line += (
+            f"   {baseline}: {baseline_value:.4g} {unit} (ours / baseline {ours:.2f}x, "
+            f"baseline / ours {row.get('ratio', float('inf')):.2f}x)"
+        )
     if target:
         line += f"   [target {target}: {'met' if ok else 'NOT met'}]"
     if note:
