@@ -113,3 +113,11 @@ def test_no_module_reads_numbers_with_isdigit():
         if ".isdigit()" in line and ".isascii()" not in line and "def decimal" not in line
     ]
     assert found == [], found
+
+
+def test_a_step_of_thousands_of_digits_is_an_unknown_event(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    dump(run("debate", "arith", agents=3, seed=1, task_size=16).trace, str(path))
+    assert main(["replay", str(path), "--stop-at", "1" * 5000]) == 1  # int() refuses > 4,300
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected" not in err, err[:300]

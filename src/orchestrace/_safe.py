@@ -20,11 +20,13 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import math
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "redact",
     "redact_url",
     "remember_secret",
+    "strict_json",
 ]
 
 #: Shown in place of a removed secret.
@@ -292,14 +295,61 @@ for _name in LOGGERS:
         _logger.addFilter(RedactingFilter())
 
 
+#: Longest decimal :func:`decimal` reads (Python refuses to convert over 4,300 digits).
+MAX_DECIMAL_DIGITS = 1000
+
+
 def decimal(text: str) -> int | None:
     """The value of ``text`` when it is a plain decimal of ASCII digits, else ``None``.
 
     ``str.isdigit`` is also true of ``"²"`` (which ``int`` refuses) and of other scripts'
-    digits (which ``int`` reads): numbers in files, ids and options are ASCII.
+    digits (which ``int`` reads): numbers in files, ids and positions are ASCII. Over
+    :data:`MAX_DECIMAL_DIGITS` digits is no count, step or position either: ``None``.
 
     Example:
         >>> decimal("042"), decimal("²"), decimal("\u0663"), decimal("-1"), decimal("")
         (42, None, None, None, None)
+        >>> decimal("1" * 5000) is None
+        True
     """
-    return int(text) if text.isascii() and text.isdigit() else None
+    if len(text) > MAX_DECIMAL_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
+
+
+def strict_json(
+    obj: Any,
+    *,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    default: Callable[[Any], Any] | None = None,
+) -> tuple[str, list[str]]:
+    """``json.dumps`` that every JSON parser reads, and where it had to write ``null``.
+
+    Python's ``json`` writes a NaN or an infinity as ``NaN`` / ``Infinity``, which strict
+    parsers refuse. Here each becomes ``null``; the second value lists them as
+    ``"path = value"``, so that the caller says so (a warning, a key of the document).
+
+    Example:
+        >>> strict_json({"a": [1.5, float("nan")], "b": {"c": float("-inf")}})
+        ('{"a": [1.5, null], "b": {"c": null}}', ['a[1] = nan', 'b.c = -inf'])
+    """
+    kw: dict[str, Any] = {"indent": indent, "separators": separators, "default": default}
+    try:
+        return json.dumps(obj, allow_nan=False, **kw), []
+    except ValueError as err:
+        if "not JSON compliant" not in str(err):
+            raise
+    found: list[str] = []
+    return json.dumps(_finite(obj, "", found), allow_nan=False, **kw), found
+
+
+def _finite(obj: Any, path: str, found: list[str]) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        found.append(f"{path or 'value'} = {obj}")
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v, f"{path}.{k}" if path else str(k), found) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v, f"{path}[{i}]", found) for i, v in enumerate(obj)]
+    return obj

@@ -57,3 +57,29 @@ def test_json_lines_replace_only_non_finite_numbers_and_name_the_first():
     assert (lines.replaced, lines.first) == (2, "a[1] = nan")
     assert lines.dumps({"a": 1e308}) == '{"a": 1e+308}' and lines.replaced == 2
     assert JsonLines("x", compact=True).dumps({"a": 1, "b": [2]}) == '{"a":1,"b":[2]}'
+
+
+def test_analyze_token_totals_are_exact_and_costs_warn_nothing(tmp_path, capsys):
+    tr = generate_trace(agents=4, steps=300, depth=2, seed=2)
+    events = [msgspec.structs.replace(e, tokens_in=2**62, cost=1e308) for e in tr.events]
+    path = tmp_path / "t.json"
+    dump(tr.replace(events=tuple(events)), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["analyze", "--json", str(path)]) == 0
+    out, err = capsys.readouterr()
+    row = _strict(out)
+    assert row["tokens_in"] == 300 * 2**62  # numpy's int64 sum wrapped to a negative number
+    assert row["tokens"] == row["tokens_in"] + row["tokens_out"] and row["cost"] is None
+    assert "cost = inf" in err or "cost" in err
+
+
+def test_report_files_list_what_they_could_not_hold():
+    from orchestrace.io._output import report_json
+
+    doc = {"cells": [{"ci": [float("nan"), 1.0]}], "ratio": float("inf")}
+    text = report_json(doc)
+    back = _strict(text)
+    assert back["cells"][0]["ci"] == [None, 1.0] and back["ratio"] is None
+    assert back["non_finite"] == ["cells[0].ci[0] = nan", "ratio = inf"]
+    assert _strict(report_json({"a": 1.0})) == {"a": 1.0}  # nothing added when all is finite

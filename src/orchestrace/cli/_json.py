@@ -2,8 +2,9 @@
 
 Python's ``json`` writes a NaN or an infinity as ``NaN`` / ``Infinity``, which strict parsers
 (``jq``, browsers, most languages) refuse. A summary can hold one legitimately: the durations
-of a valid trace can add up beyond the largest double. The ``--json`` outputs of the commands
-write such a number as ``null`` and say so once on standard error, naming the first field.
+of a valid trace can add up beyond the largest double, a confidence interval of one seed is
+undefined. The ``--json`` outputs of the commands write such a number as ``null``
+(:func:`orchestrace._safe.strict_json`) and say so once on standard error, naming the first.
 
 Example:
     >>> lines = JsonLines("analyze --json")
@@ -15,11 +16,11 @@ Example:
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from orchestrace._safe import strict_json
 
 __all__ = ["JsonLines"]
 
@@ -44,28 +45,11 @@ class JsonLines:
 
     def dumps(self, obj: Any) -> str:
         """One JSON text for ``obj``, without a newline."""
-        try:
-            return json.dumps(
-                obj, allow_nan=False, separators=self.separators, default=self.default
-            )
-        except ValueError as err:
-            if "not JSON compliant" not in str(err):
-                raise
-        return json.dumps(
-            self._finite(obj, ""), allow_nan=False, separators=self.separators, default=self.default
-        )
-
-    def _finite(self, obj: Any, path: str) -> Any:
-        if isinstance(obj, float) and not math.isfinite(obj):
-            self.replaced += 1
-            if not self.first:
-                self.first = f"{path or 'value'} = {obj}"
-            return None
-        if isinstance(obj, dict):
-            return {k: self._finite(v, f"{path}.{k}" if path else str(k)) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self._finite(v, f"{path}[{i}]") for i, v in enumerate(obj)]
-        return obj
+        text, found = strict_json(obj, separators=self.separators, default=self.default)
+        if found:
+            self.replaced += len(found)
+            self.first = self.first or found[0]
+        return text
 
     def finish(self) -> None:
         """Say on standard error how many numbers were written as ``null``, if any."""

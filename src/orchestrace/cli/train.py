@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
+from orchestrace.cli._json import JsonLines
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import check_output, report_dir
 from orchestrace.learn.algorithms import TrainConfig, make_trainer
@@ -213,20 +214,22 @@ def run_cmd(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     last = result.log[-1]
+    lines = JsonLines("train")
     print(
-        json.dumps(
+        lines.dumps(
             {
                 "algo": algo,
                 "env": args.env,
                 "task": cfg.task,
                 "episodes": trainer.episodes,
-                "episodes_per_min": round(result.episodes_per_min),
+                "episodes_per_min": _whole(result.episodes_per_min),
                 "final_reward": round(last["reward"], 4),
                 "final_success": round(last["success"], 4),
                 "output": str(result.out),
             }
         )
     )
+    lines.finish()
     return 0
 
 
@@ -288,8 +291,9 @@ def _train_llm(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     first, last = result.log[0], result.log[-1]
+    lines = JsonLines("train")
     print(
-        json.dumps(
+        lines.dumps(
             {
                 "algo": cfg.algo,
                 "env": cfg.env,
@@ -302,4 +306,10 @@ def _train_llm(args: argparse.Namespace) -> int:
             }
         )
     )
+    lines.finish()
     return 0
+
+
+def _whole(x: float) -> float | int:
+    """``x`` rounded to a whole number (a NaN or infinity as it is: JSON writes it as null)."""
+    return round(x) if math.isfinite(x) else x

@@ -40,7 +40,9 @@ from __future__ import annotations
 import os
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
+from orchestrace._safe import strict_json
 from orchestrace.io._atomic import (
     _lock,
     _mkstemp,
@@ -80,8 +82,26 @@ __all__ = [
     "replace_dir",
     "report_dir",
     "report_file",
+    "report_json",
     "write_error",
 ]
+
+
+def report_json(doc: Any, *, indent: int | None = 1) -> str:
+    """A report document as JSON that every parser reads (values no encoder knows as text).
+
+    A NaN or infinity (an interval of one seed, a ratio to zero) is written as ``null``; a
+    dictionary then also lists them under ``"non_finite"`` (``"path = value"``), so the file
+    says what it could not hold.
+
+    Example:
+        >>> print(report_json({"ratio": float("inf"), "n": 2}, indent=None))
+        {"ratio": null, "n": 2, "non_finite": ["ratio = inf"]}
+    """
+    text, found = strict_json(doc, indent=indent, default=str)
+    if found and isinstance(doc, dict):
+        text, _ = strict_json({**doc, "non_finite": found}, indent=indent, default=str)
+    return text
 
 
 # ---------------------------------------------------------------------- streams

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from orchestrace.io._output import report_dir, report_file
+from orchestrace.io._output import report_dir, report_file, report_json
 from orchestrace.masbench.envelope import envelope_markdown, scale_gap_figure
 
 __all__ = ["markdown", "write_report"]
@@ -220,7 +220,7 @@ def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False
     """
     with report_dir(out, force=force, report="bench") as target:
         with report_file(target / "report.json", "w") as fh:
-            fh.write(json.dumps(report, indent=1, default=str))
+            fh.write(report_json(report))
         with report_file(target / "report.md", "w") as fh:
             fh.write(markdown(report))
         _plots(report, target)

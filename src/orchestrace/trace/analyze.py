@@ -97,7 +97,9 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
     with np.errstate(over="ignore"):  # finite times and durations can add up to inf
         t_end = float((g.t + g.dur).max()) if n else 0.0
     t0 = float(g.t.min()) if n else 0.0
-    tin, tout = int(g.tokens_in.sum()), int(g.tokens_out.sum())
+    tin, tout = _exact_sum(g.tokens_in), _exact_sum(g.tokens_out)
+    with np.errstate(over="ignore"):
+        cost = float(g.cost.sum())
     errors = 0
     if isinstance(trace, Trace):
         errors = sum(1 for e in trace.events if e.error is not None)
@@ -119,10 +121,18 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
         "tokens": tin + tout,
         "tokens_in": tin,
         "tokens_out": tout,
-        "cost": float(g.cost.sum()),
+        "cost": cost,
         "messages": by_type.get("message", 0),
         "tool_calls": by_type.get("tool_call", 0),
         "llm_calls": by_type.get("llm_call", 0),
         "errors": errors,
     }
     return {k: out[k] for k in SUMMARY_KEYS}
+
+
+def _exact_sum(counts: np.ndarray) -> int:
+    """The sum of int64 counts, exact (numpy's int64 sum wraps past 2**63 - 1)."""
+    n = len(counts)
+    if not n or max(int(counts.max()), -int(counts.min())) <= (2**63 - 1) // n:
+        return int(counts.sum())
+    return sum(counts.tolist())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.io._output import report_dir, report_file
+from orchestrace.io._output import report_dir, report_file, report_json
 from orchestrace.stats import mean_ci
 
 
@@ -182,7 +181,7 @@ def write_report(
     """
     with report_dir(out, force=force, report="study") as target:
         with report_file(target / "results.json", "w") as fh:
-            fh.write(json.dumps(study, indent=1, default=str))
+            fh.write(report_json(study))
         with report_file(target / "pareto.csv", "w") as fh:
             fh.write(_csv(_pareto_rows(study)))
         sweep = [

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrace.errors import ConfigError
-from orchestrace.io._output import report_dir, report_file
+from orchestrace.io._output import report_dir, report_file, report_json
 
 
 def _r(cell: dict[str, Any] | None) -> str:
@@ -235,8 +235,8 @@ def write_security_report(report: dict[str, Any], out: str | Path, *, force: boo
     head["runs_count"] = len(runs)
     with report_dir(out, force=force, report="bench") as target:
         with report_file(target / "report.json", "w") as fh:
-            fh.write(json.dumps(head, indent=1, default=str))
-        lines = "".join(json.dumps(r, default=str) + "\n" for r in runs).encode()
+            fh.write(report_json(head))
+        lines = "".join(report_json(r, indent=None) + "\n" for r in runs).encode()
         with report_file(target / "runs.jsonl.gz") as fh:
             fh.write(gzip.compress(lines, mtime=0))
         with report_file(target / "report.md", "w") as fh:
