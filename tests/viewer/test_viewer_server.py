@@ -250,6 +250,10 @@ def test_overlays_from_a_credit_file_and_computed(
     bad.write_text('{"unit": "agent", "id": "x", "value": 1}\nnot json\n')
     with pytest.raises(ConfigError, match=r"bad.jsonl:2: not a credit row"):
         ViewerState(a, credit=bad)
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"unit": "agent", "id": "a0", "value": null}\n')  # credit --json's NaN
+    with pytest.raises(ConfigError, match=r"nan.jsonl:1: the credit of .* is not a finite number"):
+        ViewerState(a, credit=nan)
     other = tmp_path / "other.jsonl"
     other.write_text('{"unit": "agent", "id": "nobody", "value": 1}\n')
     with pytest.raises(ConfigError, match="none of its 1 rows names a unit of trace"):

@@ -27,11 +27,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from orchestrace._safe import strict_json
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import CreditUnit, Trace
 from orchestrace.trace.tokens import token_table
@@ -95,8 +95,8 @@ class CreditTable:
         return [{"unit": r.unit, "id": r.id, "value": r.value} for r in self.rows]
 
     def to_json(self) -> str:
-        """JSON lines, one row each."""
-        return "\n".join(json.dumps(r) for r in self.to_rows())
+        """JSON lines, one row each (strict JSON: a NaN or infinite value is written as null)."""
+        return "\n".join(strict_json(r)[0] for r in self.to_rows())
 
 
 @runtime_checkable

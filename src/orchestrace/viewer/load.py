@@ -115,6 +115,14 @@ def load_credit_file(path: str | os.PathLike[str], view: TraceView) -> list[dict
             and not isinstance(row.get("value"), bool)
             and math.isfinite(float(row["value"]))
         )
+        if not ok and isinstance(row, dict) and row.get("unit") in UNITS and "value" in row:
+            value = row["value"]
+            if value is None or (isinstance(value, float) and not math.isfinite(value)):
+                raise ConfigError(
+                    f"--credit {shown}:{lineno}: the credit of {str(row.get('id'))[:80]!r} is "
+                    "not a finite number (credit writes NaN or infinity as null): fix the "
+                    "reward or the credit method, then write the file again"
+                )
         if not ok:
             raise ConfigError(
                 f"--credit {shown}:{lineno}: not a credit row (expected "
