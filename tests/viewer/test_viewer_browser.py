@@ -364,6 +364,25 @@ def test_event_graph_of_long_ids_stays_readable_and_pans(browser: Any, tmp_path:
             arg=before,
             timeout=10_000,
         )
+        panned = page.evaluate(
+            "document.querySelector('svg.graph-svg > g').getAttribute('transform')"
+        )
+        # the same graph drawn again (a refresh of the same window) keeps the user's pan
+        page.evaluate("window.__orchestrace.graph.drawnBefore = true")
+        page.evaluate("window.__orchestrace.setGraphMode('events')")
+        wait_for(page, lambda: state(page, "!s.graph.drawnBefore"), what="the graph drawn again")
+        assert state(page, "s.graph.mode") == "events"
+        assert (
+            page.evaluate("document.querySelector('svg.graph-svg > g').getAttribute('transform')")
+            == panned
+        )
+        # another graph is fitted anew
+        page.evaluate("window.__orchestrace.setGraphMode('agents')")
+        wait_for(page, lambda: state(page, "s.graph.mode === 'agents'"))
+        assert (
+            page.evaluate("document.querySelector('svg.graph-svg > g').getAttribute('transform')")
+            != panned
+        )
         assert not page.errors and not page.console_errors, page.console_errors
 
 

@@ -23,6 +23,10 @@ export class GraphView {
     this.scale = 1;
     this.offset = [0, 0];
     this.drag = null;
+    // the pan and zoom the user chose are kept while the graph drawn stays the same one
+    // (a refresh of the same window draws it again); a different graph is fitted anew
+    this.key = null;
+    this.moved = false;
     this.svg.addEventListener("wheel", (ev) => {
       ev.preventDefault();
       const f = Math.exp(-ev.deltaY * 0.0015);
@@ -30,6 +34,7 @@ export class GraphView {
       const mx = ev.clientX - r.left, my = ev.clientY - r.top;
       this.offset = [mx - (mx - this.offset[0]) * f, my - (my - this.offset[1]) * f];
       this.scale = Math.min(8, Math.max(0.05, this.scale * f));
+      this.moved = true;
       this.applyTransform();
     }, { passive: false });
     this.svg.addEventListener("mousedown", (ev) => { this.drag = [ev.clientX, ev.clientY, ...this.offset]; });
@@ -37,6 +42,7 @@ export class GraphView {
     window.addEventListener("mousemove", (ev) => {
       if (!this.drag) return;
       this.offset = [this.drag[2] + ev.clientX - this.drag[0], this.drag[3] + ev.clientY - this.drag[1]];
+      this.moved = true;
       this.applyTransform();
     });
   }
@@ -174,10 +180,15 @@ export class GraphView {
     const gh = isFinite(gg.height) && gg.height > 0 ? gg.height : 1;
     // fit the graph, but never shrink it below a readable size: the rest is reached by
     // dragging (pan) and the wheel (zoom); a graph that does not fit starts at its top left
-    this.scale = Math.max(MIN_SCALE, Math.min(1.2, w / gw, h / gh));
-    const ox = gw * this.scale <= w ? (w - gw * this.scale) / 2 : 0;
-    const oy = gh * this.scale <= h ? (h - gh * this.scale) / 2 : 0;
-    this.offset = [ox, oy];
+    const drawn = `${data.mode}|${gw}x${gh}|` + data.nodes.map((n) => n.idx).join(",");
+    if (drawn !== this.key || !this.moved) {
+      this.scale = Math.max(MIN_SCALE, Math.min(1.2, w / gw, h / gh));
+      const ox = gw * this.scale <= w ? (w - gw * this.scale) / 2 : 0;
+      const oy = gh * this.scale <= h ? (h - gh * this.scale) / 2 : 0;
+      this.offset = [ox, oy];
+      this.moved = false;
+    }
+    this.key = drawn;
     this.fits = gw * this.scale <= w + 0.5 && gh * this.scale <= h + 0.5;
     this.applyTransform();
     return { nodes: g.nodeCount(), edges: g.edgeCount(), criticalNodes, criticalEdges, ghosts: ghostCount, diffMarked, scale: this.scale, fits: this.fits };
