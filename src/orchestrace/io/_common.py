@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import mmap
 import os
 import re
@@ -13,11 +14,12 @@ import time
 from contextlib import suppress
 from typing import IO, Any
 
-from orchestrace.errors import TraceFormatError
+from orchestrace.errors import ConfigError, TraceFormatError
 
 __all__ = [
     "atomic_write",
     "describe_offset",
+    "env_number",
     "format_error",
     "format_ns",
     "is_stream",
@@ -35,10 +37,43 @@ _BLANK = re.compile(rb"[ \t\r\n]*")
 MAX_STREAM_BYTES = 4 << 30
 #: Longest JSONL line (bytes); a longer line is refused instead of filling memory.
 MAX_LINE_BYTES = 1 << 30
-#: Seconds a pipe or FIFO may stay silent before reading gives up (no writer, or a stalled one).
-PIPE_IDLE_TIMEOUT_S = float(os.environ.get("ORCHESTRACE_PIPE_IDLE_S", "30"))
-#: Seconds to wait for a program to open a named FIFO for writing before reading gives up.
-FIFO_WRITER_WAIT_S = float(os.environ.get("ORCHESTRACE_FIFO_WRITER_S", "3"))
+#: Seconds a pipe or FIFO may stay silent before reading gives up (no writer, or a stalled
+#: one); ``$ORCHESTRACE_PIPE_IDLE_S`` sets it (read when a stream is opened).
+PIPE_IDLE_TIMEOUT_S = 30.0
+#: Seconds to wait for a program to open a named FIFO for writing before reading gives up;
+#: ``$ORCHESTRACE_FIFO_WRITER_S`` sets it.
+FIFO_WRITER_WAIT_S = 3.0
+
+
+def env_number(name: str, default: float, unit: str = "seconds", unset: str = "") -> float:
+    """The number environment variable ``name`` sets (``default`` when it is unset).
+
+    Read when it is used, so that a bad value is one error of the command that needs it, not
+    a failure of every command at start-up. ``unset`` says what leaving it unset gives (by
+    default ``default``).
+
+    Raises:
+        ConfigError: The value is not a finite number > 0 (the message says how to fix it).
+
+    Example:
+        >>> env_number("ORCHESTRACE_EXAMPLE_UNSET_S", 30.0)
+        30.0
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(
+            f"{name}={raw[:40]!r} is not a number of {unit} > 0; unset it (then "
+            f"{unset or f'{default:g}'}) or set e.g. {name}={default:g}"
+        )
+    return value
+
+
 #: How often a FIFO without a writer is checked for one (seconds).
 _WRITER_POLL_S = 0.05
 BOM = b"\xef\xbb\xbf"
@@ -219,8 +254,9 @@ def open_input(path: PathLike, *, directory_hint: str = "pass a trace file") -> 
             )
     if stat.S_ISFIFO(st.st_mode):
         named = src != "-" and _is_named_fifo(path)
-        wait = FIFO_WRITER_WAIT_S if named else None
-        return io.BufferedReader(_PipeReader(fd, src, PIPE_IDLE_TIMEOUT_S, wait), 1 << 16)
+        wait = env_number("ORCHESTRACE_FIFO_WRITER_S", FIFO_WRITER_WAIT_S) if named else None
+        idle = env_number("ORCHESTRACE_PIPE_IDLE_S", PIPE_IDLE_TIMEOUT_S)
+        return io.BufferedReader(_PipeReader(fd, src, idle, wait), 1 << 16)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 

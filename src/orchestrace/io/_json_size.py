@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 
 from orchestrace.errors import TraceFormatError
-from orchestrace.io._common import PathLike
+from orchestrace.io._common import PathLike, env_number
 
 __all__ = ["BYTES_PER_BYTE", "ENV", "check_json_size", "json_limit"]
 
@@ -55,13 +55,13 @@ def json_limit() -> int:
 
     ``$ORCHESTRACE_MAX_JSON_MB`` sets it explicitly; otherwise it is the available memory
     divided by :data:`BYTES_PER_BYTE` (1 GiB when the system does not say).
+
+    Raises:
+        ConfigError: ``$ORCHESTRACE_MAX_JSON_MB`` is not a number of megabytes > 0.
     """
-    raw = os.environ.get(ENV)
-    if raw is not None:
-        try:
-            return max(int(float(raw) * 1024 * 1024), 0)
-        except ValueError:
-            pass
+    if os.environ.get(ENV) is not None:
+        mb = env_number(ENV, 1024.0, "megabytes", "the limit follows the available memory")
+        return int(min(mb, 1 << 40) * 1024 * 1024)
     avail = _available()
     return avail // BYTES_PER_BYTE if avail else 1 << 30
 

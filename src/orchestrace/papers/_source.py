@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from orchestrace.errors import OrchestraceError, Problem
+from orchestrace.io._common import env_number
 
 __all__ = ["MAX_BYTES", "PaperPoolError", "decode", "fail", "problem", "read_source"]
 
@@ -29,7 +30,8 @@ MAX_BYTES = 64 << 20
 #: Lines of non-UTF-8 bytes reported one by one before the rest are summarised.
 _MAX_ENCODING_LINES = 10
 _BOM = b"\xef\xbb\xbf"
-_PIPE_IDLE_S = float(os.environ.get("ORCHESTRACE_PIPE_IDLE_S", "30"))
+#: Seconds a pipe may stay silent (``$ORCHESTRACE_PIPE_IDLE_S`` sets it, read when used).
+_PIPE_IDLE_S = 30.0
 
 
 class PaperPoolError(OrchestraceError):
@@ -75,12 +77,13 @@ def fail(source: str, message: str, fix: str, code: str = "unreadable") -> Paper
 def _read_pipe(fd: int, src: str) -> bytes:
     chunks: list[bytes] = []
     total = 0
+    idle = env_number("ORCHESTRACE_PIPE_IDLE_S", _PIPE_IDLE_S)
     while True:
-        ready, _, _ = select.select([fd], [], [], _PIPE_IDLE_S)
+        ready, _, _ = select.select([fd], [], [], idle)
         if not ready:
             raise fail(
                 src,
-                f"no data arrived for {_PIPE_IDLE_S:g} s (a pipe or FIFO with no writer?)",
+                f"no data arrived for {idle:g} s (a pipe or FIFO with no writer?)",
                 "start the program that writes to it first, or pass a regular file",
             )
         try:
