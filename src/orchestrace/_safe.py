@@ -267,9 +267,17 @@ def redact_url(url: str) -> str:
     Example:
         >>> redact_url("https://u:p@example.org/v1?api_key=k1234&x=1")
         'https://example.org/v1?api_key=***&x=1'
+        >>> redact_url("u:p@example.org/v1")  # no scheme: still user info
+        'example.org/v1'
     """
     url = _URL_USERINFO.sub(lambda m: m.group(1), url)
+    if "://" not in url:
+        url = _BARE_USERINFO.sub("", url)
     return redact(url)
+
+
+#: User info at the start of a URL written without a scheme (``user:password@host``).
+_BARE_USERINFO = re.compile(r"^[^\s/@'\"<>?#]+@")
 
 
 class RedactingFilter(logging.Filter):

@@ -398,7 +398,7 @@ def test_credentials_in_unreachable_base_url_are_redacted(tmp_path, capsys):
             "--backend",
             "openai",
             "--base-url",
-            f"http://alice:{PASSWORD}@127.0.0.1:9/v1?api_key=sk-QUERYSECRET123456",
+            f"http://alice:{PASSWORD}@127.0.0.1:9/v1",
             "--timeout",
             "2",
             "--retries",
@@ -414,7 +414,14 @@ def test_credentials_in_unreachable_base_url_are_redacted(tmp_path, capsys):
     errors = llm_errors(out)
     assert errors and all("cannot reach http://127.0.0.1:9/v1" in e for e in errors)
     for text in (raw, stdout, stderr):
-        assert PASSWORD not in text and "QUERYSECRET" not in text
+        assert PASSWORD not in text
+    # a base URL with a query (no request could keep it) is refused without showing it
+    url = f"http://alice:{PASSWORD}@127.0.0.1:9/v1?api_key=sk-QUERYSECRET123456"
+    rc, stdout, stderr = run_cli(
+        ["run", "centralized", "--backend", "openai", "--base-url", url], capsys
+    )
+    assert rc == 1 and "has a ?query or #fragment" in stderr
+    assert PASSWORD not in stdout + stderr and "QUERYSECRET" not in stdout + stderr
 
 
 def test_bad_base_url_error_is_redacted(capsys):

@@ -28,6 +28,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from orchestrace._safe import redact, redact_url, remember_secret
 from orchestrace.errors import ConfigError
@@ -179,7 +180,17 @@ class OpenAIBackend:
         ).rstrip("/")
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"base_url must start with http:// or https:// (got {self._safe(self.base_url)!r})"
+                f"base_url must start with http:// or https:// "
+                f"(got {self._safe(redact_url(self.base_url))!r})"
+            )
+        self._check_url()
+        if self.api_key and not all(
+            c.isascii() and c.isprintable() and c != " " for c in self.api_key
+        ):
+            raise ConfigError(
+                "the API key (api_key=, ORCHESTRACE_OPENAI_API_KEY or OPENAI_API_KEY) holds a "
+                "space, a control or a non-ASCII character, which no HTTP header can carry: "
+                "check it for a pasted quote, space or line end"
             )
         self.model = self.model or _env("ORCHESTRACE_OPENAI_MODEL", default="default")
         numbers = {
@@ -222,6 +233,41 @@ class OpenAIBackend:
             f"timeout_s={self.timeout_s!r}, retries={self.retries!r}, "
             f"concurrency={self.concurrency!r})"
         )
+
+    def _check_url(self) -> None:
+        """Refuse a base URL no request can go to, and certificates that cannot be read."""
+        url = str(self.base_url)
+        shown = self._safe(redact_url(url))
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  (the port is checked when read)
+        except ValueError as err:
+            raise ConfigError(
+                f"base_url {shown[:200]!r} is not a URL ({err}); e.g. http://localhost:8000/v1"
+            ) from None
+        if not parts.hostname:
+            raise ConfigError(
+                f"base_url {shown[:200]!r} names no host; e.g. http://localhost:8000/v1"
+            )
+        if parts.query or parts.fragment:
+            bare = self._safe(redact_url(urlunsplit(parts._replace(query="", fragment=""))))
+            raise ConfigError(
+                f"base_url {bare[:200]!r} has a ?query or #fragment, which the requests "
+                "(base_url + /chat/completions) cannot keep: give the URL up to /v1"
+            )
+        if parts.scheme == "https":
+            import httpx  # noqa: PLC0415  httpx is heavy: loaded on first use
+
+            try:
+                _ssl_context(httpx)
+            except OSError as err:  # ssl.SSLError included
+                cert = {k: os.environ.get(k) for k in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+                given = ", ".join(f"{k}={v!r}" for k, v in cert.items() if v) or "certifi's bundle"
+                raise ConfigError(
+                    f"cannot read the TLS certificates ({given}): "
+                    f"{getattr(err, 'strerror', None) or err}; unset SSL_CERT_FILE and "
+                    "SSL_CERT_DIR to use certifi's bundle, or point SSL_CERT_FILE at a PEM file"
+                ) from None
 
     def _safe(self, text: str) -> str:
         """``text`` with this backend's key and every credential-looking value removed."""
@@ -290,7 +336,9 @@ class OpenAIBackend:
                 headers=headers,
                 transport=self.transport,
                 follow_redirects=False,
-                verify=_ssl_context(httpx),
+                # no TLS over http:// (redirects are not followed): a bad certificate
+                # setting cannot fail a plain-HTTP server's calls
+                verify=_ssl_context(httpx) if str(self.base_url).startswith("https://") else False,
             )
             self._sem = asyncio.Semaphore(self.concurrency)
         return self._client
