@@ -186,6 +186,13 @@ def test_demo(capsys, tmp_path):
     assert (tmp_path / "demo.jsonl").exists()
 
 
+@pytest.mark.parametrize("agents", ["0", "999", "100000000"])
+def test_demo_names_agents_when_it_is_out_of_range(capsys, tmp_path, agents):
+    code, _, err = run(capsys, "demo", "--agents", agents, "-o", str(tmp_path / "d.jsonl"))
+    assert code == 1 and err.startswith("error: --agents must be from 1 to 998 (got ")
+    assert "--task-size" not in err and not (tmp_path / "d.jsonl").exists()
+
+
 def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["analyze"])

@@ -13,9 +13,15 @@ from typing import Any
 
 from orchestrace.cli.analyze import _text
 from orchestrace.cli.run import result_lines
+from orchestrace.errors import ConfigError
 from orchestrace.io import load
 from orchestrace.runtime import run
+from orchestrace.runtime.config import RunConfig
+from orchestrace.tasks import TASKS
 from orchestrace.trace.analyze import summarize
+
+_TASK = "wide-search-v0"
+_DOCS_PER_AGENT = 5
 
 
 def add_parser(sub: Any) -> None:
@@ -36,13 +42,22 @@ def add_parser(sub: Any) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run, validate, analyse."""
+    # the run's agent budget (the orchestrator and the swarm's aggregator included) and the
+    # task's size (five documents per worker) bound --agents: refused here by its own name
+    budget = RunConfig().max_agents - 2
+    most = min(budget, TASKS[_TASK].max_size // _DOCS_PER_AGENT)
+    if not 1 <= args.agents <= most:
+        raise ConfigError(
+            f"--agents must be from 1 to {most:,} (got {args.agents:,}): a run holds at most "
+            f"{budget + 2:,} agents, the orchestrator and the aggregator included; e.g. 64"
+        )
     out = Path(args.output) if args.output else Path(tempfile.mkdtemp()) / "swarm.jsonl"
     res = run(
         "swarm",
-        "wide-search-v0",
+        _TASK,
         agents=args.agents,
         seed=args.seed,
-        task_size=5 * args.agents,
+        task_size=_DOCS_PER_AGENT * args.agents,
         output=out,
         overwrite=args.force,
         stop_on_signals=True,
