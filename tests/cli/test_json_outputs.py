@@ -83,3 +83,27 @@ def test_report_files_list_what_they_could_not_hold():
     assert back["cells"][0]["ci"] == [None, 1.0] and back["ratio"] is None
     assert back["non_finite"] == ["cells[0].ci[0] = nan", "ratio = inf"]
     assert _strict(report_json({"a": 1.0})) == {"a": 1.0}  # nothing added when all is finite
+
+
+def test_bench_json_of_a_suite_without_cells_says_where_its_points_are(
+    tmp_path, capsys, monkeypatch
+):
+    import orchestrace.cli.bench as bench
+
+    report = {
+        "cells": [],
+        "envelope": [{"agents": 8}],
+        "suite": {"id": "envelope-v1"},
+        "runs": [],
+        "missing": {"runs": [], "cells": []},
+    }
+    monkeypatch.setattr(bench, "run_suite", lambda *a, **k: report)
+    monkeypatch.setattr(bench, "write_report", lambda *a, **k: tmp_path / "out")
+    out = tmp_path / "out"
+    assert main(["bench", "--suite", "envelope-v1", "--json", "-o", str(out), "--no-progress"]) == 0
+    stdout, err = capsys.readouterr()
+    assert stdout == ""  # no per-cell rows: nothing that is not JSON on stdout
+    assert err.strip() == (
+        f"note: envelope-v1 has no per-cell rows to print (it measures the scale envelope); "
+        f"its 1 points are in {out / 'report.json'}"
+    )

@@ -118,6 +118,12 @@ def run_cmd(args: argparse.Namespace) -> int:
         for c in report["cells"]:
             print(lines.dumps(c))
         lines.finish()
+        if not report["cells"]:
+            print(
+                f"note: {report['suite']['id']} has no per-cell rows to print (it measures "
+                f"the scale envelope); its {len(report['envelope'])} points are in {out / 'report.json'}",
+                file=sys.stderr,
+            )
     else:
         print(
             f"{report['suite']['id']}: {len(report['runs'])} runs, "
