@@ -121,3 +121,23 @@ def test_a_step_of_thousands_of_digits_is_an_unknown_event(tmp_path, capsys):
     assert main(["replay", str(path), "--stop-at", "1" * 5000]) == 1  # int() refuses > 4,300
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unexpected" not in err, err[:300]
+
+
+def test_an_event_without_an_agent_is_refused_by_the_masks():
+    """A null agent (code -1) read as the last name turned a tool into an agent."""
+    pytest.importorskip("pyarrow")
+    from orchestrace.io._columnar import from_columns
+
+    g = from_columns(
+        ["e1", "e2", "e3", "e4"],
+        [0.0, 1.0, 2.0, 3.0],
+        [1.0] * 4,
+        ["llm_call", "tool_call", "tool_result", "llm_call"],
+        ["a", None, "tool", "a"],
+        ["e1", "e2"],
+        ["e2", "e3"],
+        ["causal", "causal"],
+    )
+    for f in (g.tool_mask, g.agent_codes):
+        with pytest.raises(ValueError, match="every event needs an agent"):
+            f()
