@@ -593,15 +593,16 @@ class Runtime:
                 self.steps -= 1  # the closing stop never counts against the budget
                 self._force_stop_event(root_agent, reason)
             trace = self._finish(header)
-        except BaseException:
+        except BaseException as err:
             # cancelled (or failed) from outside: take the agents down with the run; when the
             # coroutine is only being discarded after its loop closed, there is nothing left to
-            # cancel (and no loop to do it on)
+            # cancel (and no loop to do it on); a coroutine being discarded (GeneratorExit, as
+            # when its stopped loop is dropped) must not wait: it is never resumed
             if not loop.is_closed():
                 pending = [t for t in self._tasks if not t.done()]
                 for t in pending:
                     t.cancel()
-                if pending:
+                if pending and not isinstance(err, GeneratorExit):
                     with contextlib.suppress(BaseException):
                         await asyncio.gather(*pending, return_exceptions=True)
             self.recorder.force_flush()  # what was recorded is written and durable
