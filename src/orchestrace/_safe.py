@@ -166,6 +166,8 @@ _SECRETS: set[str] = set()
 _LOCK = threading.Lock()
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@'\"<>?#]+@")
+#: User info at the start of a URL written without a scheme (``user:password@host``).
+_BARE_USERINFO = re.compile(r"^[^\s/@'\"<>?#]+@")
 _AUTH_HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|openai-api-key)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
     r"(?:(?:bearer|basic|token|digest)\s+)?[^\s\"'\\,;}&]+"
@@ -274,10 +276,6 @@ def redact_url(url: str) -> str:
     if "://" not in url:
         url = _BARE_USERINFO.sub("", url)
     return redact(url)
-
-
-#: User info at the start of a URL written without a scheme (``user:password@host``).
-_BARE_USERINFO = re.compile(r"^[^\s/@'\"<>?#]+@")
 
 
 class RedactingFilter(logging.Filter):

@@ -13,7 +13,7 @@ anything shaped like them, described by the structural protocols of
 a ``graph`` (:class:`HasGraph`). The dependency runs one way: the model owns the cached
 ``Trace.graph`` accessor and imports this module.
 
-At about 650 lines the module stays whole: it is one concern, the :class:`TraceGraph` whose
+At about 700 lines the module stays whole: it is one concern, the :class:`TraceGraph` whose
 columns and caches every algorithm here shares, plus their functional forms.
 
 Example:
