@@ -7,7 +7,7 @@ from orchestrace.rewards import base
 from orchestrace.rewards.base import outcome, prepare_outcome
 from orchestrace.runtime import run
 from orchestrace.runtime.replay import DropMessage, backend_for, fork
-from orchestrace.tasks import make_task, task_class
+from orchestrace.tasks import _checking, make_task, task_class
 
 RUNS = [
     ("swarm", "wide-search", {"agents": 5, "seed": 1, "task_size": 20, "gossip": 0.5}),
@@ -27,13 +27,13 @@ def _traces(topology, task, kw):
 def test_a_shared_instance_gives_the_verdicts_of_fresh_ones(topology, task, kw):
     traces = _traces(topology, task, kw)
     spec = traces[0].meta["task"]
-    base._CHECKING.clear()
+    _checking._CHECKING.clear()
     prepare_outcome(traces[0])
     cls = task_class(spec["name"])
     key = (cls.name, spec["seed"], spec["size"])
-    shared = base._CHECKING[key]
+    shared = _checking._CHECKING[key]
     got = [outcome(t) for t in traces]
-    assert base._CHECKING[key] is shared  # built once, for every trace of the spec
+    assert _checking._CHECKING[key] is shared  # built once, for every trace of the spec
 
     want = []
     for t in traces:
@@ -57,7 +57,32 @@ def test_a_bad_spec_is_refused_every_time():
 def test_tasks_that_run_code_are_not_kept():
     cls = task_class("humaneval-v0")
     assert cls.executes_code
-    base._CHECKING.clear()
-    task = base._checking_task(cls, {"name": "humaneval-v0", "seed": 0, "size": None}, "t")
+    _checking._CHECKING.clear()
+    task = _checking.checking_task(cls, {"name": "humaneval-v0", "seed": 0, "size": None}, "t")
     assert task is not None
-    assert base._CHECKING == {}
+    assert _checking._CHECKING == {}
+
+
+def test_snapshot_forks_build_the_checking_task_once_before_the_copies():
+    """Each copy scores its fork with the task the original built (a copy's own is lost)."""
+    import os
+
+    from orchestrace.credit.target import counterfactual_reward
+    from orchestrace.runtime import _snapshot
+    from orchestrace.runtime.replay import ForkSetup, snapshot_forks
+
+    if not _snapshot.available():
+        pytest.skip("this process cannot copy itself (other threads run, or no os.fork)")
+    tr = run("swarm", "wide-search", agents=4, seed=1, task_size=16).trace
+    spec = tr.meta["task"]
+    key = (task_class(spec["name"]).name, spec["seed"], spec["size"])
+    m = next(e.id for e in tr.events if e.type == "message")
+    _checking._CHECKING.clear()
+    got = snapshot_forks(
+        ForkSetup(tr),
+        [([DropMessage.of(tr, m)], backend_for(tr, seed_offset=1))],
+        lambda res: (os.getpid(), counterfactual_reward(res.trace)),
+        min_events=0,
+    )
+    assert got[0][0] != os.getpid()  # scored in a copy
+    assert key in _checking._CHECKING  # built here, before the copy

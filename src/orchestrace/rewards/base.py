@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.core import ROOT
-from orchestrace.tasks import make_task, task_class
+from orchestrace.tasks import _checking, task_class
 from orchestrace.tasks.base import answer_digest, recorded_verdict
 from orchestrace.trace.model import Event, Trace
 
@@ -205,30 +204,6 @@ def outcome_known(trace: Trace, *, rerun_checks: bool = False) -> bool:
     return not isinstance(digest, str) or digest == answer_digest(answer_of(trace))
 
 
-#: Tasks built to check answers, by (name, seed, size): only built-in tasks whose check
-#: compares the answer with values of the task (it reads the instance and never changes it),
-#: so one instance gives every trace of that spec the verdict a fresh one gives.
-_CHECKING: dict[tuple[str, Any, Any], Any] = {}
-_CHECKING_MAX = 16
-
-
-def _checking_task(cls: Any, spec: dict[str, Any], tid: str) -> Any:
-    """The task of ``spec`` to check an answer with (one instance per spec where exact)."""
-    key = (cls.name, spec.get("seed", 0), spec.get("size"))
-    pure = not cls.executes_code and cls.__module__.startswith("orchestrace.tasks.")
-    try:
-        task = _CHECKING.get(key) if pure else None
-    except TypeError:  # an unhashable seed or size: make_task says what is wrong with it
-        pure, task = False, None
-    if task is None:
-        task = make_task(key[0], seed=key[1], size=key[2], source=f"trace {tid}: meta.task")
-        if pure:
-            if len(_CHECKING) >= _CHECKING_MAX:
-                _CHECKING.pop(next(iter(_CHECKING)))
-            _CHECKING[key] = task
-    return task
-
-
 def prepare_outcome(trace: Trace) -> None:
     """Build what :func:`outcome` needs to check runs of ``trace``'s task, ahead of time.
 
@@ -242,11 +217,7 @@ def prepare_outcome(trace: Trace) -> None:
         >>> outcome(tr) in (True, False)
         True
     """
-    spec = trace.meta.get("task") if isinstance(trace.meta, dict) else None
-    cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
-    if isinstance(spec, dict) and cls is not None and not cls.executes_code:
-        with contextlib.suppress(Exception):  # a bad spec is reported when a run is scored
-            _checking_task(cls, spec, _clip(trace.trace_id))
+    _checking.prepare_checking(trace.meta, f"trace {_clip(trace.trace_id)}: meta.task")
 
 
 def outcome(
@@ -288,7 +259,7 @@ def outcome(
     tid = _clip(trace.trace_id)
     if spec is not None and cls is not None and (rerun_checks or not cls.executes_code):
         assert isinstance(spec, dict)
-        task = _checking_task(cls, spec, tid)
+        task = _checking.checking_task(cls, spec, f"trace {tid}: meta.task")
         raw = task.verdict(answer).get("passed")
         now = None if raw is None else bool(raw)
         if recorded is not None and recorded["passed"] is not None and recorded["passed"] != now:

@@ -91,7 +91,7 @@ from orchestrace.runtime.interventions import (
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.rounds import recorded_root
 from orchestrace.runtime.topologies import get_topology
-from orchestrace.tasks import Task, Verdict, make_task, unknown_verdict
+from orchestrace.tasks import Task, Verdict, _checking, make_task, unknown_verdict
 from orchestrace.tasks.base import recorded_verdict
 from orchestrace.trace.model import Trace
 
@@ -749,8 +749,11 @@ def _snapshot_forks_here(
     if not isinstance(setup, ForkSetup):
         setup = ForkSetup(setup)
     trace = setup.trace
+    # what every copy's report needs, built once before the copies: the checking task that
+    # scores a run (whatever ``report`` is), and what ``report.prepare`` names
+    _checking.prepare_checking(trace.meta, f"trace {display(trace.trace_id, 60)}: meta.task")
     prepare = getattr(report, "prepare", None)
-    if callable(prepare):  # what every copy's report needs, built once before the copies
+    if callable(prepare):
         prepare(trace)
     out: dict[int, Any] = {}
     groups: dict[int, list[int]] = {}
