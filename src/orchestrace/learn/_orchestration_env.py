@@ -565,8 +565,8 @@ def _rewind(loop: VirtualTimeLoop) -> bool:
         outside_running_loop(loop.run_forever)
     if (
         loop._ready  # type: ignore[attr-defined]
-        or loop._scheduled  # type: ignore[attr-defined]
-        or loop._timer_cancelled_count  # type: ignore[attr-defined]
+        or loop._scheduled
+        or loop._timer_cancelled_count
         or asyncio.all_tasks(loop)
     ):
         loop.close()

@@ -120,4 +120,3 @@ def make_task(
         )
     check_spec(cls.name, seed, size, limit=cls.max_size, source=source)
     return cls(seed=seed, **({"size": size} if size is not None else {}), **kw)
-
