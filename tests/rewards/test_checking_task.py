@@ -61,28 +61,3 @@ def test_tasks_that_run_code_are_not_kept():
     task = _checking.checking_task(cls, {"name": "humaneval-v0", "seed": 0, "size": None}, "t")
     assert task is not None
     assert _checking._CHECKING == {}
-
-
-def test_snapshot_forks_build_the_checking_task_once_before_the_copies():
-    """Each copy scores its fork with the task the original built (a copy's own is lost)."""
-    import os
-
-    from orchestrace.credit.target import counterfactual_reward
-    from orchestrace.runtime import _snapshot
-    from orchestrace.runtime.replay import ForkSetup, snapshot_forks
-
-    if not _snapshot.available():
-        pytest.skip("this process cannot copy itself (other threads run, or no os.fork)")
-    tr = run("swarm", "wide-search", agents=4, seed=1, task_size=16).trace
-    spec = tr.meta["task"]
-    key = (task_class(spec["name"]).name, spec["seed"], spec["size"])
-    m = next(e.id for e in tr.events if e.type == "message")
-    _checking._CHECKING.clear()
-    got = snapshot_forks(
-        ForkSetup(tr),
-        [([DropMessage.of(tr, m)], backend_for(tr, seed_offset=1))],
-        lambda res: (os.getpid(), counterfactual_reward(res.trace)),
-        min_events=0,
-    )
-    assert got[0][0] != os.getpid()  # scored in a copy
-    assert key in _checking._CHECKING  # built here, before the copy

@@ -465,3 +465,24 @@ def test_credit_tables_from_a_threaded_process_are_identical_either_way(monkeypa
     assert fast.rows == slow.rows
     assert fast.estimates == slow.estimates
     assert fast.stats == slow.stats
+
+
+def test_the_checking_task_is_built_once_before_the_copies(request):
+    """Each copy scores its fork with the task the original built (a copy's own is lost)."""
+    if _ran_in_fresh_interpreter(request):
+        return
+    from orchestrace.tasks import _checking, task_class
+
+    tr = run("swarm", "wide-search", agents=4, seed=1, task_size=16).trace
+    spec = tr.meta["task"]
+    key = (task_class(spec["name"]).name, spec["seed"], spec["size"])
+    m = next(e.id for e in tr.events if e.type == "message")
+    _checking._CHECKING.clear()
+    got = snapshot_forks(
+        ForkSetup(tr),
+        [([DropMessage.of(tr, m)], backend_for(tr, seed_offset=1))],
+        lambda res: (os.getpid(), counterfactual_reward(res.trace)),
+        min_events=0,
+    )
+    assert got[0][0] != os.getpid()  # scored in a copy
+    assert key in _checking._CHECKING  # built here, before the copy
