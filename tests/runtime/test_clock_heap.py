@@ -106,3 +106,20 @@ def test_the_comparison_can_tell_orders_apart() -> None:
     """A heap that breaks ties another way gives another order: the test above can fail."""
     differ = [s for s in range(40) if _order(_Fifo, s) != _order(_StockHeap, s)]
     assert len(differ) >= 10, differ
+
+
+def test_due_times_beyond_a_float_are_placed_at_infinity() -> None:
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        seen: list[str] = []
+        never = loop.call_at(10**400, seen.append, "never")
+        loop.call_at(1, seen.append, "at 1")
+        await asyncio.sleep(2)
+        never.cancel()
+        return seen
+
+    loop = VirtualTimeLoop(0.05)
+    try:
+        assert loop.run_until_complete(main()) == ["at 1"]
+    finally:
+        loop.close()

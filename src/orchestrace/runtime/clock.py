@@ -171,9 +171,12 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return live[0] if live else None
 
     # ------------------------------------------------------------------ the timer heap
-    # ``call_at`` and ``_run_once`` are asyncio's (CPython 3.11-3.13), with the heap holding
-    # :class:`_Due` keys instead of the handles; nothing else in asyncio reads the heap's
-    # entries (``close`` clears it, the rest only its length)
+    # ``call_at`` and ``_run_once`` are asyncio's (CPython 3.11 and 3.12; 3.13 computes the
+    # select timeout without clamping, which only a NaN due time can tell apart: here it runs
+    # at once, as on 3.11), with the heap holding :class:`_Due` keys instead of the handles;
+    # nothing else in asyncio reads the heap's entries (``close`` clears it, the rest only its
+    # length). Due times compare as floats, as the loop's clock is one: an int beyond 2**53 or
+    # a ``Fraction`` is placed at its nearest float, an int beyond a float's range at infinity.
     def call_at(  # type: ignore[override]
         self,
         when: float,
@@ -191,7 +194,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         timer = asyncio.TimerHandle(when, callback, args, self, context)
         if timer._source_traceback:  # type: ignore[attr-defined]
             del timer._source_traceback[-1]  # type: ignore[attr-defined]
-        key = _Due(when)
+        try:
+            key = _Due(when)
+        except OverflowError:  # an int beyond a float's range: its nearest float is infinite
+            key = _Due(math.inf if when > 0 else -math.inf)
         key.h = timer
         heapq.heappush(self._scheduled, key)
         timer._scheduled = True  # type: ignore[attr-defined]
