@@ -43,6 +43,7 @@ import contextlib
 import copy
 import dataclasses
 import hashlib
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -77,6 +78,7 @@ from orchestrace.tasks.base import (
     Verdict,
     unknown_verdict,
 )
+from orchestrace.trace.build import _costs_of_totals
 from orchestrace.trace.model import Edge, Event, Trace
 
 __all__ = [
@@ -170,6 +172,9 @@ class Runtime:
         self.meta = dict(meta or {})
         self.events: list[Event] = []
         self.edges: list[Edge] = []
+        # ``default_costs`` of the events, kept as they are stored (the same sums, in the same
+        # order): a copy made for a snapshot fork then never reads the run's events back
+        self._spent: list[Any] = [0, 0.0, 0, 0, math.inf, 0.0]
         self.agents: dict[str, AgentState] = {}
         self.backend_calls = 0
         self.cache_hits = 0
@@ -387,6 +392,17 @@ class Runtime:
             pending.clear()
         a.last = eid
         self.events.append(ev)
+        spent = self._spent
+        spent[0] += ev.tokens_in + ev.tokens_out
+        spent[1] += ev.cost
+        kind = ev.type
+        if kind == "tool_call":
+            spent[2] += 1
+        elif kind == "message":
+            spent[3] += 1
+        spent[4] = min(spent[4], ev.t)
+        end = ev.t + ev.dur
+        spent[5] = max(spent[5], end)
         self.edges += edges
         recorder = self.recorder
         if recorder.processors or self._custom_recorder:
@@ -667,6 +683,7 @@ class Runtime:
             truth=self.task.answer,
             agents=len(self.agents),
             topology=self.topology,
+            costs=_costs_of_totals(*self._spent),
         )
 
 

@@ -466,12 +466,15 @@ def assemble_trace(
     truth: Any,
     agents: int,
     topology: str | None,
+    costs: dict[str, float] | None = None,
 ) -> Trace:
     """The trace of a finished run: its records, costs, metrics and result.
 
     ``meta.result`` holds the answer, the stop reason, the ground truth and the verdict (which
     names the answer it judged by ``answer_sha256``); ``rewards.team`` and
     ``metrics.task_success`` are the verdict's outcome, left out when it is unknown.
+    ``costs``: :func:`~orchestrace.trace.build.default_costs` of ``events``, when the caller
+    kept it while the events were recorded (computed here otherwise).
 
     Example:
         >>> head = {"trace_id": "t", "task_id": "k", "meta": {}}
@@ -507,7 +510,7 @@ def assemble_trace(
         events=events,
         edges=tuple(edges),
         rewards={} if success is None else {"team": float(success)},
-        costs=default_costs(events),
+        costs=default_costs(events) if costs is None else costs,
         system="orchestrace",
         topology=topology,  # type: ignore[arg-type]
         metrics=metrics,
