@@ -293,3 +293,21 @@ def test_processor_failures_never_break_a_run():
         }
     ]
     assert asyncio.iscoroutinefunction(root)
+
+
+@pytest.mark.parametrize(
+    ("topology", "task", "kw"),
+    [
+        ("swarm", "wide-search", {"agents": 6, "seed": 2, "task_size": 24, "gossip": 0.7}),
+        ("debate", "arith", {"agents": 3, "seed": 1, "rounds": 2, "task_size": 16}),
+        ("hierarchical", "arith", {"agents": 7, "seed": 3, "task_size": 24}),
+        ("centralized", "multihop", {"agents": 3, "seed": 4}),
+    ],
+)
+def test_costs_kept_while_recording_equal_the_costs_of_the_events(topology, task, kw):
+    from orchestrace.runtime import run
+    from orchestrace.trace.build import default_costs
+
+    tr = run(topology, task, **kw).trace
+    assert tr.costs == default_costs(tr.events)
+    assert tr.costs["tokens"] > 0 and tr.costs["wall_clock_s"] > 0
