@@ -749,12 +749,14 @@ def _snapshot_forks_here(
     if not isinstance(setup, ForkSetup):
         setup = ForkSetup(setup)
     trace = setup.trace
-    # what every copy's report needs, built once before the copies: the checking task that
-    # scores a run (whatever ``report`` is), and what ``report.prepare`` names
-    _checking.prepare_checking(trace.meta, f"trace {display(trace.trace_id, 60)}: meta.task")
-    prepare = getattr(report, "prepare", None)
-    if callable(prepare):
-        prepare(trace)
+    # what every copy's report needs, built once before the copies (when there will be
+    # copies): the checking task that scores a run, whatever ``report`` is, and what
+    # ``report.prepare`` names
+    if _snapshot.available() and any(type(b) is SimBackend for _, b in jobs):
+        _checking.prepare_checking(trace.meta, f"trace {display(trace.trace_id, 60)}: meta.task")
+        prepare = getattr(report, "prepare", None)
+        if callable(prepare):
+            prepare(trace)
     out: dict[int, Any] = {}
     groups: dict[int, list[int]] = {}
     for i, (_, b) in enumerate(jobs):
