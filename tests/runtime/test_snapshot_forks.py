@@ -486,3 +486,37 @@ def test_the_checking_task_is_built_once_before_the_copies(request):
     )
     assert got[0][0] != os.getpid()  # scored in a copy
     assert key in _checking._CHECKING  # built here, before the copy
+
+
+def test_a_process_holding_much_memory_has_a_helper_make_the_copies(monkeypatch, request):
+    """Copies cost about 45 us per MiB held: a large process sends the forks to a helper."""
+    if _ran_in_fresh_interpreter(request):
+        return
+    topology, task, opts = RUNS["swarm-4"]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    jobs = [([DropMessage.of(tr, e.id)], b) for e in tr.events if e.type == "message"]
+    helped = []
+    real = _snapshot.in_helper
+    monkeypatch.setattr(_snapshot, "in_helper", lambda p, **kw: helped.append(kw) or real(p, **kw))
+    monkeypatch.setattr(_snapshot, "resident_mib", lambda: 20_000.0)
+    assert _snapshot.helper_is_cheaper(len(jobs))
+    full = fork_many(tr, jobs, report=_report, snapshots=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the helper served them: no fallback warning
+        served = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0)
+    assert helped == [{"quiet": True}]
+    assert [served[i] for i in range(len(jobs))] == full
+    # a report that cannot be sent (a lambda) is served by copies of this process
+    helped.clear()
+    got = snapshot_forks(ForkSetup(tr), jobs, lambda r: _report(r), min_events=0)  # noqa: PLW0108
+    assert helped == [] and [got[i] for i in range(len(jobs))] == full
+    # a helper that fails leaves the copies to this process, without a warning
+    monkeypatch.setattr(_snapshot, "_HELPER_CODE", "import os; os._exit(5)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0)
+    assert len(helped) == 1 and [got[i] for i in range(len(jobs))] == full
+    # a small process copies itself
+    monkeypatch.setattr(_snapshot, "resident_mib", lambda: 90.0)
+    assert not _snapshot.helper_is_cheaper(len(jobs))

@@ -58,8 +58,10 @@ __all__ = [
     "SnapJob",
     "available",
     "can_fork",
+    "helper_is_cheaper",
     "in_helper",
     "last_stats",
+    "resident_mib",
     "run_snapshots",
     "supported",
 ]
@@ -99,6 +101,43 @@ def can_fork() -> bool:
 def available() -> bool:
     """Whether this process can copy itself safely now (POSIX ``fork``, one thread)."""
     return can_fork() and threading.active_count() == 1
+
+
+#: CPU seconds a copy costs per MiB this process holds, whatever the copy then does: the
+#: page tables copied by ``fork`` and torn down at exit, and the pages written after it.
+#: Measured on the 2-core VM with copies that exit at once: 4.1 ms at 92 MiB (the runtime
+#: alone), 10.9 ms at 238 MiB (torch and transformers imported), 35 ms at 700 MiB.
+COPY_S_PER_MIB = 45e-6
+
+#: What a helper interpreter holds once it has imported the runtime (MiB), and what starting
+#: it and sending it the forks costs (CPU seconds: about 0.35 s measured, rounded up).
+HELPER_MIB = 100.0
+HELPER_START_S = 0.5
+
+
+def resident_mib() -> float:
+    """This process's resident memory in MiB (0.0 where ``/proc`` cannot tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def helper_is_cheaper(copies: int) -> bool:
+    """Whether ``copies`` copies of this process cost more than starting a helper for them.
+
+    A copy costs in proportion to what the process holds (:data:`COPY_S_PER_MIB`): a
+    notebook that has imported torch, or holds a model, pays more for each copy than a
+    fresh interpreter (:data:`HELPER_MIB`) does, and enough copies repay starting one.
+
+    Example:
+        >>> helper_is_cheaper(0)
+        False
+    """
+    extra = resident_mib() - HELPER_MIB
+    return copies > 0 and copies * extra * COPY_S_PER_MIB > HELPER_START_S
 
 
 #: The hooks through which an intervention acts on a running run (besides its redraws).
@@ -445,18 +484,20 @@ def run_snapshots(
 _HELPER_CODE = "import sys; from orchestrace.runtime._snapshot import _helper_main; _helper_main()"
 
 
-def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
+def in_helper(payload: dict[str, Any], *, quiet: bool = False) -> dict[int, Any] | None:
     """:func:`~orchestrace.runtime.replay.snapshot_forks` in a fresh single-threaded interpreter.
 
     For a process with other threads (a notebook kernel, a Ray driver, a server), which must
-    not copy itself: a new interpreter (``sys.executable``, this process's ``sys.path``)
-    receives ``payload`` pickled (the trace, the jobs, the report function), runs the original
-    run and its copies, and sends back ``{job: report}``. ``None`` when the payload cannot be
-    sent or the helper fails: the caller then re-executes every fork in full (a warning says
-    why). What the copies print goes to this process's standard output and error; the
+    not copy itself, or one that holds so much memory that its copies cost more than starting
+    a helper (:func:`helper_is_cheaper`): a new interpreter (``sys.executable``, this
+    process's ``sys.path``) receives ``payload`` pickled (the trace, the jobs, the report
+    function), runs the original run and its copies, and sends back ``{job: report}``.
+    ``None`` when the payload cannot be sent or the helper fails: the caller then re-executes
+    every fork in full (a warning says why), or with ``quiet``, serves the forks itself (no
+    warning). What the copies print goes to this process's standard output and error; the
     warnings they give are shown here, once.
     """
-    import subprocess  # noqa: PLC0415  only a process with threads starts a helper
+    import subprocess  # noqa: PLC0415  only a process that cannot copy itself cheaply starts a helper
 
     try:
         # the path first: the helper sets it before it unpickles what refers to modules
@@ -464,7 +505,9 @@ def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
             payload, protocol=pickle.HIGHEST_PROTOCOL
         )
     except Exception as err:
-        _fallback(f"the forks cannot be sent to a helper process ({type(err).__name__}: {err})")
+        _fallback(
+            f"the forks cannot be sent to a helper process ({type(err).__name__}: {err})", quiet
+        )
         return None
     r, w = os.pipe()
     _flush()
@@ -478,7 +521,7 @@ def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
     except OSError as err:
         os.close(r)
         os.close(w)
-        _fallback(f"a helper process cannot start ({err})")
+        _fallback(f"a helper process cannot start ({err})", quiet)
         return None
     os.close(w)
     chunks: list[bytes] = []
@@ -504,10 +547,10 @@ def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
     try:
         kind, got, warned = pickle.loads(b"".join(chunks))
     except Exception:
-        _fallback(f"the helper process ended with status {status} and no results")
+        _fallback(f"the helper process ended with status {status} and no results", quiet)
         return None
     if kind != "ok":
-        _fallback(f"the helper process failed: {got}")
+        _fallback(f"the helper process failed: {got}", quiet)
         return None
     for message, category, filename, lineno in warned:
         warnings.warn_explicit(message, category, filename, lineno)
@@ -518,7 +561,9 @@ def in_helper(payload: dict[str, Any]) -> dict[int, Any] | None:
     return dict(got)
 
 
-def _fallback(why: str) -> None:
+def _fallback(why: str, quiet: bool) -> None:
+    if quiet:  # the caller serves the forks itself
+        return
     warnings.warn(
         f"snapshot forks: {why}; every fork is re-executed in full in this process instead "
         "(same results, more time)",

@@ -51,6 +51,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -694,7 +695,11 @@ def snapshot_forks(
     single-threaded interpreter, which receives the trace, the jobs and ``report`` pickled
     (``report`` must be importable by reference, e.g. a module-level function) and sends back
     the reports; if it cannot start or fails, a warning says so and every fork is left to
-    full re-execution here.
+    full re-execution here. A process that can copy itself but holds much memory (torch
+    imported, a model loaded) has the same helper make the copies when there are enough of
+    them to repay starting it (:func:`~orchestrace.runtime._snapshot.helper_is_cheaper`: a
+    copy costs about 45 us per MiB the process holds) and ``report`` can be pickled; it
+    makes them itself otherwise, or when the helper fails.
 
     Example:
         >>> from orchestrace.runtime import run
@@ -709,25 +714,54 @@ def snapshot_forks(
     least = SNAPSHOT_MIN_EVENTS if min_events is None else min_events
     if wall_clock(trace) or _episode(trace) or len(trace.events) < least:
         return {}
-    if _snapshot.available() or not _snapshot.can_fork():
+    servable = [
+        i for i, (ivs, b) in enumerate(jobs) if type(b) is SimBackend and _snapshot.supported(ivs)
+    ]
+    if _snapshot.available():
+        # a copy costs in proportion to what this process holds: a large one (torch
+        # imported, a model loaded) has a fresh interpreter make the copies when enough
+        # copies repay starting it, and makes them itself if that helper cannot serve them
+        if _snapshot.helper_is_cheaper(len(servable)) and _by_reference(report):
+            got = _snapshot.in_helper(
+                _helper_payload(trace, jobs, servable, report, rerun_checks), quiet=True
+            )
+            if got is not None:
+                return {servable[n]: v for n, v in got.items()}
+        return _snapshot_forks_here(setup, jobs, report, rerun_checks)
+    if not _snapshot.can_fork():
         return _snapshot_forks_here(setup, jobs, report, rerun_checks)
     # other threads run here: this process must not copy itself; a fresh one-thread
     # interpreter serves the forks when they re-execute enough to repay starting it
     helper_least = HELPER_MIN_WORK if helper_min_work is None else helper_min_work
-    servable = [
-        i for i, (ivs, b) in enumerate(jobs) if type(b) is SimBackend and _snapshot.supported(ivs)
-    ]
     if len(servable) < 2 or len(servable) * len(trace.events) < helper_least:
         return {}
-    got = _snapshot.in_helper(
-        {
-            "setup": trace,
-            "jobs": [jobs[i] for i in servable],
-            "report": report,
-            "rerun_checks": rerun_checks,
-        }
-    )
+    got = _snapshot.in_helper(_helper_payload(trace, jobs, servable, report, rerun_checks))
     return {} if got is None else {servable[n]: v for n, v in got.items()}
+
+
+def _helper_payload(
+    trace: Trace,
+    jobs: Sequence[tuple[Sequence[Intervention], Backend]],
+    servable: Sequence[int],
+    report: Callable[[ForkResult], Any],
+    rerun_checks: bool,
+) -> dict[str, Any]:
+    """What a helper interpreter needs to serve the ``servable`` jobs."""
+    return {
+        "setup": trace,
+        "jobs": [jobs[i] for i in servable],
+        "report": report,
+        "rerun_checks": rerun_checks,
+    }
+
+
+def _by_reference(report: Any) -> bool:
+    """Whether ``report`` can be sent to another interpreter (pickled, e.g. a module function)."""
+    try:
+        pickle.dumps(report)
+    except Exception:
+        return False
+    return True
 
 
 #: Least work (servable forks times events of the trace) for which :func:`snapshot_forks`
