@@ -257,7 +257,7 @@ def bench_credit_big_process(agents: int, mib: int = 600) -> None:
     held = _snapshot.resident_mib()
     real = _snapshot.helper_is_cheaper
     try:
-        _snapshot.helper_is_cheaper = lambda copies: False  # type: ignore[assignment]
+        _snapshot.helper_is_cheaper = lambda copies, events=0: False  # type: ignore[assignment]
         t0 = _cpu()
         here = CounterfactualMessageCredit().assign(tr, "message")
         copied = _cpu() - t0

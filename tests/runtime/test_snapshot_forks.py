@@ -500,7 +500,7 @@ def test_a_process_holding_much_memory_has_a_helper_make_the_copies(monkeypatch,
     real = _snapshot.in_helper
     monkeypatch.setattr(_snapshot, "in_helper", lambda p, **kw: helped.append(kw) or real(p, **kw))
     monkeypatch.setattr(_snapshot, "resident_mib", lambda: 20_000.0)
-    assert _snapshot.helper_is_cheaper(len(jobs))
+    assert _snapshot.helper_is_cheaper(len(jobs), tr.n_events)
     full = fork_many(tr, jobs, report=_report, snapshots=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the helper served them: no fallback warning
@@ -519,4 +519,8 @@ def test_a_process_holding_much_memory_has_a_helper_make_the_copies(monkeypatch,
     assert len(helped) == 1 and [got[i] for i in range(len(jobs))] == full
     # a small process copies itself
     monkeypatch.setattr(_snapshot, "resident_mib", lambda: 90.0)
-    assert not _snapshot.helper_is_cheaper(len(jobs))
+    assert not _snapshot.helper_is_cheaper(len(jobs), tr.n_events)
+    # nor does a large one whose trace costs more to send than its few copies save
+    monkeypatch.setattr(_snapshot, "resident_mib", lambda: 300.0)
+    assert not _snapshot.helper_is_cheaper(3, 1_000_000)
+    assert _snapshot.helper_is_cheaper(3_000, 1_000_000)

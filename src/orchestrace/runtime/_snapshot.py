@@ -109,10 +109,12 @@ def available() -> bool:
 #: alone), 10.9 ms at 238 MiB (torch and transformers imported), 35 ms at 700 MiB.
 COPY_S_PER_MIB = 45e-6
 
-#: What a helper interpreter holds once it has imported the runtime (MiB), and what starting
-#: it and sending it the forks costs (CPU seconds: about 0.35 s measured, rounded up).
+#: What a helper interpreter holds once it has imported the runtime (MiB); what starting it
+#: and sending it the forks costs (CPU seconds: about 0.35 s measured, rounded up), and what
+#: sending the trace costs per event (pickled here, unpickled there: 6.7 us measured).
 HELPER_MIB = 100.0
 HELPER_START_S = 0.5
+HELPER_S_PER_EVENT = 7e-6
 
 
 def resident_mib() -> float:
@@ -125,19 +127,21 @@ def resident_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def helper_is_cheaper(copies: int) -> bool:
-    """Whether ``copies`` copies of this process cost more than starting a helper for them.
+def helper_is_cheaper(copies: int, events: int = 0) -> bool:
+    """Whether ``copies`` copies of this process cost more than a helper making them.
 
     A copy costs in proportion to what the process holds (:data:`COPY_S_PER_MIB`): a
     notebook that has imported torch, or holds a model, pays more for each copy than a
-    fresh interpreter (:data:`HELPER_MIB`) does, and enough copies repay starting one.
+    fresh interpreter (:data:`HELPER_MIB`) does, and enough copies repay starting one and
+    sending it the trace of ``events`` events.
 
     Example:
         >>> helper_is_cheaper(0)
         False
     """
     extra = resident_mib() - HELPER_MIB
-    return copies > 0 and copies * extra * COPY_S_PER_MIB > HELPER_START_S
+    start = HELPER_START_S + events * HELPER_S_PER_EVENT
+    return copies > 0 and copies * extra * COPY_S_PER_MIB > start
 
 
 #: The hooks through which an intervention acts on a running run (besides its redraws).

@@ -721,7 +721,7 @@ def snapshot_forks(
         # a copy costs in proportion to what this process holds: a large one (torch
         # imported, a model loaded) has a fresh interpreter make the copies when enough
         # copies repay starting it, and makes them itself if that helper cannot serve them
-        if _snapshot.helper_is_cheaper(len(servable)) and _by_reference(report):
+        if _snapshot.helper_is_cheaper(len(servable), len(trace.events)) and _by_reference(report):
             got = _snapshot.in_helper(
                 _helper_payload(trace, jobs, servable, report, rerun_checks), quiet=True
             )
