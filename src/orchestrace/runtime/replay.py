@@ -30,7 +30,7 @@ checked by the task's checker when that only compares values; for a task whose c
 the answer as code (``humaneval-v0``) its verdict is unknown (``passed: None``, the reason says
 why) unless ``rerun_checks=True``, which checks it in the task's sandbox.
 
-The module stays whole at about 780 lines: :func:`replay`, :func:`fork` and :func:`fork_many`
+The module stays whole at about 830 lines: :func:`replay`, :func:`fork` and :func:`fork_many`
 build their runs through the same ``_runtime`` and :class:`ForkSetup`, and ``snapshot_forks``
 reads its thresholds from here; the parts that stand alone are already apart (copying a run
 from snapshots in :mod:`orchestrace.runtime._snapshot`, the answering backend in
