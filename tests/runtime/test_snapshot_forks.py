@@ -488,6 +488,15 @@ def test_the_checking_task_is_built_once_before_the_copies(request):
     assert key in _checking._CHECKING  # built here, before the copy
 
 
+class _PortableReport:
+    """A report whose result depends on the fork alone: a helper may compute it."""
+
+    portable = True
+
+    def __call__(self, res):
+        return _report(res)
+
+
 def test_a_process_holding_much_memory_has_a_helper_make_the_copies(monkeypatch, request):
     """Copies cost about 45 us per MiB held: a large process sends the forks to a helper."""
     if _ran_in_fresh_interpreter(request):
@@ -504,19 +513,32 @@ def test_a_process_holding_much_memory_has_a_helper_make_the_copies(monkeypatch,
     full = fork_many(tr, jobs, report=_report, snapshots=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the helper served them: no fallback warning
-        served = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0)
+        served = snapshot_forks(ForkSetup(tr), jobs, _PortableReport(), min_events=0)
     assert helped == [{"quiet": True}]
     assert [served[i] for i in range(len(jobs))] == full
-    # a report that cannot be sent (a lambda) is served by copies of this process
+
+    # a report that may read this process's state (no ``portable``), or one that cannot be
+    # sent (a closure), is served by copies of this process
+    def unsendable(res):
+        return _report(res)
+
+    unsendable.portable = True
     helped.clear()
-    got = snapshot_forks(ForkSetup(tr), jobs, lambda r: _report(r), min_events=0)  # noqa: PLW0108
-    assert helped == [] and [got[i] for i in range(len(jobs))] == full
-    # a helper that fails leaves the copies to this process, without a warning
-    monkeypatch.setattr(_snapshot, "_HELPER_CODE", "import os; os._exit(5)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = snapshot_forks(ForkSetup(tr), jobs, _report, min_events=0)
-    assert len(helped) == 1 and [got[i] for i in range(len(jobs))] == full
+    for report in (_report, unsendable):
+        got = snapshot_forks(ForkSetup(tr), jobs, report, min_events=0)
+        assert helped == [] and [got[i] for i in range(len(jobs))] == full
+    # a helper that fails, or serves none of the forks, leaves the copies to this process,
+    # without a warning
+    for broken in ("import os; os._exit(5)", None):
+        if broken is None:
+            monkeypatch.setattr(_snapshot, "in_helper", lambda p, **kw: helped.append(kw) or {})
+        else:
+            monkeypatch.setattr(_snapshot, "_HELPER_CODE", broken)
+        helped.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = snapshot_forks(ForkSetup(tr), jobs, _PortableReport(), min_events=0)
+        assert len(helped) == 1 and [got[i] for i in range(len(jobs))] == full
     # a small process copies itself
     monkeypatch.setattr(_snapshot, "resident_mib", lambda: 90.0)
     assert not _snapshot.helper_is_cheaper(len(jobs), tr.n_events)

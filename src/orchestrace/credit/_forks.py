@@ -84,6 +84,15 @@ class _Score:
     reward_fn: Any
     rerun_checks: bool
 
+    @property
+    def portable(self) -> bool:
+        """Whether a fresh interpreter scores a fork as this process would.
+
+        The default reward reads the trace alone; a caller's reward function may read state
+        of this process (a setting, a loaded model), which a helper interpreter lacks.
+        """
+        return self.reward_fn is None
+
     def prepare(self, trace: Trace) -> None:
         """Build what scoring forks of ``trace`` needs once, before the process is copied."""
         if self.reward_fn is None:

@@ -698,8 +698,10 @@ def snapshot_forks(
     full re-execution here. A process that can copy itself but holds much memory (torch
     imported, a model loaded) has the same helper make the copies when there are enough of
     them to repay starting it (:func:`~orchestrace.runtime._snapshot.helper_is_cheaper`: a
-    copy costs about 45 us per MiB the process holds) and ``report`` can be pickled; it
-    makes them itself otherwise, or when the helper fails.
+    copy costs about 45 us per MiB the process holds) and ``report`` says its result depends
+    on its arguments alone (an attribute ``portable = True``, as the credit methods' scorer
+    of the default reward has); it makes them itself otherwise, or when the helper serves
+    none of them.
 
     Example:
         >>> from orchestrace.runtime import run
@@ -720,12 +722,19 @@ def snapshot_forks(
     if _snapshot.available():
         # a copy costs in proportion to what this process holds: a large one (torch
         # imported, a model loaded) has a fresh interpreter make the copies when enough
-        # copies repay starting it, and makes them itself if that helper cannot serve them
-        if _snapshot.helper_is_cheaper(len(servable), len(trace.events)) and _by_reference(report):
+        # copies repay starting it, for a report whose result depends on its arguments alone
+        # (``portable``: a fresh interpreter computes what this process would; a caller's
+        # own function may read state of this process), and makes them itself if that helper
+        # serves none of them
+        if (
+            getattr(report, "portable", False) is True
+            and _snapshot.helper_is_cheaper(len(servable), len(trace.events))
+            and _by_reference(report)
+        ):
             got = _snapshot.in_helper(
                 _helper_payload(trace, jobs, servable, report, rerun_checks), quiet=True
             )
-            if got is not None:
+            if got:
                 return {servable[n]: v for n, v in got.items()}
         return _snapshot_forks_here(setup, jobs, report, rerun_checks)
     if not _snapshot.can_fork():

@@ -51,6 +51,11 @@ def prepare_checking(meta: Any, source: str) -> None:
     """
     spec = meta.get("task") if isinstance(meta, dict) else None
     cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
-    if isinstance(spec, dict) and cls is not None and not cls.executes_code:
+    kept = (
+        cls is not None
+        and not cls.executes_code
+        and cls.__module__.startswith("orchestrace.tasks.")
+    )
+    if isinstance(spec, dict) and cls is not None and kept:  # others are built when scored
         with contextlib.suppress(Exception):
             checking_task(cls, spec, source)
