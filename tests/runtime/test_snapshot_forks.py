@@ -439,7 +439,16 @@ def test_a_helper_that_dies_or_cannot_take_the_jobs_leaves_them_to_full_re_execu
         monkeypatch.setattr(_snapshot, "_HELPER_CODE", "import os; os._exit(5)")
         with pytest.warns(RuntimeWarning, match=r"ended with status 5 and no results.*in full"):
             got = fork_many(tr, jobs, report=_report)
-    assert got == fork_many(tr, jobs, report=_report, snapshots=False)
+        # a helper that has another thread cannot copy itself: it serves none of the forks
+        threaded = (
+            "import threading, time; threading.Thread(target=time.sleep, args=(60,), "
+            "daemon=True).start(); from orchestrace.runtime._snapshot import _helper_main; "
+            "_helper_main()"
+        )
+        monkeypatch.setattr(_snapshot, "_HELPER_CODE", threaded)
+        with pytest.warns(RuntimeWarning, match=r"served none of the forks.*in full"):
+            again = fork_many(tr, jobs, report=_report)
+    assert got == again == fork_many(tr, jobs, report=_report, snapshots=False)
 
 
 def test_credit_tables_from_a_threaded_process_are_identical_either_way(monkeypatch):

@@ -562,6 +562,13 @@ def in_helper(payload: dict[str, Any], *, quiet: bool = False) -> dict[int, Any]
     if isinstance(stats, dict):
         _LAST.clear()
         _LAST.update(stats)
+    if not got and payload.get("jobs"):
+        _fallback(
+            "the helper process served none of the forks (it could not copy itself: a module "
+            "it imported may start a thread)",
+            quiet,
+        )
+        return None
     return dict(got)
 
 
