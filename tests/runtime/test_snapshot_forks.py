@@ -180,6 +180,15 @@ def _report(res):
     )
 
 
+def _message_drops(name, first=None):
+    """The run ``name`` and a fork dropping each of its messages (the first ``first``)."""
+    topology, task, opts = RUNS[name]
+    tr = run(topology, task, **opts).trace
+    b = backend_for(tr, seed_offset=1)
+    msgs = [e.id for e in tr.events if e.type == "message"][:first]
+    return tr, [([DropMessage.of(tr, m)], b) for m in msgs]
+
+
 def test_every_fork_from_a_snapshot_equals_its_full_re_execution(trace, request):
     if _ran_in_fresh_interpreter(request):
         return
@@ -271,11 +280,7 @@ def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full(request):
 
 
 def test_no_copy_is_made_while_another_thread_runs():
-    topology, task, opts = RUNS["debate-2"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    msgs = [e.id for e in tr.events if e.type == "message"][:2]
-    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    tr, jobs = _message_drops("debate-2", 2)
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
@@ -292,11 +297,7 @@ def test_no_copy_is_made_while_another_thread_runs():
 def test_a_fork_whose_score_raises_raises_as_a_full_fork_does(request):
     if _ran_in_fresh_interpreter(request):
         return
-    topology, task, opts = RUNS["debate-2"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    msgs = [e.id for e in tr.events if e.type == "message"][:3]
-    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    tr, jobs = _message_drops("debate-2", 3)
 
     def boom(res):
         raise ValueError("score failed")
@@ -309,10 +310,7 @@ def test_a_fork_whose_score_raises_raises_as_a_full_fork_does(request):
 
 
 def test_a_short_run_is_re_executed_in_full():
-    topology, task, opts = RUNS["debate-2"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    jobs = [([DropMessage.of(tr, m)], b) for m in [e.id for e in tr.events if e.type == "message"]]
+    tr, jobs = _message_drops("debate-2")
     assert len(tr.events) < replay.SNAPSHOT_MIN_EVENTS
     assert snapshot_forks(ForkSetup(tr), jobs, _report) == {}
 
@@ -320,11 +318,7 @@ def test_a_short_run_is_re_executed_in_full():
 def test_a_warning_of_the_copies_is_shown_here_once(request):
     if _ran_in_fresh_interpreter(request):
         return
-    topology, task, opts = RUNS["debate-2"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    msgs = [e.id for e in tr.events if e.type == "message"][:3]
-    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    tr, jobs = _message_drops("debate-2", 3)
 
     def noisy(res):
         warnings.warn("scored in a copy", UserWarning, stacklevel=1)
@@ -372,11 +366,7 @@ def test_leave_one_out_tables_are_identical_either_way(name, make, unit, monkeyp
 def test_what_a_copy_prints_is_printed_once(capfd, request):
     if _ran_in_fresh_interpreter(request):
         return
-    topology, task, opts = RUNS["debate-2"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    msgs = [e.id for e in tr.events if e.type == "message"][:2]
-    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    tr, jobs = _message_drops("debate-2", 2)
     print("before", end="")  # left in this process's buffer: written once, not by the copies
 
     def loud(res):
@@ -426,11 +416,7 @@ def test_a_threaded_process_gets_its_forks_from_a_one_thread_helper(monkeypatch)
 def test_a_helper_that_dies_or_cannot_take_the_jobs_leaves_them_to_full_re_execution(
     monkeypatch,
 ):
-    topology, task, opts = RUNS["debate-2"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    msgs = [e.id for e in tr.events if e.type == "message"][:3]
-    jobs = [([DropMessage.of(tr, m)], b) for m in msgs]
+    tr, jobs = _message_drops("debate-2", 3)
     monkeypatch.setattr(replay, "SNAPSHOT_MIN_EVENTS", 0)
     monkeypatch.setattr(replay, "HELPER_MIN_WORK", 0)
     with _another_thread():
@@ -510,10 +496,7 @@ def test_a_process_holding_much_memory_has_a_helper_make_the_copies(monkeypatch,
     """Copies cost about 45 us per MiB held: a large process sends the forks to a helper."""
     if _ran_in_fresh_interpreter(request):
         return
-    topology, task, opts = RUNS["swarm-4"]
-    tr = run(topology, task, **opts).trace
-    b = backend_for(tr, seed_offset=1)
-    jobs = [([DropMessage.of(tr, e.id)], b) for e in tr.events if e.type == "message"]
+    tr, jobs = _message_drops("swarm-4")
     helped = []
     real = _snapshot.in_helper
     monkeypatch.setattr(_snapshot, "in_helper", lambda p, **kw: helped.append(kw) or real(p, **kw))

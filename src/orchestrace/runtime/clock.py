@@ -294,10 +294,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             return False
         scheduled: list[_Due] = self._scheduled
         n = len(scheduled) + 1
-        if (
-            n > base_events._MIN_SCHEDULED_TIMER_HANDLES  # type: ignore[attr-defined]
-            and self._timer_cancelled_count / n > base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION  # type: ignore[attr-defined]
-        ):
+        if n > _MIN_TIMERS and self._timer_cancelled_count / n > _MAX_CANCELLED:
             return False  # the next iteration would rebuild the timer heap
         now = self.time()
         end = now + self._clock_resolution

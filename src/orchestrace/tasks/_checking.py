@@ -19,6 +19,11 @@ _CHECKING: dict[tuple[str, Any, Any], Task] = {}
 _CHECKING_MAX = 16
 
 
+def _kept(cls: type[Task]) -> bool:
+    """Whether instances of ``cls`` are shared (a built-in task whose check runs no code)."""
+    return not cls.executes_code and cls.__module__.startswith("orchestrace.tasks.")
+
+
 def checking_task(cls: type[Task], spec: dict[str, Any], source: str) -> Task:
     """The task of ``spec`` (a trace's ``meta.task``) to check an answer with.
 
@@ -28,7 +33,7 @@ def checking_task(cls: type[Task], spec: dict[str, Any], source: str) -> Task:
         ConfigError: A bad seed or size (named with ``source``).
     """
     key = (cls.name, spec.get("seed", 0), spec.get("size"))
-    pure = not cls.executes_code and cls.__module__.startswith("orchestrace.tasks.")
+    pure = _kept(cls)
     try:
         task = _CHECKING.get(key) if pure else None
     except TypeError:  # an unhashable seed or size: make_task says what is wrong with it
@@ -51,11 +56,6 @@ def prepare_checking(meta: Any, source: str) -> None:
     """
     spec = meta.get("task") if isinstance(meta, dict) else None
     cls = task_class(spec.get("name")) if isinstance(spec, dict) else None
-    kept = (
-        cls is not None
-        and not cls.executes_code
-        and cls.__module__.startswith("orchestrace.tasks.")
-    )
-    if isinstance(spec, dict) and cls is not None and kept:  # others are built when scored
+    if isinstance(spec, dict) and cls is not None and _kept(cls):  # others: built when scored
         with contextlib.suppress(Exception):
             checking_task(cls, spec, source)
