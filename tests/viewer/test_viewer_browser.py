@@ -301,6 +301,36 @@ def test_an_empty_graph_draws_a_note_and_logs_no_error(
     assert not page.errors and not page.console_errors, page.console_errors
 
 
+def test_the_graph_last_asked_for_is_the_one_drawn(browser: Any, debate_url: str) -> None:
+    """An answer to an earlier graph request that arrives late (here: every events graph is
+    held back 600 ms) does not replace the graph the user chose since."""
+    page = open_page(browser, debate_url)
+    wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
+    page.evaluate(
+        """() => {
+          const fetch0 = window.fetch;
+          window.__inflight = 0;
+          window.fetch = async (url, opts) => {
+            window.__inflight++;
+            try {
+              const res = await fetch0(url, opts);
+              if (String(url).includes("/api/graph") && String(url).includes("mode=events"))
+                await new Promise((ok) => setTimeout(ok, 600));
+              return res;
+            } finally { window.__inflight--; }
+          };
+          window.__orchestrace.setGraphMode('events');
+          window.__orchestrace.setGraphMode('agents');
+        }"""
+    )
+    wait_for(page, lambda: state(page, "s.graph.mode === 'agents'"), what="the agents graph")
+    page.wait_for_timeout(50)
+    wait_for(page, lambda: page.evaluate("window.__inflight === 0"), what="the late answer")
+    page.wait_for_timeout(50)
+    assert state(page, "s.graph.mode") == "agents"
+    assert not page.errors and not page.console_errors, page.console_errors
+
+
 def _drawn(page: Any, enough: Any, timeout: float = 5.0) -> dict[str, int]:
     """The timeline's pixel counts per diff colour once ``enough`` holds for them (or at the
     timeout: the caller's assertions then say what is missing)."""

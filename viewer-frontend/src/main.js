@@ -379,19 +379,25 @@ function onPaint(drawn) {
 // ------------------------------------------------------------------ graph
 let graphTimer = null;
 function updateGraphSoon() { clearTimeout(graphTimer); graphTimer = setTimeout(updateGraph, 250); }
+let graphSeq = 0;
 async function updateGraph() {
   if (!S.meta) return;
+  // the latest request wins: an answer to an earlier one (a window's events graph asked for
+  // before the user chose the agents graph) must not replace what was asked for since
+  const seq = ++graphSeq;
   const [t0, t1] = timeline.visibleTime();
   const mode = S.graphMode === "auto" ? ((S.lastTotal ?? Infinity) <= 250 ? "events" : "agents") : S.graphMode;
   try {
     const ask = { mode, t0, t1, types: S.filters.types ? [...S.filters.types] : null, q: S.filters.q || null, limit: 300 };
     const data = await S.src.graph(primary(), ask);
+    if (seq !== graphSeq) return;
     const named = (d, v) => { if (d.mode === "events") for (const n of d.nodes) { n.id = n.label; n.agent = (view(v).lanes[n.lane] || {}).name || ""; n.v = v; } return d; };
     named(data, primary());
     let ghosts = null;
     if (mode === "events" && S.diff && S.diffMode === "merged" && S.diffStatus.a) {
       // what the fork lost: the original's disappeared events of this window, drawn as ghosts
       const orig = named(await S.src.graph("a", ask), "a");
+      if (seq !== graphSeq) return;
       const gone = new Set(orig.nodes.filter((n) => S.diffStatus.a.get(n.idx) === "disappeared").map((n) => n.idx));
       ghosts = { nodes: orig.nodes.filter((n) => gone.has(n.idx)), edges: orig.edges.filter((e) => gone.has(e.src) && gone.has(e.dst)) };
     }
@@ -400,7 +406,7 @@ async function updateGraph() {
     $("graph-title").textContent = mode === "agents" ? `interaction graph: ${fmtNum(stats.nodes)} agents` + (graphView.hiddenTools ? ` (${graphView.hiddenTools} tools not drawn)` : "") : `interaction graph: ${fmtNum(data.nodes.length)} of ${fmtNum(data.total)} events in view` + (stats.ghosts ? `, ${fmtNum(stats.ghosts)} disappeared (dashed)` : "") + (stats.fits ? "" : " \u2014 drag to pan, wheel to zoom");
     exposed.graph = { mode, ...stats };
   } catch (err) {
-    banner(err.message);
+    if (seq === graphSeq) banner(err.message);
   }
 }
 
