@@ -301,33 +301,62 @@ def test_an_empty_graph_draws_a_note_and_logs_no_error(
     assert not page.errors and not page.console_errors, page.console_errors
 
 
-def test_the_graph_last_asked_for_is_the_one_drawn(browser: Any, debate_url: str) -> None:
-    """An answer to an earlier graph request that arrives late (here: every events graph is
-    held back 600 ms) does not replace the graph the user chose since."""
+def test_late_answers_do_not_replace_what_was_asked_for_since(
+    browser: Any, debate_url: str
+) -> None:
+    """The graph, the selected event and the colour overlay are each asked for again as the
+    user acts. An answer to an earlier request that arrives late (held back 600 ms here) does
+    not replace the one asked for since."""
     page = open_page(browser, debate_url)
     wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
     page.evaluate(
         """() => {
           const fetch0 = window.fetch;
           window.__inflight = 0;
+          window.__slow = null;
           window.fetch = async (url, opts) => {
             window.__inflight++;
             try {
               const res = await fetch0(url, opts);
-              if (String(url).includes("/api/graph") && String(url).includes("mode=events"))
+              if (window.__slow && window.__slow.test(String(url)))
                 await new Promise((ok) => setTimeout(ok, 600));
               return res;
             } finally { window.__inflight--; }
           };
-          window.__orchestrace.setGraphMode('events');
-          window.__orchestrace.setGraphMode('agents');
         }"""
     )
+
+    def settled() -> None:
+        page.wait_for_timeout(50)
+        wait_for(page, lambda: page.evaluate("window.__inflight === 0"), what="the late answer")
+        page.wait_for_timeout(50)
+
+    # the events graph answered after the agents graph was chosen
+    page.evaluate(
+        "window.__slow = /api[/]graph.*mode=events/;"
+        "window.__orchestrace.setGraphMode('events'); window.__orchestrace.setGraphMode('agents')"
+    )
     wait_for(page, lambda: state(page, "s.graph.mode === 'agents'"), what="the agents graph")
-    page.wait_for_timeout(50)
-    wait_for(page, lambda: page.evaluate("window.__inflight === 0"), what="the late answer")
-    page.wait_for_timeout(50)
+    settled()
     assert state(page, "s.graph.mode") == "agents"
+    # the first of two selected events answered last
+    page.evaluate(
+        "window.__slow = /api[/]event[?].*i=3(&|$)/;"
+        "window.__orchestrace.select('a', 3); window.__orchestrace.select('a', 5)"
+    )
+    wait_for(page, lambda: state(page, "s.selected && s.selected.idx === 5"), what="event 5")
+    settled()
+    assert state(page, "s.selected.idx") == 5
+    assert state(page, "s.selected.id") in (page.locator("#inspector").text_content() or "")
+    # an overlay chosen, then the plain colours chosen before its answer came
+    overlays = page.evaluate("fetch('/api/meta').then((r) => r.json()).then((m) => m.overlays)")
+    assert overlays, "the debate trace has an overlay"
+    page.evaluate(
+        f"window.__slow = /api[/]overlay/; window.__orchestrace.setOverlay({overlays[0]!r});"
+        "window.__orchestrace.setOverlay(null)"
+    )
+    settled()
+    assert state(page, "s.overlay") is None
     assert not page.errors and not page.console_errors, page.console_errors
 
 

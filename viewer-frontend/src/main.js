@@ -283,15 +283,18 @@ function overlayName(k) {
 async function setOverlay(kind, unit) {
   const sel = $("overlay");
   if (sel) sel.value = kind || "";
+  const current = overlayRequest();
   if (!kind) { S.overlay = null; timeline.overlay = null; renderLegend(); refresh(); exposed.overlay = null; return; }
   try {
     const u = kind === "credit:uniform" || kind === "credit:discounted" ? unit : null;
     const meta = await S.src.overlay(primary(), kind, u);
+    if (!current()) return;
     S.overlay = { kind, unit: u, meta };
     timeline.overlay = { min: meta.min, max: meta.max };
     exposed.overlay = { kind, unit: meta.unit, n: meta.n, min: meta.min, max: meta.max, label: meta.label };
     banner(null);
   } catch (err) {
+    if (!current()) return;
     banner(err.message);
     S.overlay = null; timeline.overlay = null;
   }
@@ -376,28 +379,37 @@ function onPaint(drawn) {
   }
 }
 
+// ------------------------------------------------------------------ latest request wins
+// Each kind of request (the graph, the overlay, the selected event) is asked for again as
+// the user acts; answers can arrive in any order. ``latest()`` gives a function that starts a
+// request and returns a test of whether it is still the latest of its kind: an answer to an
+// older one is dropped instead of replacing what was asked for since.
+function latest() {
+  let n = 0;
+  return () => { const k = ++n; return () => k === n; };
+}
+const graphRequest = latest(), overlayRequest = latest(), selectRequest = latest();
+
 // ------------------------------------------------------------------ graph
 let graphTimer = null;
 function updateGraphSoon() { clearTimeout(graphTimer); graphTimer = setTimeout(updateGraph, 250); }
-let graphSeq = 0;
 async function updateGraph() {
   if (!S.meta) return;
-  // the latest request wins: an answer to an earlier one (a window's events graph asked for
-  // before the user chose the agents graph) must not replace what was asked for since
-  const seq = ++graphSeq;
+  // e.g. a window's events graph asked for before the user chose the agents graph
+  const current = graphRequest();
   const [t0, t1] = timeline.visibleTime();
   const mode = S.graphMode === "auto" ? ((S.lastTotal ?? Infinity) <= 250 ? "events" : "agents") : S.graphMode;
   try {
     const ask = { mode, t0, t1, types: S.filters.types ? [...S.filters.types] : null, q: S.filters.q || null, limit: 300 };
     const data = await S.src.graph(primary(), ask);
-    if (seq !== graphSeq) return;
+    if (!current()) return;
     const named = (d, v) => { if (d.mode === "events") for (const n of d.nodes) { n.id = n.label; n.agent = (view(v).lanes[n.lane] || {}).name || ""; n.v = v; } return d; };
     named(data, primary());
     let ghosts = null;
     if (mode === "events" && S.diff && S.diffMode === "merged" && S.diffStatus.a) {
       // what the fork lost: the original's disappeared events of this window, drawn as ghosts
       const orig = named(await S.src.graph("a", ask), "a");
-      if (seq !== graphSeq) return;
+      if (!current()) return;
       const gone = new Set(orig.nodes.filter((n) => S.diffStatus.a.get(n.idx) === "disappeared").map((n) => n.idx));
       ghosts = { nodes: orig.nodes.filter((n) => gone.has(n.idx)), edges: orig.edges.filter((e) => gone.has(e.src) && gone.has(e.dst)) };
     }
@@ -406,7 +418,7 @@ async function updateGraph() {
     $("graph-title").textContent = mode === "agents" ? `interaction graph: ${fmtNum(stats.nodes)} agents` + (graphView.hiddenTools ? ` (${graphView.hiddenTools} tools not drawn)` : "") : `interaction graph: ${fmtNum(data.nodes.length)} of ${fmtNum(data.total)} events in view` + (stats.ghosts ? `, ${fmtNum(stats.ghosts)} disappeared (dashed)` : "") + (stats.fits ? "" : " \u2014 drag to pan, wheel to zoom");
     exposed.graph = { mode, ...stats };
   } catch (err) {
-    if (seq === graphSeq) banner(err.message);
+    if (current()) banner(err.message);
   }
 }
 
@@ -414,8 +426,10 @@ async function updateGraph() {
 async function select(v, idx, fromCounterpart = false) {
   if (v == null) v = S.selected ? S.selected.v : primary();
   if (fromCounterpart) v = v === "a" ? "b" : "a";
+  const current = selectRequest();
   try {
     const detail = await S.src.event(v, idx);
+    if (!current()) return;
     S.selected = { v, idx, detail };
     timeline.selected = { v, idx };
     const ov = S.overlay && v === primary() ? await overlayValueOf(v, idx) : null;
@@ -423,6 +437,7 @@ async function select(v, idx, fromCounterpart = false) {
       onJump: (vv, i, cp) => select(vv, i, cp),
       onMore: async (offset) => {
         const more = await S.src.event(v, idx, offset);
+        if (!S.selected || S.selected.detail !== detail) return;  // another event was selected since
         detail.content += more.content;
         renderInspector($("inspector"), detail, hooks);
       },
@@ -441,7 +456,7 @@ async function select(v, idx, fromCounterpart = false) {
     exposed.selected = { v, idx, id: detail.id, type: detail.type, agent: detail.agent, role: detail.role, t: detail.t, dur: detail.dur, content_length: detail.content_length, diff: detail.diff, n_in: detail.n_in, n_out: detail.n_out };
     if (S.graphMode !== "agents") updateGraphSoon();
   } catch (err) {
-    banner(err.message);
+    if (current()) banner(err.message);
   }
 }
 
