@@ -56,3 +56,87 @@ def test_deadlock_handler_lets_the_loop_clean_up():
         assert loop.run_until_complete(main()) == "deadlock"
     finally:
         loop.close()
+
+
+# ---------------------------------------------------------------- real I/O on virtual time
+# The loop polls real files on every iteration only when it has some besides its own wake-up
+# socket, or signal handlers; otherwise it checks its ready queue for what other threads
+# handed it. Each test fails if that rule misses the case it covers.
+
+
+def test_a_thread_wakes_a_loop_with_nothing_else_to_do():
+    async def main():
+        loop = asyncio.get_running_loop()
+        got = await loop.run_in_executor(None, lambda: time.sleep(0.05) or "done")
+        return got, loop.time()
+
+    assert run_virtual(main(), watchdog_s=5) == ("done", 0.0)
+
+
+def test_a_callback_handed_over_by_a_thread_runs_before_time_moves():
+    loop = VirtualTimeLoop()
+    try:
+        handle = asyncio.Handle(lambda: None, (), loop)
+        loop._ready.append(handle)  # what call_soon_threadsafe does, from another thread
+        loop._vsel.next_timer = lambda: 100.0
+        assert loop._vsel.select(100.0) == []
+        assert loop.time() == 0.0  # the callback runs first, at the time it arrived
+        loop._ready.clear()
+        assert loop._vsel.select(100.0) == []
+        assert loop.time() == 100.0
+    finally:
+        loop.close()
+
+
+def test_a_signal_handler_runs_while_timers_keep_the_loop_busy():
+    import os
+    import signal
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        seen = []
+        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append(loop.time()))
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            for _ in range(5):
+                await asyncio.sleep(1)
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+        return seen
+
+    assert run_virtual(main()) == [0.0]
+
+
+def test_a_readable_file_is_read_before_time_moves():
+    import os
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        r, w = os.pipe()
+        seen = []
+        loop.add_reader(r, lambda: seen.append((os.read(r, 10), loop.time())))
+        try:
+            os.write(w, b"x")
+            for _ in range(5):
+                await asyncio.sleep(1)
+        finally:
+            loop.remove_reader(r)
+            os.close(r)
+            os.close(w)
+        return seen
+
+    assert run_virtual(main()) == [(b"x", 0.0)]
+
+
+def test_a_full_wake_up_socket_loses_no_callback_and_deadlocks_are_still_found():
+    async def main():
+        loop = asyncio.get_running_loop()
+        seen = []
+        for i in range(300_000):  # more bytes than the socket holds: later writes fail
+            loop.call_soon_threadsafe(seen.append, i)
+        await asyncio.sleep(1)
+        assert seen == list(range(300_000))
+        await asyncio.Event().wait()
+
+    with pytest.raises(Deadlock, match="deadlocked"):
+        run_virtual(main(), watchdog_s=0.05)
