@@ -140,6 +140,7 @@ RAY_FILES = (
     "credit/test_credit_partial_executors.py",
     "masbench/test_suite_executors.py",
     "learn/test_rollouts_executors.py",
+    "test_executors_ray_output.py",
 )
 
 #: The files whose tests take longest (worker-seconds from ``--durations=0`` on a 2-core
@@ -162,7 +163,6 @@ LONGEST_FIRST = (
     "runtime/test_openai_faults.py",
     "learn/test_llm_interrupt.py",
     "learn/test_llm_resume.py",
-    "test_executors_ray_output.py",
     "test_examples.py",
     "test_api.py",
     "test_laws_credit.py",

@@ -1,6 +1,7 @@
 """On Ray, stdout holds only the command's output: Ray's messages about dead workers go to stderr."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -38,7 +39,19 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.slow
-def test_credit_json_on_ray_with_a_dead_worker_keeps_stdout_json(tmp_path: Path) -> None:
+def test_credit_json_on_ray_with_a_dead_worker_keeps_stdout_json(
+    tmp_path: Path, shared_ray: str | None
+) -> None:
+    """The command joins the test process's Ray instance (``--ray-address``), as a command
+    joins a running cluster; starting one of its own would print the same way but cost a
+    second cluster's start-up."""
+    import ray
+
+    from orchestrace.executors import make_executor
+
+    assert shared_ray is not None
+    make_executor("ray", 2)  # the instance this process runs now (a test may have moved it)
+    address = str(ray.get_runtime_context().gcs_address)
     trace = tmp_path / "debate.jsonl"
     assert main(["run", "debate", "-k", "3", "-o", str(trace)]) == 0
     (tmp_path / "hooks.py").write_text(textwrap.dedent(HOOKS))
@@ -46,8 +59,9 @@ def test_credit_json_on_ray_with_a_dead_worker_keeps_stdout_json(tmp_path: Path)
     args = [sys.executable, str(tmp_path / "driver.py"), "credit", str(trace), "--method"]
     args += ["loo", "--unit", "agent", "--samples", "2", "--json", "--executor", "ray"]
     done = subprocess.run(
-        [*args, "--workers", "2"],
+        [*args, "--workers", "2", "--ray-address", address],
         check=False,
+        env={**os.environ, "RAY_AUTH_MODE": "token"},
         cwd=tmp_path,
         capture_output=True,
         text=True,
