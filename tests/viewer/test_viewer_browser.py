@@ -537,6 +537,59 @@ def test_a_recording_being_written_refreshes(browser: Any, tmp_path: Path) -> No
         keep_screenshot(page, "live-error.png")
 
 
+def test_a_slow_reload_of_a_recording_is_not_overlapped_by_the_next(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The page polls a recording every 1.5 s; a reload that takes longer (its analyses held
+    back 1.8 s here) while the recording keeps growing is not overlapped by another one."""
+    tr = generate_trace(agents=3, steps=60, seed=5)
+    p = tmp_path / "live.jsonl"
+    w = StreamWriter(p, trace_id=tr.trace_id, task_id=tr.task_id)
+    for e in tr.events[:10]:
+        w.event(e)
+    with viewer(p) as url:
+        page = open_page(browser, url)
+        page.evaluate(
+            """() => {
+              const fetch0 = window.fetch;
+              window.__log = [];
+              window.fetch = async (url, opts) => {
+                const kind = new URL(String(url), location.href).pathname;
+                window.__log.push([kind, 1]);
+                try {
+                  const res = await fetch0(url, opts);
+                  if (kind === "/api/critical") await new Promise((ok) => setTimeout(ok, 1800));
+                  return res;
+                } finally { window.__log.push([kind, -1]); }
+              };
+            }"""
+        )
+        end = time.monotonic() + 3.5
+        k = 10
+        while time.monotonic() < end and k < len(tr.events):
+            for e in tr.events[k : k + 5]:
+                w.event(e)
+            k += 5
+            page.wait_for_timeout(400)
+        w.close(costs=tr.costs)
+        wait_for(page, lambda: state(page, "s.summary.n_events") == k, what="every event")
+        wait_for(
+            page,
+            lambda: page.evaluate("window.__log.reduce((n, [, d]) => n + d, 0) === 0"),
+            what="the last answers",
+        )
+        log = page.evaluate("window.__log")
+        reloads = critical = 0
+        for kind, d in log:
+            if kind == "/api/critical":
+                critical += d
+            elif kind == "/api/meta" and d == 1:
+                reloads += 1
+                assert critical == 0, "a reload started while the last one's analyses ran"
+        assert reloads >= 2, log  # the recording was reloaded, more than once
+        assert not page.errors and not page.console_errors, page.console_errors
+
+
 @pytest.mark.slow
 def test_hundred_thousand_events_first_view_within_budget(browser: Any, tmp_path: Path) -> None:
     big = tmp_path / "big.json"

@@ -520,7 +520,14 @@ async function load(keepZoom) {
   if (S.meta.error) banner(S.meta.error); else banner(null);
 }
 
+// one poll at a time: a poll that finds a new version reloads, and a reload can take longer
+// than the poll interval (a large recording's analyses); a second reload started meanwhile
+// would interleave with the first, whose late answers (an older version's critical path)
+// would land in the newer view
+let polling = false;
 async function poll() {
+  if (polling) return;
+  polling = true;
   try {
     const v = await S.src.version();
     if (v.error) banner(v.error + " (showing the last version that could be read)");
@@ -528,6 +535,8 @@ async function poll() {
     if (v.version !== exposed.version) await load(true);
   } catch (err) {
     banner(err.message);
+  } finally {
+    polling = false;
   }
 }
 
