@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,12 +222,18 @@ def test_forked_runs_are_processes_of_their_own(tmp_path: Path, monkeypatch) -> 
         os.close(keep)
 
 
-def test_fifo_without_writer_is_refused_within_the_default_wait(tmp_path: Path) -> None:
-    """The child runs above wait 0.3 s for a FIFO's writer; the default wait (3 s) ends too."""
+@pytest.fixture(scope="module", autouse=True)
+def _fifo_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A command reading a FIFO that nobody writes to, with the default wait (3 s).
+
+    Started when this file's tests start, so that its 3 s of waiting pass while the other
+    tests run; :func:`test_fifo_without_writer_is_refused_within_the_default_wait` reads what
+    it printed.
+    """
     import subprocess
     import sys
 
-    fifo = tmp_path / "nobody.json"
+    fifo = tmp_path_factory.mktemp("fifo") / "nobody.json"
     os.mkfifo(fifo)
     env = {k: v for k, v in os.environ.items() if k != "ORCHESTRACE_FIFO_WRITER_S"}
     probe = (
@@ -238,16 +246,26 @@ def test_fifo_without_writer_is_refused_within_the_default_wait(tmp_path: Path) 
         "except TraceFormatError as err:\n"
         "    print(f'{time.monotonic() - t0:.3f}', err)\n"
     )
-    r = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-c", probe, str(fifo)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
         env=env,
-        check=False,
     )
-    assert r.returncode == 0, r.stderr
-    seconds, message = r.stdout.split(" ", 1)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_fifo_without_writer_is_refused_within_the_default_wait(_fifo_probe: Any) -> None:
+    """The child runs above wait 0.3 s for a FIFO's writer; the default wait (3 s) ends too."""
+    out, err = _fifo_probe.communicate(timeout=60)
+    assert _fifo_probe.returncode == 0, err
+    seconds, message = out.split(" ", 1)
     assert "a FIFO that no program opened for writing within 3 s" in message
     # it waited for a writer, and gave up (the bound is loose for a loaded machine)
     assert 3.0 <= float(seconds) < 13.0, seconds
