@@ -25,8 +25,9 @@ __all__ = ["mp_context", "stop_pool"]
 _PRELOAD = "orchestrace.executors"
 #: Heavy libraries a worker's jobs import when this process has (training jobs import torch
 #: and transformers): the server imports those this process holds, once, instead of each
-#: worker importing them again (about 1.5 s of CPU per worker for torch and transformers).
-_HEAVY = ("pyarrow", "torch", "transformers")
+#: worker importing them again (about 1.5 s of CPU per worker for the two). Not pyarrow: its
+#: import starts allocator threads, and the server forks every worker.
+_HEAVY = ("torch", "transformers")
 
 
 def mp_context() -> Any:
@@ -34,7 +35,8 @@ def mp_context() -> Any:
 
     The server imports the package once, before it forks any worker, so each worker starts
     with it loaded instead of importing it again; so too the heavy libraries of
-    :data:`_HEAVY` that this process has imported when the server starts. These are added to
+    :data:`_HEAVY` (torch, transformers) that this process has imported when the server
+    starts. These are added to
     what the server is asked to load already (``__main__`` by default; an explicit ``[]``
     stays without it). A server already running keeps what it loaded.
     """
