@@ -47,7 +47,7 @@ def mp_context() -> Any:
 
     server = getattr(forkserver, "_forkserver", None)
     preload = list(getattr(server, "_preload_modules", ["__main__"]))
-    wanted = [_PRELOAD, *(name for name in _HEAVY if name in sys.modules)]
+    wanted = [_PRELOAD, *(name for name in _HEAVY if sys.modules.get(name) is not None)]
     missing = [name for name in wanted if name not in preload]
     if missing:
         ctx.set_forkserver_preload([*preload, *missing])

@@ -140,3 +140,42 @@ def test_a_full_wake_up_socket_loses_no_callback_and_deadlocks_are_still_found()
 
     with pytest.raises(Deadlock, match="deadlocked"):
         run_virtual(main(), watchdog_s=0.05)
+
+
+def test_a_signal_handler_set_after_many_thread_hand_overs_still_runs():
+    """Each callback a thread hands over writes a byte to the wake-up socket; with a timer
+    pending the whole time, those bytes are still drained, so the socket has room for the
+    signal number of a handler set afterwards."""
+    import os
+    import signal
+    import threading
+
+    async def ticker():
+        while True:
+            await asyncio.sleep(60)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        tick = asyncio.ensure_future(ticker())
+        done = loop.create_future()
+
+        def hand_over():  # more bytes than the socket holds (278 here), were they left there
+            for _ in range(2000):
+                loop.call_soon_threadsafe(int)
+            loop.call_soon_threadsafe(done.set_result, None)
+
+        worker = threading.Thread(target=hand_over)
+        worker.start()
+        await done
+        worker.join()
+        seen = []
+        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("handled"))
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            await asyncio.sleep(1)
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+            tick.cancel()
+        return seen
+
+    assert run_virtual(main()) == ["handled"]

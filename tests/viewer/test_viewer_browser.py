@@ -537,6 +537,44 @@ def test_a_recording_being_written_refreshes(browser: Any, tmp_path: Path) -> No
         keep_screenshot(page, "live-error.png")
 
 
+def test_more_content_clicked_twice_is_shown_once_in_order(browser: Any, tmp_path: Path) -> None:
+    """Two clicks on "show more" before the first answer came: the text continues once, in
+    order (the second answer, for the same offset, is dropped)."""
+    tr = generate_trace(agents=2, steps=6, seed=1)
+    text = "".join(f"{k:07d}," for k in range(25_000))  # 200,000 characters, each place known
+    events = list(tr.events)
+    events[0] = msgspec.structs.replace(events[0], content=text)
+    p = tmp_path / "long.json"
+    dump(tr.replace(events=tuple(events)), p)
+    with viewer(p) as url:
+        page = open_page(browser, url)
+        page.evaluate("window.__orchestrace.select('a', 0)")
+        wait_for(page, lambda: page.locator("#inspector button.more").count() == 1, what="more")
+        page.evaluate(
+            """() => {
+              const fetch0 = window.fetch;
+              window.__inflight = 0;
+              window.fetch = async (url, opts) => {
+                window.__inflight++;
+                try {
+                  const res = await fetch0(url, opts);
+                  if (String(url).includes("offset=65536"))
+                    await new Promise((ok) => setTimeout(ok, 400));
+                  return res;
+                } finally { window.__inflight--; }
+              };
+              const more = document.querySelector("#inspector button.more");
+              more.click();
+              more.click();
+            }"""
+        )
+        wait_for(page, lambda: page.evaluate("window.__inflight === 0"), what="the answers")
+        page.wait_for_timeout(50)
+        shown = page.evaluate("document.querySelector('#inspector pre.content').textContent")
+        assert shown == text[: 2 * 65_536]
+        assert not page.errors and not page.console_errors, page.console_errors
+
+
 def test_a_slow_reload_of_a_recording_is_not_overlapped_by_the_next(
     browser: Any, tmp_path: Path
 ) -> None:

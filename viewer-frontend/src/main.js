@@ -436,8 +436,16 @@ async function select(v, idx, fromCounterpart = false) {
     const hooks = {
       onJump: (vv, i, cp) => select(vv, i, cp),
       onMore: async (offset) => {
-        const more = await S.src.event(v, idx, offset);
+        let more;
+        try {
+          more = await S.src.event(v, idx, offset);
+        } catch (err) {
+          banner(err.message);
+          return;
+        }
         if (!S.selected || S.selected.detail !== detail) return;  // another event was selected since
+        // a second click before the first answer: only the answer that continues the text
+        if (offset !== detail.content_offset + detail.content.length) return;
         detail.content += more.content;
         renderInspector($("inspector"), detail, hooks);
       },
@@ -524,10 +532,12 @@ async function load(keepZoom) {
 // than the poll interval (a large recording's analyses); a second reload started meanwhile
 // would interleave with the first, whose late answers (an older version's critical path)
 // would land in the newer view
-let polling = false;
+let polling = false, pollSince = 0;
 async function poll() {
-  if (polling) return;
+  // a poll whose request never settles (a stalled connection) is given up after 30 s
+  if (polling && Date.now() - pollSince < 30000) return;
   polling = true;
+  pollSince = Date.now();
   try {
     const v = await S.src.version();
     if (v.error) banner(v.error + " (showing the last version that could be read)");

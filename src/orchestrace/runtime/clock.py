@@ -100,12 +100,14 @@ class _VirtualSelector(selectors.BaseSelector):
     """Polls real file descriptors without blocking and advances virtual time instead.
 
     The loop's own wake-up socket is always registered; while it is the only file and no
-    signal handler is installed (their numbers arrive on it), an iteration does not poll it:
-    what another thread hands the loop (``call_soon_threadsafe``) is already in the loop's
-    ready queue, which is checked instead before time moves on, and the socket's bytes are
-    drained whenever the loop next waits on real I/O. That saves a system call per loop
-    iteration of a simulated run. Any other file registered (a socket, a subprocess pipe)
-    or a signal handler brings the poll back on every iteration.
+    signal handler is installed (their numbers arrive on it), an iteration polls it only
+    after something wrote to it (``woken``, set by the loop's ``_write_to_self``): what
+    another thread hands the loop (``call_soon_threadsafe``) is already in the loop's ready
+    queue, which is checked before time moves on, and the poll that follows drains the byte,
+    so the socket never fills (a full one would lose the signal numbers written to it once a
+    handler is set). That saves a system call on every other loop iteration of a simulated
+    run. Any other file registered (a socket, a subprocess pipe) or a signal handler brings
+    the poll back on every iteration.
     """
 
     def __init__(self, clock: list[float], watchdog_s: float) -> None:
@@ -119,6 +121,8 @@ class _VirtualSelector(selectors.BaseSelector):
         #: The loop's ready queue and signal handlers (set by the loop once it has them).
         self.ready: Any = ()
         self.signals: Any = {}
+        #: Set when a byte was written to the loop's wake-up socket since the last poll.
+        self.woken = False
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         key = self._sel.register(fileobj, events, data)
@@ -140,7 +144,8 @@ class _VirtualSelector(selectors.BaseSelector):
         self._sel.close()
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if self._files > 1 or self.signals:
+        if self._files > 1 or self.signals or self.woken:
+            self.woken = False  # before the poll: a byte written after it is polled next time
             ready = self._sel.select(0)
             if ready:
                 return ready
@@ -186,6 +191,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__(self._vsel)
         self._vsel.ready = self._ready  # type: ignore[attr-defined]
         self._vsel.signals = getattr(self, "_signal_handlers", {})
+
+    def _write_to_self(self) -> None:
+        # noted before the byte is written (from any thread): the next iteration drains it
+        self._vsel.woken = True
+        super()._write_to_self()  # type: ignore[misc]
 
     def _next_timer(self) -> float | None:
         scheduled: list[_Due] = getattr(self, "_scheduled", [])
