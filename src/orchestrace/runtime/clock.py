@@ -149,7 +149,7 @@ class _VirtualSelector(selectors.BaseSelector):
             ready = self._sel.select(0)
             if ready:
                 return ready
-        elif self.ready:
+        if self.ready:
             return []  # another thread handed the loop a callback: it runs now, time stays
         due = self.next_timer() if timeout and self.next_timer is not None else None
         if due is not None and not math.isfinite(due):
