@@ -179,3 +179,27 @@ def test_a_signal_handler_set_after_many_thread_hand_overs_still_runs():
         return seen
 
     assert run_virtual(main()) == ["handled"]
+
+
+def test_a_signal_that_came_before_its_handler_was_removed_is_not_kept_for_the_next():
+    """A signal whose handler is removed before the loop reads its number is dropped, as with
+    no handler; a handler set later does not hear it."""
+    import os
+    import signal
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        seen = []
+        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("first"))
+        os.kill(os.getpid(), signal.SIGUSR1)  # its number waits on the wake-up socket
+        loop.remove_signal_handler(signal.SIGUSR1)
+        await asyncio.sleep(10)
+        await asyncio.sleep(10)
+        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("second"))
+        try:
+            await asyncio.sleep(5)
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+        return seen
+
+    assert run_virtual(main()) == []

@@ -539,9 +539,11 @@ def test_a_recording_being_written_refreshes(browser: Any, tmp_path: Path) -> No
 
 def test_more_content_clicked_twice_is_shown_once_in_order(browser: Any, tmp_path: Path) -> None:
     """Two clicks on "show more" before the first answer came: the text continues once, in
-    order (the second answer, for the same offset, is dropped)."""
+    order (the second answer, for the same offset, is dropped). The text starts with
+    characters beyond U+FFFF (two UTF-16 units each): pages are counted in characters."""
     tr = generate_trace(agents=2, steps=6, seed=1)
-    text = "".join(f"{k:07d}," for k in range(25_000))  # 200,000 characters, each place known
+    # 200,100 characters, each place known
+    text = "\U0001f600" * 100 + "".join(f"{k:07d}," for k in range(25_000))
     events = list(tr.events)
     events[0] = msgspec.structs.replace(events[0], content=text)
     p = tmp_path / "long.json"

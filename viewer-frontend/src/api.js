@@ -3,6 +3,9 @@
 
 export class ApiError extends Error {}
 
+/** How long one request to the viewer's server may take (a large trace's analyses included). */
+export const REQUEST_LIMIT_MS = 300_000;
+
 export class ServerSource {
   constructor(base = "") {
     this.base = base;
@@ -15,17 +18,26 @@ export class ServerSource {
       qs.set(k, Array.isArray(v) ? v.join(",") : String(v));
     }
     const url = this.base + path + (qs.toString() ? "?" + qs.toString() : "");
-    let res;
+    // a request that never settles (a stalled connection) would hold up what waits for it,
+    // such as the next check of a live recording: each ends within REQUEST_LIMIT_MS
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), REQUEST_LIMIT_MS);
+    let res, body;
     try {
-      res = await fetch(url, { cache: "no-store" });
-    } catch (err) {
-      throw new ApiError("error: the viewer's server does not answer (was `orchestrace view` stopped?)");
-    }
-    let body;
-    try {
-      body = await res.json();
-    } catch (err) {
-      throw new ApiError(`error: the server sent an unreadable answer to ${path} (HTTP ${res.status})`);
+      try {
+        res = await fetch(url, { cache: "no-store", signal: abort.signal });
+      } catch (err) {
+        if (abort.signal.aborted) throw new ApiError(`error: the viewer's server did not answer ${path} within ${REQUEST_LIMIT_MS / 1000} s`);
+        throw new ApiError("error: the viewer's server does not answer (was `orchestrace view` stopped?)");
+      }
+      try {
+        body = await res.json();
+      } catch (err) {
+        if (abort.signal.aborted) throw new ApiError(`error: the viewer's server did not answer ${path} within ${REQUEST_LIMIT_MS / 1000} s`);
+        throw new ApiError(`error: the server sent an unreadable answer to ${path} (HTTP ${res.status})`);
+      }
+    } finally {
+      clearTimeout(timer);
     }
     if (!res.ok || (body && body.error && res.status >= 400)) throw new ApiError(body.error || `error: HTTP ${res.status}`);
     return body;
@@ -177,7 +189,8 @@ export class EmbeddedSource {
       type: edgeNames[e.type[k]], idx: other, id: other >= 0 ? ev.id[other] : "?",
       agent: other >= 0 ? ev.agent[other] : null, event_type: other >= 0 ? names[ev.type[other]] : null,
     });
-    const content = ev.content[i] || "";
+    // offsets and lengths in characters, as the server gives them (not UTF-16 units)
+    const content = Array.from(ev.content[i] || "");
     const inK = ins.get(i) || [], outK = outs.get(i) || [];
     const diff = this.bundle.diff;
     let d = null;
@@ -192,7 +205,7 @@ export class EmbeddedSource {
       t: ev.t[i], dur: ev.dur[i], end: ev.t[i] + ev.dur[i], from: ev.from[i], to: ev.to[i], tool: ev.tool[i],
       decision: ev.decision[i], step: ev.step[i], trusted: ev.trusted[i], tokens_in: ev.tokens_in[i],
       tokens_out: ev.tokens_out[i], cost: ev.cost[i], error: ev.error[i], content_ref: ev.content_ref[i],
-      content: content.slice(offset, offset + CONTENT_PAGE), content_offset: offset,
+      content: content.slice(offset, offset + CONTENT_PAGE).join(""), content_offset: offset,
       content_length: ev.content_length[i], content_cut: content.length, has_content: ev.content[i] != null,
       attrs: ev.attrs[i], attrs_length: ev.attrs_length[i],
       in: inK.slice(0, 200).map((k) => edge(k, e.src[k])), out: outK.slice(0, 200).map((k) => edge(k, e.dst[k])),

@@ -1,6 +1,6 @@
 // The inspector: every field of the selected event, its content (as text, control characters
 // made visible, paged), attrs and edges. Nothing from the trace is ever parsed as HTML.
-import { el, clear, visible, short, fmtTime, fmtNum, DIFF_COLOURS } from "./util.js";
+import { el, clear, visible, short, fmtTime, fmtNum, cpLength, DIFF_COLOURS } from "./util.js";
 
 export function renderInspector(root, ev, { onJump, onMore, overlayValue, overlayLabel }) {
   clear(root);
@@ -37,7 +37,7 @@ export function renderInspector(root, ev, { onJump, onMore, overlayValue, overla
   if (ev.has_content) {
     const pre = el("pre", { class: "content" }, visible(ev.content));
     root.append(pre);
-    const shownTo = ev.content_offset + ev.content.length;
+    const shownTo = ev.content_offset + cpLength(ev.content);
     const cut = ev.content_cut != null ? Math.min(ev.content_cut, ev.content_length) : ev.content_length;
     if (shownTo < cut) {
       root.append(el("button", { class: "more", onclick: () => onMore(shownTo, pre) },

@@ -4,7 +4,7 @@ import { ServerSource, EmbeddedSource } from "./api.js";
 import { Timeline } from "./timeline.js";
 import { GraphView } from "./graph.js";
 import { renderInspector } from "./inspector.js";
-import { el, append, clear, short, fmtTime, fmtNum, debounce, overlayColour, TYPE_COLOURS, DIFF_COLOURS } from "./util.js";
+import { el, append, clear, short, fmtTime, fmtNum, cpLength, debounce, overlayColour, TYPE_COLOURS, DIFF_COLOURS } from "./util.js";
 
 const exposed = {
   ready: false, error: null, embedded: false, summary: null, lanes: [], rows: [],
@@ -445,7 +445,7 @@ async function select(v, idx, fromCounterpart = false) {
         }
         if (!S.selected || S.selected.detail !== detail) return;  // another event was selected since
         // a second click before the first answer: only the answer that continues the text
-        if (offset !== detail.content_offset + detail.content.length) return;
+        if (offset !== detail.content_offset + cpLength(detail.content)) return;
         detail.content += more.content;
         renderInspector($("inspector"), detail, hooks);
       },
@@ -532,12 +532,11 @@ async function load(keepZoom) {
 // than the poll interval (a large recording's analyses); a second reload started meanwhile
 // would interleave with the first, whose late answers (an older version's critical path)
 // would land in the newer view
-let polling = false, pollSince = 0;
+// (every request of the server source ends within its time limit, so a poll always ends)
+let polling = false;
 async function poll() {
-  // a poll whose request never settles (a stalled connection) is given up after 30 s
-  if (polling && Date.now() - pollSince < 30000) return;
+  if (polling) return;
   polling = true;
-  pollSince = Date.now();
   try {
     const v = await S.src.version();
     if (v.error) banner(v.error + " (showing the last version that could be read)");

@@ -4,6 +4,14 @@
  * overrides and other invisible formatting characters. Newlines and tabs are kept. */
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
 
+// Text lengths and offsets from the server count characters (code points, as Python does);
+// a JavaScript string's length counts UTF-16 units, two for a character beyond U+FFFF.
+export function cpLength(text) {
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+}
+
 export function visible(text) {
   if (text == null) return "";
   return String(text).replace(CONTROL, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));

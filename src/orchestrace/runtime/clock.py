@@ -105,8 +105,9 @@ class _VirtualSelector(selectors.BaseSelector):
     another thread hands the loop (``call_soon_threadsafe``) is already in the loop's ready
     queue, which is checked before time moves on, and the poll that follows drains the byte,
     so the socket never fills (a full one would lose the signal numbers written to it once a
-    handler is set). That saves a system call on every other loop iteration of a simulated
-    run. Any other file registered (a socket, a subprocess pipe) or a signal handler brings
+    handler is set; the numbers of signals that came before their handler was removed are
+    drained at the next iteration, see ``remove_signal_handler``). That saves a system call on
+    every other loop iteration of a simulated run. Any other file registered (a socket, a subprocess pipe) or a signal handler brings
     the poll back on every iteration.
     """
 
@@ -196,6 +197,16 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         # noted before the byte is written (from any thread): the next iteration drains it
         self._vsel.woken = True
         super()._write_to_self()  # type: ignore[misc]
+
+    def remove_signal_handler(self, sig: int) -> bool:
+        """Remove the handler of ``sig``, as asyncio's ``remove_signal_handler`` does.
+
+        A signal number already written to the wake-up socket is drained and dropped on the
+        next iteration, as with no handler, instead of waiting there for a handler set later.
+        """
+        removed = super().remove_signal_handler(sig)
+        self._vsel.woken = True
+        return removed
 
     def _next_timer(self) -> float | None:
         scheduled: list[_Due] = getattr(self, "_scheduled", [])
