@@ -17,7 +17,7 @@ window.__orchestrace = exposed;
 const S = {
   src: null, meta: null, diff: null, diffMode: "merged", groupBy: "tree", collapsed: new Set(),
   filters: { agent: "", role: "", types: null, q: "" }, overlay: null, graphMode: "auto",
-  critical: {}, markers: {}, selected: null, seq: 0, displayLanes: [], rows: [], laneRow: {},
+  critical: {}, markers: {}, selected: null, displayLanes: [], rows: [], laneRow: {},
   windows: {}, diffStatus: {}, started: performance.now(),
 };
 
@@ -325,9 +325,20 @@ function fullRange() {
   return [t0, t1 > t0 ? t1 : t0 + 1];
 }
 
+// ------------------------------------------------------------------ latest request wins
+// Each kind of request (the window of events, the graph, the overlay, the selected event) is
+// asked for again as the user acts; answers can arrive in any order. ``latest()`` gives a
+// function that starts a request and returns a test of whether it is still the latest of its
+// kind: an answer to an older one is dropped instead of replacing what was asked for since.
+function latest() {
+  let n = 0;
+  return () => { const k = ++n; return () => k === n; };
+}
+const windowRequest = latest(), graphRequest = latest(), overlayRequest = latest(), selectRequest = latest();
+
 async function fetchWindow() {
   if (!S.meta || !S.laneRow.a) return;
-  const seq = ++S.seq;
+  const current = windowRequest();
   const [t0, t1] = timeline.visibleTime();
   const [r0, r1] = timeline.visibleRows();
   const px = Math.max(50, Math.round(timeline.width / 2));
@@ -341,7 +352,7 @@ async function fetchWindow() {
         subset: layer.subset || null, overlay: S.overlay && !layer.ghost ? S.overlay.kind : null, unit: S.overlay ? S.overlay.unit : null,
       });
     }));
-    if (seq !== S.seq) return;
+    if (!current()) return;
     timeline.layers = ls.map((layer, k) => ({ ...layer, data: results[k] }));
     S.windowArrived = true;
     timeline.draw();
@@ -349,7 +360,7 @@ async function fetchWindow() {
     S.lastTotal = results[0].total;
     if (S.graphMode === "auto" || S.graphMode === "events") updateGraphSoon();
   } catch (err) {
-    if (seq === S.seq) banner(err.message);
+    if (current()) banner(err.message);
   }
 }
 const refresh = debounce(fetchWindow, 40);
@@ -379,16 +390,6 @@ function onPaint(drawn) {
   }
 }
 
-// ------------------------------------------------------------------ latest request wins
-// Each kind of request (the graph, the overlay, the selected event) is asked for again as
-// the user acts; answers can arrive in any order. ``latest()`` gives a function that starts a
-// request and returns a test of whether it is still the latest of its kind: an answer to an
-// older one is dropped instead of replacing what was asked for since.
-function latest() {
-  let n = 0;
-  return () => { const k = ++n; return () => k === n; };
-}
-const graphRequest = latest(), overlayRequest = latest(), selectRequest = latest();
 
 // ------------------------------------------------------------------ graph
 let graphTimer = null;
