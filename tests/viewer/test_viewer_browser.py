@@ -30,8 +30,10 @@ pytest.importorskip("uvicorn")
 from playwright.sync_api import sync_playwright
 from viewer_browser import (
     HOSTILE,
+    answered,
     canvas_pixels,
     hex_colour,
+    hold_back,
     keep_screenshot,
     launch,
     open_page,
@@ -309,26 +311,11 @@ def test_late_answers_do_not_replace_what_was_asked_for_since(
     not replace the one asked for since."""
     page = open_page(browser, debate_url)
     wait_for(page, lambda: state(page, "s.graph && s.graph.nodes > 0"), what="the graph")
-    page.evaluate(
-        """() => {
-          const fetch0 = window.fetch;
-          window.__inflight = 0;
-          window.__slow = null;
-          window.fetch = async (url, opts) => {
-            window.__inflight++;
-            try {
-              const res = await fetch0(url, opts);
-              if (window.__slow && window.__slow.test(String(url)))
-                await new Promise((ok) => setTimeout(ok, 600));
-              return res;
-            } finally { window.__inflight--; }
-          };
-        }"""
-    )
+    hold_back(page, 600)
 
     def settled() -> None:
         page.wait_for_timeout(50)
-        wait_for(page, lambda: page.evaluate("window.__inflight === 0"), what="the late answer")
+        answered(page)
         page.wait_for_timeout(50)
 
     # the events graph answered after the agents graph was chosen
@@ -510,13 +497,19 @@ def test_self_contained_html_opens_offline_and_runs_nothing(
     context.close()
 
 
+def _recording(tmp_path: Path, tr: Any, first: int) -> tuple[Path, StreamWriter]:
+    """A JSONL recording of ``tr`` being written: its first ``first`` events, no footer yet."""
+    p = tmp_path / "live.jsonl"
+    w = StreamWriter(p, trace_id=tr.trace_id, task_id=tr.task_id)
+    for e in tr.events[:first]:
+        w.event(e)
+    return p, w
+
+
 @pytest.mark.slow
 def test_a_recording_being_written_refreshes(browser: Any, tmp_path: Path) -> None:
     tr = generate_trace(agents=3, steps=40, seed=5)
-    p = tmp_path / "live.jsonl"
-    w = StreamWriter(p, trace_id=tr.trace_id, task_id=tr.task_id)
-    for e in tr.events[:15]:
-        w.event(e)
+    p, w = _recording(tmp_path, tr, 15)
     with viewer(p) as url:
         page = open_page(browser, url)
         assert state(page, "s.summary.n_events") == 15
@@ -552,25 +545,16 @@ def test_more_content_clicked_twice_is_shown_once_in_order(browser: Any, tmp_pat
         page = open_page(browser, url)
         page.evaluate("window.__orchestrace.select('a', 0)")
         wait_for(page, lambda: page.locator("#inspector button.more").count() == 1, what="more")
+        hold_back(page, 400)
         page.evaluate(
             """() => {
-              const fetch0 = window.fetch;
-              window.__inflight = 0;
-              window.fetch = async (url, opts) => {
-                window.__inflight++;
-                try {
-                  const res = await fetch0(url, opts);
-                  if (String(url).includes("offset=65536"))
-                    await new Promise((ok) => setTimeout(ok, 400));
-                  return res;
-                } finally { window.__inflight--; }
-              };
+              window.__slow = /offset=65536/;
               const more = document.querySelector("#inspector button.more");
               more.click();
               more.click();
             }"""
         )
-        wait_for(page, lambda: page.evaluate("window.__inflight === 0"), what="the answers")
+        answered(page)
         page.wait_for_timeout(50)
         shown = page.evaluate("document.querySelector('#inspector pre.content').textContent")
         assert shown == text[: 2 * 65_536]
@@ -583,27 +567,11 @@ def test_a_slow_reload_of_a_recording_is_not_overlapped_by_the_next(
     """The page polls a recording every 1.5 s; a reload that takes longer (its analyses held
     back 1.8 s here) while the recording keeps growing is not overlapped by another one."""
     tr = generate_trace(agents=3, steps=60, seed=5)
-    p = tmp_path / "live.jsonl"
-    w = StreamWriter(p, trace_id=tr.trace_id, task_id=tr.task_id)
-    for e in tr.events[:10]:
-        w.event(e)
+    p, w = _recording(tmp_path, tr, 10)
     with viewer(p) as url:
         page = open_page(browser, url)
-        page.evaluate(
-            """() => {
-              const fetch0 = window.fetch;
-              window.__log = [];
-              window.fetch = async (url, opts) => {
-                const kind = new URL(String(url), location.href).pathname;
-                window.__log.push([kind, 1]);
-                try {
-                  const res = await fetch0(url, opts);
-                  if (kind === "/api/critical") await new Promise((ok) => setTimeout(ok, 1800));
-                  return res;
-                } finally { window.__log.push([kind, -1]); }
-              };
-            }"""
-        )
+        hold_back(page, 1800)
+        page.evaluate("window.__slow = /[/]api[/]critical/")
         end = time.monotonic() + 3.5
         k = 10
         while time.monotonic() < end and k < len(tr.events):
@@ -613,11 +581,7 @@ def test_a_slow_reload_of_a_recording_is_not_overlapped_by_the_next(
             page.wait_for_timeout(400)
         w.close(costs=tr.costs)
         wait_for(page, lambda: state(page, "s.summary.n_events") == k, what="every event")
-        wait_for(
-            page,
-            lambda: page.evaluate("window.__log.reduce((n, [, d]) => n + d, 0) === 0"),
-            what="the last answers",
-        )
+        answered(page)
         log = page.evaluate("window.__log")
         reloads = critical = 0
         for kind, d in log:

@@ -106,6 +106,39 @@ def wait_for(page: Any, cond: Callable[[], Any], timeout: float = 30.0, what: st
         page.wait_for_timeout(25)  # each poll is one evaluate round trip (about 1 ms)
 
 
+def hold_back(page: Any, ms: int) -> None:
+    """Wrap the page's ``fetch``: answers to URLs matching ``window.__slow`` (a RegExp the test
+    sets, none at first) arrive ``ms`` later; ``window.__log`` gets ``[path, 1]`` as each
+    request starts and ``[path, -1]`` as it ends. For tests of answers that come late."""
+    page.evaluate(
+        """(ms) => {
+          const fetch0 = window.fetch;
+          window.__slow = null;
+          window.__log = [];
+          window.fetch = async (url, opts) => {
+            const path = new URL(String(url), location.href).pathname;
+            window.__log.push([path, 1]);
+            try {
+              const res = await fetch0(url, opts);
+              if (window.__slow && window.__slow.test(String(url)))
+                await new Promise((ok) => setTimeout(ok, ms));
+              return res;
+            } finally { window.__log.push([path, -1]); }
+          };
+        }""",
+        ms,
+    )
+
+
+def answered(page: Any) -> None:
+    """Wait until none of the page's requests is in flight (after :func:`hold_back`)."""
+    wait_for(
+        page,
+        lambda: page.evaluate("window.__log.reduce((n, [, d]) => n + d, 0) === 0"),
+        what="the answers",
+    )
+
+
 def hex_colour(c: str) -> tuple[int, int, int]:
     """``"#f08c00"`` -> ``(240, 140, 0)``."""
     return (int(c[1:3], 16), int(c[3:5], 16), int(c[5:7], 16))
