@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,12 @@ from typing import Any
 import pytest
 
 from orchestrace import Trace, TraceBuilder, generate_trace
+
+# Two test processes share two cores: a library that starts a thread per core (torch's and
+# OpenBLAS's pools) would run four busy threads on two cores, whose waiting threads spin.
+# One thread each, here and in the commands the tests start; a test that needs more sets it.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,8 +186,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = [name for name in names if not (here / name).is_file()]
     if missing:
         raise pytest.UsageError(f"tests/conftest.py names no file {missing[0]}")
+    stray = [i.nodeid for i in items if "shared_ray" in getattr(i, "fixturenames", ())]
+    stray = [n for n in stray if not _is_ray_file(here.parent / n.split("::", 1)[0])]
+    if stray:
+        raise pytest.UsageError(
+            f"{stray[0]} uses shared_ray: add its file to RAY_FILES in tests/conftest.py"
+        )
     rank = {str(here / name): i for i, name in enumerate(names)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the shared Ray instance once this process has run the last test of the Ray files.
+
+    Its processes (GCS, raylet, idle workers) take about 3% of a core while they wait; the
+    rest of the session does not use them. Tests outside the Ray files cannot ask for
+    ``shared_ray`` (:func:`pytest_collection_modifyitems` refuses that).
+    """
+    if nextitem is None or "ray" not in sys.modules:
+        return
+    if not _is_ray_file(item.path) or _is_ray_file(nextitem.path):
+        return
+    from orchestrace.executors import shutdown_ray
+
+    shutdown_ray()
+
+
+def _is_ray_file(path: Path) -> bool:
+    here = Path(__file__).parent
+    return any(path == here / name for name in RAY_FILES)
 
 
 @pytest.hookimpl(optionalhook=True)

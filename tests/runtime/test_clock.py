@@ -181,6 +181,33 @@ def test_a_signal_handler_set_after_many_thread_hand_overs_still_runs():
     assert run_virtual(main()) == ["handled"]
 
 
+def test_wake_ups_are_read_before_what_their_callbacks_scheduled_runs():
+    """The wake-up bytes of callbacks that already ran are read before the code those
+    callbacks resumed runs: a handler it sets hears its signal although the socket was full.
+
+    Without threads: the bytes are written from the loop itself, as a thread's hand-overs
+    would, and the coroutine resumes (``sleep(0)``) in the iteration whose poll finds them.
+    """
+    import os
+    import signal
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        for _ in range(2000):  # more than the socket holds (278 writes here)
+            loop._write_to_self()
+        await asyncio.sleep(0)
+        seen = []
+        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("handled"))
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            await asyncio.sleep(1)
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+        return seen
+
+    assert run_virtual(main()) == ["handled"]
+
+
 def test_a_signal_that_came_before_its_handler_was_removed_is_not_kept_for_the_next():
     """A signal whose handler is removed before the loop reads its number is dropped, as with
     no handler; a handler set later does not hear it."""

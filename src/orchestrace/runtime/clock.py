@@ -107,8 +107,9 @@ class _VirtualSelector(selectors.BaseSelector):
     so the socket never fills (a full one would lose the signal numbers written to it once a
     handler is set; the numbers of signals that came before their handler was removed are
     drained at the next iteration, see ``remove_signal_handler``). That saves a system call on
-    every other loop iteration of a simulated run. Any other file registered (a socket, a subprocess pipe) or a signal handler brings
-    the poll back on every iteration.
+    every other loop iteration of a simulated run. Any other file registered (a socket, a
+    subprocess pipe) or a signal handler brings the poll back on every iteration. A poll that
+    finds the wake-up socket readable reads it at once (:meth:`_drain_wake_ups`).
     """
 
     def __init__(self, clock: list[float], watchdog_s: float) -> None:
@@ -124,6 +125,27 @@ class _VirtualSelector(selectors.BaseSelector):
         self.signals: Any = {}
         #: Set when a byte was written to the loop's wake-up socket since the last poll.
         self.woken = False
+        #: The loop's wake-up socket (its descriptor) and what reads it (set by the loop).
+        self.wake_up_fd = -1
+        self.wake_up: Any = None
+
+    def _drain_wake_ups(
+        self, ready: list[tuple[selectors.SelectorKey, int]]
+    ) -> list[tuple[selectors.SelectorKey, int]]:
+        """Read the wake-up socket now, not in a callback queued behind this iteration's.
+
+        A poll finds it readable one iteration after the callbacks its bytes announced ran
+        (they were already in the ready queue); what they scheduled comes first in the queue,
+        and asyncio's reading of the socket after it. A signal handler set by that code found
+        the socket still full of those bytes and its signal's number was lost. Read here, the
+        signal numbers' handlers are queued as asyncio's reading queues them.
+        """
+        if self.wake_up is None:
+            return ready
+        rest = [(key, mask) for key, mask in ready if key.fd != self.wake_up_fd]
+        if len(rest) < len(ready):
+            self.wake_up()
+        return rest
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         key = self._sel.register(fileobj, events, data)
@@ -149,7 +171,9 @@ class _VirtualSelector(selectors.BaseSelector):
             self.woken = False  # before the poll: a byte written after it is polled next time
             ready = self._sel.select(0)
             if ready:
-                return ready
+                ready = self._drain_wake_ups(ready)
+                if ready:
+                    return ready
         if self.ready:
             return []  # another thread handed the loop a callback: it runs now, time stays
         due = self.next_timer() if timeout and self.next_timer is not None else None
@@ -192,6 +216,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__(self._vsel)
         self._vsel.ready = self._ready  # type: ignore[attr-defined]
         self._vsel.signals = getattr(self, "_signal_handlers", {})
+        self._vsel.wake_up_fd = self._ssock.fileno()  # type: ignore[attr-defined]
+        self._vsel.wake_up = self._read_from_self  # type: ignore[attr-defined]
 
     def _write_to_self(self) -> None:
         # noted before the byte is written (from any thread): the next iteration drains it
