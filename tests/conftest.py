@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import lanes
 from orchestrace import Trace, TraceBuilder, generate_trace
 
 # Two test processes share two cores: a library that starts a thread per core (torch's and
@@ -21,6 +22,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Set in the fresh interpreter that runs ``runtime/test_snapshot_forks.py``.
+SNAPSHOT_CHILD = "ORCHESTRACE_SNAPSHOT_TEST_IN_CHILD"
 
 
 def reference_dir() -> Path | None:
@@ -136,10 +139,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "dist", None) == "load" and not given:
         config.option.dist = "loadfile"
         config.option.loadscopereorder = False  # in the order LONGEST_FIRST gives (below)
+    controller = not hasattr(config, "workerinput")
+    if controller and getattr(config.option, "dist", "no") != "no":
+        config._orchestrace_lanes = lanes.Lanes(config)  # type: ignore[attr-defined]
 
 
-#: The files that use the per-process Ray instance (``shared_ray``): one worker runs them
-#: all, so the suite starts Ray once and one worker pays its background work.
+#: The files that use the per-process Ray instance (``shared_ray``): one process runs them
+#: all (a lane of their own with ``-n N``, see ``tests/lanes.py``), so the suite starts Ray
+#: once and one process pays its background work.
 RAY_FILES = (
     "test_executors.py",
     "learn/test_study_executors.py",
@@ -148,6 +155,16 @@ RAY_FILES = (
     "masbench/test_suite_executors.py",
     "learn/test_rollouts_executors.py",
     "test_executors_ray_output.py",
+)
+
+#: With ``-n N``, these run in a pytest of their own next to the workers (``tests/lanes.py``):
+#: the Ray files, mostly waiting, and the snapshot forks, which need a fresh interpreter.
+lanes.configure(
+    (
+        ("ray", RAY_FILES, {}),
+        ("snapshots", ("runtime/test_snapshot_forks.py",), {SNAPSHOT_CHILD: "1"}),
+        ("browser", ("viewer/test_viewer_browser.py",), {}),
+    )
 )
 
 #: The files whose tests take longest (worker-seconds from ``--durations=0`` on a 2-core
@@ -178,9 +195,11 @@ LONGEST_FIRST = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the Ray files first, then the longest files (a stable sort: the order within a
-    file and of the other files is kept)."""
+    file and of the other files is kept); on an xdist worker, the lanes' tests are replaced
+    by their results, last."""
     here = Path(__file__).parent
     names = RAY_FILES + LONGEST_FIRST
     missing = [name for name in names if not (here / name).is_file()]
@@ -194,6 +213,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
     rank = {str(here / name): i for i, name in enumerate(names)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+    if lanes.active(config):
+        lanes.replace_items(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Start the lanes with the tests the first worker collected (the same on every worker)."""
+    runner = getattr(node.config, "_orchestrace_lanes", None)
+    if runner is not None:
+        runner.start(ids)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    lanes.record(report)  # only in a lane's own pytest
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    lanes.write_records()  # only in a lane's own pytest
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    runner = getattr(config, "_orchestrace_lanes", None)
+    for line in runner.summary if runner is not None else ():
+        terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    runner = getattr(config, "_orchestrace_lanes", None)
+    if runner is not None:
+        runner.stop()
 
 
 @pytest.hookimpl(trylast=True)
