@@ -208,6 +208,52 @@ def test_wake_ups_are_read_before_what_their_callbacks_scheduled_runs():
     assert run_virtual(main()) == ["handled"]
 
 
+def test_an_interrupt_during_the_final_cleanup_leaves_no_noise_behind(tmp_path):
+    """A Ctrl-C that lands while the run's pending tasks are being cancelled still ends the
+    program with only what it prints itself: no "Task was destroyed but it is pending!",
+    "exception was never retrieved" or "Event loop is closed" when the tasks are collected."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import asyncio, gc
+            from orchestrace.runtime.clock import run_virtual
+
+            async def main():
+                q = asyncio.Queue()
+
+                async def waiter():
+                    await asyncio.wait_for(q.get(), 1e9)
+
+                async def interrupted():  # the signal arrives while it is being cancelled
+                    try:
+                        await asyncio.sleep(1e9)
+                    except asyncio.CancelledError:
+                        raise KeyboardInterrupt from None
+
+                keep = [asyncio.ensure_future(interrupted())]
+                keep += [asyncio.ensure_future(waiter()) for _ in range(3)]
+                await asyncio.sleep(1)
+                raise RuntimeError("the run ends with tasks pending")
+
+            try:
+                run_virtual(main())
+            except KeyboardInterrupt:
+                print("interrupted")
+            gc.collect()
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "interrupted\n", "")
+
+
 def test_a_signal_that_came_before_its_handler_was_removed_is_not_kept_for_the_next():
     """A signal whose handler is removed before the loop reads its number is dropped, as with
     no handler; a handler set later does not hear it."""

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import heapq
@@ -483,6 +484,13 @@ def _in_a_thread(fn: Callable[[], T]) -> T:
 
 
 def _shutdown(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks still pending, let them end, and close ``loop``.
+
+    An interrupt (Ctrl-C, a handler raising for SIGTERM) that arrives during this cleanup
+    ends what is left without running it (:func:`_abandon`) and goes on: the tasks left
+    pending no longer print "Task was destroyed but it is pending!" or "Event loop is closed"
+    when they are collected, after the command has printed its one line.
+    """
     try:
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for t in pending:
@@ -492,8 +500,33 @@ def _shutdown(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(loop.shutdown_asyncgens())
     except Exception:
         pass
+    except BaseException:
+        _abandon(loop)
+        raise
     finally:
         loop.close()
+
+
+def _abandon(loop: asyncio.AbstractEventLoop) -> None:
+    """End the tasks of ``loop`` without running the loop again, quietly.
+
+    Each pending task's coroutine is closed while the loop is still open (its ``finally``
+    and ``except`` clauses run and may schedule callbacks, which never run); a finished
+    task's exception counts as read.
+    """
+    for task in _tasks_of(loop):
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # read: no "exception was never retrieved"
+            continue
+        task._log_destroy_pending = False  # type: ignore[attr-defined]  # asyncio's own flag
+        with contextlib.suppress(BaseException):
+            task.get_coro().close()
+
+
+def _tasks_of(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
+    """Every task of ``loop`` asyncio still knows of, finished or not."""
+    return [t for t in list(asyncio.tasks._all_tasks) if t.get_loop() is loop]  # type: ignore[attr-defined]
 
 
 def wall() -> float:
