@@ -72,6 +72,9 @@ def record(report: pytest.TestReport) -> None:
     if report.failed:
         rec["outcome"] = "failed"
         rec["text"] += f"--- {report.when}\n{report.longreprtext}\n"
+    elif report.skipped and hasattr(report, "wasxfail") and rec["outcome"] == "passed":
+        rec["outcome"] = "xfailed"
+        rec["reason"] = report.wasxfail
     elif report.skipped and rec["outcome"] == "passed":
         rec["outcome"] = "skipped"
         longrepr = report.longrepr
@@ -206,6 +209,8 @@ class LaneResult(pytest.Item):
             )
         if rec["outcome"] == "skipped":  # reported at the test's own line
             raise pytest.skip.Exception(rec["reason"], _use_item_location=True)
+        if rec["outcome"] == "xfailed":
+            pytest.xfail(rec["reason"])
         if rec["outcome"] == "failed":
             pytest.fail(f"in lane {self.lane} (its own pytest):\n{rec['text']}", pytrace=False)
 
