@@ -491,6 +491,7 @@ def _shutdown(loop: asyncio.AbstractEventLoop) -> None:
     pending no longer print "Task was destroyed but it is pending!" or "Event loop is closed"
     when they are collected, after the command has printed its one line.
     """
+    pending: list[asyncio.Task[Any]] = []
     try:
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for t in pending:
@@ -501,20 +502,21 @@ def _shutdown(loop: asyncio.AbstractEventLoop) -> None:
     except Exception:
         pass
     except BaseException:
-        _abandon(loop)
+        _abandon(loop, pending)
         raise
     finally:
         loop.close()
 
 
-def _abandon(loop: asyncio.AbstractEventLoop) -> None:
+def _abandon(loop: asyncio.AbstractEventLoop, cancelled: list[asyncio.Task[Any]]) -> None:
     """End the tasks of ``loop`` without running the loop again, quietly.
 
-    Each pending task's coroutine is closed while the loop is still open (its ``finally``
-    and ``except`` clauses run and may schedule callbacks, which never run); a finished
+    ``cancelled`` are the tasks the cleanup was ending; with those the loop still has pending,
+    each pending task's coroutine is closed while the loop is still open (its ``finally`` and
+    ``except`` clauses run and may schedule callbacks, which never run), and a finished
     task's exception counts as read.
     """
-    for task in _tasks_of(loop):
+    for task in {*cancelled, *asyncio.all_tasks(loop)}:
         if task.done():
             if not task.cancelled():
                 task.exception()  # read: no "exception was never retrieved"
@@ -522,11 +524,6 @@ def _abandon(loop: asyncio.AbstractEventLoop) -> None:
         task._log_destroy_pending = False  # type: ignore[attr-defined]  # asyncio's own flag
         with contextlib.suppress(BaseException):
             task.get_coro().close()
-
-
-def _tasks_of(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
-    """Every task of ``loop`` asyncio still knows of, finished or not."""
-    return [t for t in list(asyncio.tasks._all_tasks) if t.get_loop() is loop]  # type: ignore[attr-defined]
 
 
 def wall() -> float:
