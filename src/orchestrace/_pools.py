@@ -14,12 +14,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import InvalidStateError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-__all__ = ["mp_context", "stop_pool"]
+__all__ = ["guard_breakage", "mp_context", "stop_pool"]
 
 #: What a forkserver imports once for all the workers it forks.
 _PRELOAD = "orchestrace.executors"
@@ -52,6 +54,55 @@ def mp_context() -> Any:
     if missing:
         ctx.set_forkserver_preload([*preload, *missing])
     return ctx
+
+
+class _JobTable(dict[int, Any]):
+    """A pool's table of queued jobs that its thread may walk while a job is submitted.
+
+    When a worker dies, Python 3.11's pool thread fails every queued job by walking this
+    table without the lock ``submit`` holds (3.12 takes it): a job submitted at that moment
+    made the walk raise "dictionary changed size during iteration", printed as the thread's
+    traceback, and left the jobs after it without their error. Here the walk goes over a
+    copy, and a job added meanwhile gets the error when the table is emptied.
+    """
+
+    def items(self) -> Any:
+        return list(super().items())
+
+    def clear(self) -> None:
+        for item in list(self.values()):
+            future = item.future
+            with contextlib.suppress(InvalidStateError):  # done (or cancelled) meanwhile
+                if not future.done():
+                    future.set_exception(
+                        BrokenProcessPool(
+                            "A process in the process pool was terminated abruptly while "
+                            "the future was running or pending."
+                        )
+                    )
+        super().clear()
+
+
+def guard_breakage(pool: ProcessPoolExecutor) -> ProcessPoolExecutor:
+    """``pool``, whose thread can fail its queued jobs while a job is being submitted.
+
+    Call it before the first ``submit``. Nothing to do from Python 3.12 on (see
+    :class:`_JobTable`).
+
+    Example:
+        >>> pool = guard_breakage(ProcessPoolExecutor(1, mp_context=mp_context()))
+        >>> pool.submit(abs, -2).result()
+        2
+        >>> stop_pool(pool, wait=True)
+    """
+    if sys.version_info >= (3, 12):
+        return pool
+    table = getattr(pool, "_pending_work_items", None)
+    queue = getattr(pool, "_call_queue", None)
+    if type(table) is dict and not table and queue is not None:
+        pool._pending_work_items = safe = _JobTable()
+        queue.pending_work_items = safe
+    return pool
 
 
 def stop_pool(pool: ProcessPoolExecutor, *, wait: bool = False) -> None:

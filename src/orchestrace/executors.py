@@ -62,7 +62,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrace._pools import mp_context, stop_pool
+from orchestrace._pools import guard_breakage, mp_context, stop_pool
 from orchestrace._startup import child_signals
 from orchestrace.errors import ConfigError, RuntimeError_
 
@@ -488,8 +488,8 @@ class ProcessExecutor(Executor):
         slot = next(s for s in range(len(self._slots)) if s not in self._busy.values())
         pool = self._slots[slot]
         if pool is None:
-            pool = self._slots[slot] = ProcessPoolExecutor(
-                1, mp_context=mp_context(), initializer=child_signals
+            pool = self._slots[slot] = guard_breakage(
+                ProcessPoolExecutor(1, mp_context=mp_context(), initializer=child_signals)
             )
         first = self._token is not None and self._holds[slot] != self._token
         fut = pool.submit(

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace._pools import stop_pool
+from orchestrace._pools import guard_breakage, stop_pool
 from orchestrace._startup import child_signals
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.env import OrchestrationEnv, make_env
@@ -283,11 +283,13 @@ class WorkerPool:
                 "(e.g. for reward_fn), or num_workers=0"
             ) from None
         self.num_workers = num_workers
-        self._pool = ProcessPoolExecutor(
-            num_workers,
-            mp_context=multiprocessing.get_context(method),
-            initializer=_init_worker,
-            initargs=args,
+        self._pool = guard_breakage(
+            ProcessPoolExecutor(
+                num_workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_init_worker,
+                initargs=args,
+            )
         )
 
     def collect(

@@ -16,7 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrace._pools import stop_pool
+from orchestrace._pools import guard_breakage, stop_pool
 from orchestrace._startup import child_signals
 from orchestrace._version import __version__
 from orchestrace.errors import ConfigError, RuntimeError_
@@ -350,7 +350,7 @@ def run_security_suite(
     runs: list[dict[str, Any]] = []
     try:
         if jobs > 1 and backend == "sim":
-            pool = ProcessPoolExecutor(max_workers=jobs, initializer=child_signals)
+            pool = guard_breakage(ProcessPoolExecutor(max_workers=jobs, initializer=child_signals))
             try:
                 # chunks submitted one by one, not Executor.map: map cancels its futures when
                 # interrupted, and Python 3.11's pool thread then fails (a traceback) setting
