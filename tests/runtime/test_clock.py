@@ -146,8 +146,6 @@ def test_a_signal_handler_set_after_many_thread_hand_overs_still_runs():
     """Each callback a thread hands over writes a byte to the wake-up socket; with a timer
     pending the whole time, those bytes are still drained, so the socket has room for the
     signal number of a handler set afterwards."""
-    import os
-    import signal
     import threading
 
     async def ticker():
@@ -168,17 +166,29 @@ def test_a_signal_handler_set_after_many_thread_hand_overs_still_runs():
         worker.start()
         await done
         worker.join()
-        seen = []
-        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("handled"))
         try:
-            os.kill(os.getpid(), signal.SIGUSR1)
-            await asyncio.sleep(1)
+            return await _sigusr1_heard()
         finally:
-            loop.remove_signal_handler(signal.SIGUSR1)
             tick.cancel()
-        return seen
 
     assert run_virtual(main()) == ["handled"]
+
+
+async def _sigusr1_heard() -> list[str]:
+    """Set a SIGUSR1 handler on the running loop, send SIGUSR1 to this process, wait a
+    virtual second and remove the handler; what the handler noted."""
+    import os
+    import signal
+
+    loop = asyncio.get_running_loop()
+    seen: list[str] = []
+    loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("handled"))
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        await asyncio.sleep(1)
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)
+    return seen
 
 
 def test_wake_ups_are_read_before_what_their_callbacks_scheduled_runs():
@@ -188,22 +198,13 @@ def test_wake_ups_are_read_before_what_their_callbacks_scheduled_runs():
     Without threads: the bytes are written from the loop itself, as a thread's hand-overs
     would, and the coroutine resumes (``sleep(0)``) in the iteration whose poll finds them.
     """
-    import os
-    import signal
 
     async def main():
         loop = asyncio.get_running_loop()
         for _ in range(2000):  # more than the socket holds (278 writes here)
             loop._write_to_self()
         await asyncio.sleep(0)
-        seen = []
-        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("handled"))
-        try:
-            os.kill(os.getpid(), signal.SIGUSR1)
-            await asyncio.sleep(1)
-        finally:
-            loop.remove_signal_handler(signal.SIGUSR1)
-        return seen
+        return await _sigusr1_heard()
 
     assert run_virtual(main()) == ["handled"]
 
