@@ -207,7 +207,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if missing:
         raise pytest.UsageError(f"tests/conftest.py names no file {missing[0]}")
     stray = [i.nodeid for i in items if "shared_ray" in getattr(i, "fixturenames", ())]
-    stray = [n for n in stray if not _is_ray_file(here.parent / n.split("::", 1)[0])]
+    stray = [n for n in stray if lanes.lane_of(n) != "ray"]
     if stray:
         raise pytest.UsageError(
             f"{stray[0]} uses shared_ray: add its file to RAY_FILES in tests/conftest.py"
@@ -278,16 +278,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     _freeze_modules()
     if nextitem is None or "ray" not in sys.modules:
         return
-    if not _is_ray_file(item.path) or _is_ray_file(nextitem.path):
+    if lanes.lane_of(item.nodeid) != "ray" or lanes.lane_of(nextitem.nodeid) == "ray":
         return
     from orchestrace.executors import shutdown_ray
 
     shutdown_ray()
-
-
-def _is_ray_file(path: Path) -> bool:
-    here = Path(__file__).parent
-    return any(path == here / name for name in RAY_FILES)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -297,11 +292,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None  # an explicit --dist: xdist's own
     from xdist.scheduler import LoadFileScheduling
 
-    ray = {f"tests/{name}" for name in RAY_FILES}
-
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "ray" if path in ray else path
+            return "ray" if lanes.lane_of(nodeid) == "ray" else nodeid.split("::", 1)[0]
 
     return Scheduling(config, log)
