@@ -41,7 +41,7 @@ from orchestrace.io.parquet import (
     _schemas,
     _token_schema,
 )
-from orchestrace.io.parquet._layout import _DEFAULTS_COLUMN, _defaults_of
+from orchestrace.io.parquet._layout import _DEFAULTS_COLUMN, _defaults_of, _repeated
 from orchestrace.trace.model import Edge, Event, Trace
 from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table
 
@@ -145,7 +145,7 @@ class ParquetStreamWriter:
         attrs = [None if v is None else self._enc.encode(v).decode() for v in cols["attrs"]]
         defaults = {_DEFAULTS_COLUMN: self._defaults}
         table = pa.table(
-            {"trace_id": [self.trace_id] * n, **cols, "attrs": attrs, **defaults},
+            {"trace_id": _repeated(self.trace_id, n), **cols, "attrs": attrs, **defaults},
             schema=self._schemas[0],
         )
         self._defaults = []
@@ -157,7 +157,9 @@ class ParquetStreamWriter:
         n = len(self._ed["src"])
         if not n:
             return
-        table = pa.table({"trace_id": [self.trace_id] * n, **self._ed}, schema=self._schemas[1])
+        table = pa.table(
+            {"trace_id": _repeated(self.trace_id, n), **self._ed}, schema=self._schemas[1]
+        )
         self._writers[1].write_table(table, row_group_size=self.row_group)
         self._ed = {c: [] for c in _EDGE_COLUMNS}
 

@@ -35,7 +35,7 @@ from orchestrace.trace.model import Event
 if TYPE_CHECKING:
     from orchestrace.trace.model import Trace
 
-__all__ = ["EDGE_COLUMNS", "EVENT_COLUMNS", "TraceTables", "to_arrow", "to_pandas"]
+__all__ = ["EDGE_COLUMNS", "EVENT_COLUMNS", "TraceTables", "repeat_string", "to_arrow", "to_pandas"]
 
 #: Columns of the events table, in order: the trace id, then the event's fields as JSON names
 #: them (the Parquet dataset's order).
@@ -104,6 +104,11 @@ def _edge_columns(trace: Trace) -> dict[str, list[Any]]:
     }
 
 
+def repeat_string(pa: Any, value: str, n: int) -> Any:
+    """``n`` copies of ``value`` as an Arrow string column, made in C (not from a list)."""
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
 def to_arrow(trace: Trace) -> TraceTables:
     """The events and edges of ``trace`` as ``pyarrow.Table`` objects.
 
@@ -124,8 +129,11 @@ def to_arrow(trace: Trace) -> TraceTables:
                 "keep attrs JSON-serialisable"
             ) from None
     cols["attrs"] = attrs
+    cols["trace_id"] = repeat_string(pa, trace.trace_id, len(attrs))
     events = pa.table(cols, schema=ev_schema)
-    edges = pa.table(_edge_columns(trace), schema=ed_schema)
+    ed = _edge_columns(trace)
+    ed["trace_id"] = repeat_string(pa, trace.trace_id, len(ed["src"]))
+    edges = pa.table(ed, schema=ed_schema)
     return TraceTables(events, edges)
 
 

@@ -47,7 +47,12 @@ from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.io.parquet._check import header_of
 from orchestrace.io.parquet._layout import _ATTR as _ATTR  # the streaming writer's too
-from orchestrace.io.parquet._layout import _DEFAULTS_COLUMN, EVENT_COLUMNS, _defaults_array
+from orchestrace.io.parquet._layout import (
+    _DEFAULTS_COLUMN,
+    EVENT_COLUMNS,
+    _defaults_array,
+    _repeated,
+)
 from orchestrace.io.parquet._layout import _FILES as _FILES  # the streaming writer's too
 from orchestrace.io.parquet._layout import _ROW_GROUP as _ROW_GROUP  # the streaming writer's too
 from orchestrace.io.parquet._layout import (
@@ -136,7 +141,7 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
                     for c in TOKEN_FIELDS:
                         tok_rows[c].append(rec[c])
             ev = tr.events
-            cols: dict[str, Any] = {"trace_id": [tr.trace_id] * len(ev)}
+            cols: dict[str, Any] = {"trace_id": _repeated(tr.trace_id, len(ev))}
             for c in EVENT_COLUMNS:
                 values = list(map(attrgetter(_ATTR[c]), ev))
                 if c == "attrs":
@@ -148,7 +153,7 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
             ed_writer.write_table(
                 pa.table(
                     {
-                        "trace_id": [tr.trace_id] * len(ed),
+                        "trace_id": _repeated(tr.trace_id, len(ed)),
                         "src": list(map(attrgetter("src"), ed)),
                         "dst": list(map(attrgetter("dst"), ed)),
                         "type": list(map(attrgetter("type"), ed)),
