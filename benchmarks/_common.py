@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +43,47 @@ def cached_trace_file(
     return path
 
 
-def best_of(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
-    """Minimum wall time over ``repeat`` runs, and the last result."""
-    best = float("inf")
-    out = None
+def spread(xs: Sequence[float], digits: int = 3) -> str:
+    """``median M (IQR a-b, range c-d, n runs)`` of the samples ``xs``, to ``digits`` figures.
+
+    Every benchmark reports the median of its runs with their spread, for each side alike;
+    the interquartile range is left out below 4 runs, where it says nothing the range does not.
+    """
+    f = f".{digits}g"
+    iqr = ""
+    if len(xs) >= 4:
+        q = statistics.quantiles(xs, n=4, method="inclusive")
+        iqr = f"IQR {q[0]:{f}}-{q[2]:{f}}, "
+    return (
+        f"median {statistics.median(xs):{f}} ({iqr}range {min(xs):{f}}-{max(xs):{f}}, "
+        f"{len(xs)} run{'s' if len(xs) != 1 else ''})"
+    )
+
+
+def alternate(
+    sides: dict[str, Callable[[], Any]], repeat: int = 3, *, clock: str = "cpu"
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Run every side ``repeat`` times, interleaved (one run of each in turn, in this process).
+
+    Interleaving puts any change of load on the machine on every side alike. Each run starts
+    after a full garbage collection. ``clock``: ``"cpu"`` (``time.process_time``, what the
+    process itself spent) or ``"wall"``. Returns the times of each side and its last result.
+    """
+    timer = time.process_time if clock == "cpu" else time.perf_counter
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    last: dict[str, Any] = {}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        for name, fn in sides.items():
+            gc.collect()
+            t0 = timer()
+            last[name] = fn()
+            times[name].append(timer() - t0)
+    return times, last
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median of ``xs`` (the figure every benchmark compares)."""
+    return float(statistics.median(xs))
 
 
 def in_fresh_process(

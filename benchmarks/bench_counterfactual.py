@@ -36,7 +36,7 @@ from orchestrace.runtime import run
 from orchestrace.runtime.replay import backend_for
 from orchestrace.trace.model import Trace
 
-from _common import check, report
+from _common import check, median, report, spread
 
 try:  # scipy is optional
     from scipy.stats import spearmanr as _scipy_spearmanr
@@ -140,7 +140,8 @@ def _credit_full(
 def bench_cost(trace: Trace, k: int) -> None:
     """(a) Calls and CPU per message: paired drop vs naive re-runs vs sibling resampling."""
     n_llm = sum(e.type == "llm_call" for e in trace.events)
-    run_cpu = min(_timed_run() for _ in range(3))
+    run_cpus = [_timed_run() for _ in range(9)]
+    run_cpu = median(run_cpus)
     _, drop, drop_cpu = _credit(trace, k, "drop")
     _, res, res_cpu = _credit(trace, k, "resample")
     n_msgs = sum(e.type == "message" for e in trace.events)
@@ -171,7 +172,7 @@ def bench_cost(trace: Trace, k: int) -> None:
         baseline="naive",
         baseline_value=1000 * naive_cpu / n_msgs,
         note=f"naive CPU = {naive_runs:.0f} re-runs x {1000 * run_cpu:.1f} ms per full run "
-        "(measured here, best of 3)",
+        f"(measured here: {spread([1000 * x for x in run_cpus])} ms)",
     )
     report(
         f"sibling resampling (C3-style, K={k}): calls per message",
@@ -424,11 +425,12 @@ def bench_server(quick: bool) -> None:
 
         res = record()
         recorded = srv.calls
-        run_cpu = float("inf")
-        for _ in range(3):  # one full run's CPU (client and in-process server), best of 3
+        run_cpus = []
+        for _ in range(3):  # one full run's CPU (client and in-process server), median of 3
             t0 = time.process_time()
             record()
-            run_cpu = min(run_cpu, time.process_time() - t0)
+            run_cpus.append(time.process_time() - t0)
+        run_cpu = median(run_cpus)
         trace = res.trace
         n_llm = sum(e.type == "llm_call" for e in trace.events)
         n_msgs = sum(e.type == "message" for e in trace.events)
@@ -441,7 +443,8 @@ def bench_server(quick: bool) -> None:
         print(
             f"  server variant: debate recorded through the openai backend at {srv.url}: "
             f"{n_llm} LLM calls ({recorded} answered by the server), {n_msgs} messages, "
-            f"reward {trace.rewards.get('team')}, {1000 * run_cpu:.0f} ms CPU per run (best of 3)"
+            f"reward {trace.rewards.get('team')}, {1000 * run_cpu:.0f} ms CPU per run (median of 3, "
+            f"{1000 * min(run_cpus):.0f}-{1000 * max(run_cpus):.0f})"
         )
         rows = {}
         for intervention in ("drop", "resample"):

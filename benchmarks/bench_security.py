@@ -141,12 +141,13 @@ def bench_all_defenses(quick: bool) -> None:
     def one(d: Defenses) -> Any:
         return run("swarm", "wide-search-v0", agents=agents, seed=1, defenses=d)
 
-    plain_s = all_s = float("inf")
-    for _ in range(3):
+    plain_ts, all_ts = [], []
+    for _ in range(5):  # interleaved
         t, plain = _cpu(lambda: one(Defenses.none()))
-        plain_s = min(plain_s, t)
+        plain_ts.append(t)
         t, defended = _cpu(lambda: one(Defenses.all()))
-        all_s = min(all_s, t)
+        all_ts.append(t)
+    plain_s, all_s = statistics.median(plain_ts), statistics.median(all_ts)
     per_event = lambda s, r: s / len(r.trace.events) * 1e6  # noqa: E731
     base = per_event(plain_s, plain)
     report(
@@ -154,7 +155,9 @@ def bench_all_defenses(quick: bool) -> None:
         per_event(all_s, defended),
         "us",
         note=f"no defenses {base:.2f} us, {per_event(all_s, defended) / base:.1f}x its cost; "
-        f"best of 3, CPU time; {len(defended.trace.events)} vs {len(plain.trace.events)} "
+        f"medians of 5 interleaved runs, CPU time (all defenses "
+        f"{_spread([per_event(t, defended) for t in all_ts])} us, none "
+        f"{_spread([per_event(t, plain) for t in plain_ts])} us); {len(defended.trace.events)} vs {len(plain.trace.events)} "
         f"events; success {defended.success} vs {plain.success}",
     )
     check("defended swarm audits clean", audit_trace(defended.trace) == [])

@@ -1,7 +1,8 @@
 """Trace core figures: decoder choice, load+validate vs jsonschema, critical path vs networkx
 (and linearity), peak memory of a 1,000,000-event analysis vs its Arrow events table. Each
 comparison gives both sides the same number of runs (``REPEAT``; two fresh processes each for
-the full-size load+validate, whose baseline takes over a minute) in the same environment.
+the full-size load+validate, whose baseline takes over a minute) in the same environment, the
+runs of the two sides interleaved, and compares their medians (the spread is printed).
 
     python benchmarks/bench_trace.py            # full size (1,000,000 events; several minutes)
     python benchmarks/bench_trace.py --quick    # 100,000 events
@@ -13,7 +14,7 @@ import argparse
 import json
 import textwrap
 
-from _common import best_of, cached_trace_file, in_fresh_process, report
+from _common import alternate, cached_trace_file, in_fresh_process, median, report, spread
 
 #: Runs per side of every comparison: ours and the baseline get the same count.
 REPEAT = 3
@@ -96,15 +97,19 @@ def bench_decoder(n: int) -> None:
         meta: dict[str, Any] = {}
 
     dec = msgspec.json.Decoder(Trace)
-    t_ms, tr = best_of(lambda: dec.decode(data), REPEAT)
-    t_pd, ptr = best_of(lambda: PTrace.model_validate_json(data), REPEAT)
-    assert len(ptr.events) == len(tr.events) == n
+    times, last = alternate(
+        {"msgspec": lambda: dec.decode(data), "pydantic": lambda: PTrace.model_validate_json(data)},
+        REPEAT,
+    )
+    assert len(last["pydantic"].events) == len(last["msgspec"].events) == n
     report(
         f"decode {n:,} events (msgspec, chosen)",
-        t_ms,
-        "s",
+        median(times["msgspec"]),
+        "s CPU",
         baseline="pydantic v2",
-        baseline_value=t_pd,
+        baseline_value=median(times["pydantic"]),
+        note=f"msgspec {spread(times['msgspec'])}; pydantic {spread(times['pydantic'])}; "
+        "runs interleaved, same process",
     )
 
 
@@ -112,22 +117,39 @@ def bench_load_validate(n: int, *, with_jsonschema: bool = True, repeat: int = R
     """orchestrace load + check_trace vs jsonschema on the same survey-schema file.
 
     Both sides run ``repeat`` times, each in a fresh process with the same environment (malloc
-    huge pages on, as the CLI sets them for large inputs); the best time of each is compared.
-    orchestrace without huge pages is reported in the note.
+    huge pages on, as the CLI sets them for large inputs), the two sides interleaved; the
+    medians of their CPU times are compared (with the spread). orchestrace without huge pages
+    is reported in the note.
     """
     path = cached_trace_file(
         f"upstream-{n}.json", 1000 if n >= 100_000 else 100, n, 3, fmt="upstream", llm_events=False
     )
     ours_code = textwrap.dedent(f"""
         import json, time
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         from orchestrace.io import load
         tr = load({str(path)!r})          # decode + check_trace (raises on any error)
-        print(json.dumps({{"s": time.perf_counter() - t0, "n": tr.n_events}}))
+        print(json.dumps({{"s": time.process_time() - t0, "n": tr.n_events}}))
     """)
     tuned = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-    ours = min(in_fresh_process(ours_code, env=tuned)["s"] for _ in range(repeat))
-    plain = min(in_fresh_process(ours_code)["s"] for _ in range(repeat))
+    if with_jsonschema:
+        schema = _reference_schema()
+        base_code = textwrap.dedent(f"""
+            import json, time, jsonschema
+            schema = json.loads({json.dumps(schema)!r})
+            t0 = time.process_time()
+            doc = json.load(open({str(path)!r}))
+            jsonschema.Draft202012Validator(schema).validate(doc)
+            print(json.dumps({{"s": time.process_time() - t0}}))
+        """)
+    runs: dict[str, list[float]] = {"ours": [], "plain": [], "base": []}
+    for _ in range(repeat):  # interleaved: a change of load falls on every side alike
+        runs["ours"].append(in_fresh_process(ours_code, env=tuned)["s"])
+        runs["plain"].append(in_fresh_process(ours_code)["s"])
+        if with_jsonschema:
+            runs["base"].append(in_fresh_process(base_code, env=tuned, timeout=3600)["s"])
+    ours, plain = median(runs["ours"]), median(runs["plain"])
+    base = median(runs["base"]) if with_jsonschema else None
     cli = in_fresh_process(
         textwrap.dedent(f"""
         import json, subprocess, sys, time
@@ -138,30 +160,19 @@ def bench_load_validate(n: int, *, with_jsonschema: bool = True, repeat: int = R
         print(json.dumps({{"s": time.perf_counter() - t0}}))
     """)
     )["s"]
-    if with_jsonschema:
-        schema = _reference_schema()
-        base_code = textwrap.dedent(f"""
-            import json, time, jsonschema
-            schema = json.loads({json.dumps(schema)!r})
-            t0 = time.perf_counter()
-            doc = json.load(open({str(path)!r}))
-            jsonschema.Draft202012Validator(schema).validate(doc)
-            print(json.dumps({{"s": time.perf_counter() - t0}}))
-        """)
-        base = min(in_fresh_process(base_code, env=tuned, timeout=3600)["s"] for _ in range(repeat))
-    else:
-        base = None
     report(
         f"load+validate {n:,} events (one core, fresh process)",
         ours,
-        "s",
+        "s CPU",
         baseline="jsonschema" if base else None,
         baseline_value=base,
         target="<2 s and >=20x" if n >= 1_000_000 else ">=20x",
         ok=(base is None or base / ours >= 20) and (n < 1_000_000 or ours < 2.0),
-        note=f"best of {repeat} fresh processes each, both with THP malloc; orchestrace "
-        f"without it {plain:.2f} s; `orchestrace validate` CLI {cli:.2f} s; jsonschema is the "
-        "pure-Python reference validator",
+        note=f"CPU time, medians of {repeat} fresh processes each, interleaved, both with THP "
+        f"malloc: ours {spread(runs['ours'])}"
+        + (f", jsonschema {spread(runs['base'])}" if base else "")
+        + f"; orchestrace without THP {plain:.2f} s; `orchestrace validate` CLI {cli:.2f} s "
+        "wall (one run); jsonschema is the pure-Python reference validator",
     )
 
 
@@ -178,24 +189,6 @@ def _reference_schema() -> dict:
     return json.loads((ref / "trace_schema.json").read_text())
 
 
-def _best_cpu(fn, repeat: int):
-    """Least CPU time of this process over ``repeat`` runs of ``fn``, and its last result.
-
-    CPU time rather than wall time: on a machine shared with other work, the wall time of
-    a run mostly measures waiting for a core.
-    """
-    import gc
-    import time
-
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - t0)
-    return best, out
-
-
 def bench_critical_path(n: int) -> None:
     """TraceGraph (compile + DP) vs networkx (build + dag_longest_path) on a loaded trace."""
     import networkx as nx
@@ -203,13 +196,13 @@ def bench_critical_path(n: int) -> None:
     from orchestrace import load
     from orchestrace.trace.graph import TraceGraph
 
-    times = {}
-    for size in (n // 10, n):
-        tr = load(
+    traces = {
+        size: load(
             cached_trace_file(f"native-{size}.json", 1000 if size >= 100_000 else 100, size, 3)
         )
-        t, cp = _best_cpu(lambda tr=tr: TraceGraph.from_trace(tr).critical_path(), REPEAT)
-        times[size] = t
+        for size in (n // 10, n)
+    }
+    tr = traces[n]
 
     def with_networkx():
         g = nx.DiGraph()
@@ -224,17 +217,26 @@ def bench_critical_path(n: int) -> None:
         path = nx.dag_longest_path(g)
         return nx.path_weight(g, path, "weight")
 
-    t_nx, length = _best_cpu(with_networkx, REPEAT)
+    def ours(size: int):
+        return lambda: TraceGraph.from_trace(traces[size]).critical_path()
+
+    runs, last = alternate(
+        {"small": ours(n // 10), "ours": ours(n), "networkx": with_networkx}, REPEAT
+    )
+    cp, length = last["ours"], last["networkx"]
     assert abs(length - cp.length) < 1e-6 * max(1.0, length), (length, cp.length)
+    times = {n // 10: median(runs["small"]), n: median(runs["ours"])}
+    t_nx = median(runs["networkx"])
     report(
         f"critical path {n:,} events (compile + longest path)",
         times[n],
-        "s",
+        "s CPU",
         baseline="networkx",
         baseline_value=t_nx,
         target=">=20x",
         ok=t_nx / times[n] >= 20,
-        note=f"least CPU time of {REPEAT} runs each, same process",
+        note=f"ours {spread(runs['ours'])}; networkx {spread(runs['networkx'])}; runs "
+        "interleaved, same process",
     )
     growth = times[n] / times[n // 10]
     report(
@@ -243,6 +245,7 @@ def bench_critical_path(n: int) -> None:
         "x",
         target="<=11x",
         ok=growth <= 11,
+        note=f"medians; {n // 10:,} events: {spread(runs['small'])} s",
     )
 
 

@@ -8,8 +8,8 @@ Naive: a static server hands the page the trace's JSON file; the page parses it 
 absolutely positioned ``div`` per event. Both are timed from navigation start to the first frame
 after the view is drawn (``performance.now()``); memory is the page's JS heap and DOM node count
 (Chrome DevTools ``Performance.getMetrics``) and the unique memory (USS, psutil) of the page's
-renderer process once drawn. ``REPEAT`` fresh pages per side; the
-best time and its memory are reported. The first page after the server starts also waits for
+renderer process once drawn. ``REPEAT`` fresh pages per side, the two sides alternated; the
+median of each measure is reported, with the spread of the times. The first page after the server starts also waits for
 the analyses the server then caches (critical path, detections): it is reported apart.
 
     python benchmarks/bench_viewer.py            # 1,000 and 100,000 events
@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from _common import cached_trace_file, data_path, report
+from _common import cached_trace_file, data_path, median, report, spread
 
 #: Fresh pages per side.
 REPEAT = 3
@@ -104,8 +104,9 @@ def _measure(browser: Any, url: str, expr: str) -> dict[str, float]:
     }
 
 
-def _best(runs: list[dict[str, float]]) -> dict[str, float]:
-    return min(runs, key=lambda r: r["ms"])
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each measure over ``runs``."""
+    return {k: median([r[k] for r in runs]) for k in runs[0]}
 
 
 def bench(n: int, browser: Any) -> None:
@@ -118,20 +119,6 @@ def bench(n: int, browser: Any) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        m = re.match(r"orchestrace viewer: (http://\S+)", line)
-        if not m:
-            raise RuntimeError(f"the viewer did not start: {line!r}")
-        runs = [
-            _measure(browser, m.group(1), "window.__orchestrace.firstRenderMs")
-            for _ in range(REPEAT + 1)
-        ]
-        # the first page after start computes the analyses the server then caches
-        cold, ours = runs[0], _best(runs[1:])
-    finally:
-        proc.terminate()
-        proc.wait()
     # naive, served as static files from the same machine
     site = data_path(f"viewer-naive-{n}")
     site.mkdir(exist_ok=True)
@@ -143,10 +130,26 @@ def bench(n: int, browser: Any) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        m = re.match(r"orchestrace viewer: (http://\S+)", line)
+        if not m:
+            raise RuntimeError(f"the viewer did not start: {line!r}")
+        # the first page after start computes the analyses the server then caches
+        cold = _measure(browser, m.group(1), "window.__orchestrace.firstRenderMs")
         url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
-        naive = _best([_measure(browser, url, "window.__naiveMs") for _ in range(REPEAT)])
+        ours_runs, naive_runs = [], []
+        for _ in range(REPEAT):  # alternated: a change of load falls on both sides alike
+            ours_runs.append(_measure(browser, m.group(1), "window.__orchestrace.firstRenderMs"))
+            naive_runs.append(_measure(browser, url, "window.__naiveMs"))
     finally:
+        proc.terminate()
+        proc.wait()
         server.shutdown()
+    ours, naive = _median(ours_runs), _median(naive_runs)
+    times = (
+        f"ours {spread([r['ms'] for r in ours_runs])} ms, "
+        f"naive {spread([r['ms'] for r in naive_runs])} ms"
+    )
     report(
         f"viewer: first view, server just started, {n:,} events (ms)",
         cold["ms"],
@@ -160,6 +163,7 @@ def bench(n: int, browser: Any) -> None:
         "ms",
         baseline="JSON + one DOM element per event",
         baseline_value=naive["ms"],
+        note=times,
     )
     report(
         f"viewer: page JS heap once drawn, {n:,} events",
@@ -205,7 +209,7 @@ def main(quick: bool = False) -> None:
         )
         return
     sizes = (1_000, 20_000) if quick else (1_000, 100_000)
-    print("viewer (Chromium via Playwright; best of", REPEAT, "fresh pages per side)")
+    print(f"viewer (Chromium via Playwright; medians of {REPEAT} fresh pages per side)")
     with sync_playwright() as pw:
         browser = _browser(pw)
         try:
