@@ -431,3 +431,23 @@ def test_typed_fast_path_keeps_explicit_zeros():
     assert to_upstream(trace) == doc
     first = to_upstream(trace)["events"][0]
     assert type(first["dur"]) is int and type(first["cost"]) is float  # kept as written
+
+
+@pytest.mark.parametrize(
+    "restored",
+    [{"tokens_in": 0.0}, {"step": "2"}, {"dur": "x"}, {"cost": [1]}, {"trusted": 3}],
+)
+def test_a_marker_restoring_a_wrong_value_is_read_as_the_field_import_reads_it(restored):
+    # the typed path rebuilds the event from the marker's fields; a value the event cannot
+    # hold (tokens_in 0.0 reads as a field, then fails the int) must give what the
+    # field-by-field import gives, not an exception; the others are kept as unknown attrs
+    doc = _doc()
+    doc["events"][0]["attrs"] = {"x_orchestrace_fields": restored}
+    data = json.dumps(doc).encode()
+    fast = parse(data, upstream=True)
+    slow = from_upstream(msgspec.json.decode(data))
+    assert [(p.severity, p.code, p.path, p.message) for p in fast[1]] == [
+        (p.severity, p.code, p.path, p.message) for p in slow[1]
+    ]
+    assert (fast[0] is None) == (slow[0] is None)
+    assert fast[0] is None or fast[0].events == slow[0].events

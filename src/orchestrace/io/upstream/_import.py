@@ -329,6 +329,18 @@ _ZEROS = msgspec.json.Decoder(_ZeroProbe)
 _NOT_NONE = partial(is_not, None)
 
 
+def _as_event(fields: dict[str, Any]) -> Event | None:
+    """``fields`` as an event, or ``None`` when they do not make one.
+
+    A marker may restore a value of the wrong type; the field-by-field import then reports it
+    where it lies.
+    """
+    try:
+        return msgspec.convert(fields, Event)
+    except msgspec.ValidationError:
+        return None
+
+
 def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     """Finish a survey document that already decoded as a native :class:`Trace`.
 
@@ -374,7 +386,10 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
                 marker = found
             elif found is not None:
                 _keep(out, TRACE_KEY, found)
-            changed[i] = msgspec.convert(out, Event)
+            new = _as_event(out)
+            if new is None:
+                return None
+            changed[i] = new
             continue
         if e.attrs is None:
             continue
@@ -387,7 +402,10 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
             marker = found
         elif found is not None:
             _keep(out, TRACE_KEY, found)
-        changed[i] = msgspec.convert(out, Event)
+        new = _as_event(out)
+        if new is None:
+            return None
+        changed[i] = new
     if changed:
         new_events = list(events)
         for i, new in changed.items():
