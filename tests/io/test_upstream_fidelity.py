@@ -451,3 +451,30 @@ def test_a_marker_restoring_a_wrong_value_is_read_as_the_field_import_reads_it(r
     ]
     assert (fast[0] is None) == (slow[0] is None)
     assert fast[0] is None or fast[0].events == slow[0].events
+
+
+def test_explicit_zeros_keep_the_documents_order_on_the_typed_path():
+    from orchestrace.io.json import dumps
+
+    doc = _doc()
+    doc["events"][0].update({"tokens_out": 0, "cost": 0, "dur": 0})  # not the fields' order
+    data = json.dumps(doc).encode()
+    fast, slow = parse(data, upstream=True)[0], from_upstream(msgspec.json.decode(data))[0]
+    assert fast is not None and slow is not None
+    assert list(fast.events[0].attrs) == list(slow.events[0].attrs) == ["tokens_out", "cost", "dur"]
+    assert dumps(fast) == dumps(slow)
+    assert list(to_upstream(fast)["events"][0]) == list(doc["events"][0])
+
+
+def test_problems_come_in_the_same_order_on_both_paths():
+    b = TraceBuilder(task_id="t", topology="critic_loop")
+    b.llm("w", tokens_in=5, dur=1.0)  # exported as a tool call with a type marker
+    b.add("message", "w", to="lead")
+    doc = to_upstream(b.build())
+    doc["events"][0]["type"] = "message"  # the marker is now stale: a warning
+    first, second = doc["events"][1]["id"], doc["events"][0]["id"]
+    doc["edges"].append({"src": first, "dst": second, "type": "causal"})  # a cycle: semantic
+    slow, fast = _both(doc)
+    order = [(p.severity, p.code) for p in fast[1]]
+    assert order == [(p.severity, p.code) for p in slow[1]]
+    assert order[0] == ("semantic", "causal-cycle") and ("warning", "stale-marker") in order

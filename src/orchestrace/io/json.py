@@ -36,7 +36,7 @@ from orchestrace.io._common import (
     read_bytes,
 )
 from orchestrace.io.upstream import from_typed, from_upstream, is_native_object
-from orchestrace.trace.check import check_trace
+from orchestrace.trace.check import _RANK, check_trace
 from orchestrace.trace.diagnose import check_structure
 from orchestrace.trace.model import Trace
 
@@ -143,7 +143,6 @@ def parse(
     return found[0], [p.at(source) for p in found[1]]
 
 
-_RANK = {"error": 0, "semantic": 1, "warning": 2}
 _SCHEMA_VERSION_KEY = b'"schema_version"'
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)

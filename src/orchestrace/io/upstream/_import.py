@@ -40,7 +40,7 @@ from orchestrace.io.upstream._names import (
     _valid_fields_marker,
     _valid_trace_marker,
 )
-from orchestrace.trace.check import check_trace
+from orchestrace.trace.check import _RANK, check_trace
 from orchestrace.trace.diagnose import check_structure
 from orchestrace.trace.model import Event, Trace
 
@@ -267,7 +267,7 @@ def from_upstream(
         trace = _apply_trace_marker(trace, marker, fields, problems)
         if semantic and not any(p.severity == "error" for p in problems):
             problems.extend(check_trace(trace, partial=partial, imported=True))
-    problems.sort(key=lambda p: p.severity != "error")
+    problems.sort(key=lambda p: _RANK[p.severity])  # as check_trace orders its own
     return trace, problems
 
 
@@ -329,6 +329,30 @@ _ZEROS = msgspec.json.Decoder(_ZeroProbe)
 _NOT_NONE = partial(is_not, None)
 
 
+class _EventsRaw(msgspec.Struct):
+    """The events of a document, each kept as its raw bytes."""
+
+    events: list[msgspec.Raw] = []
+
+
+_EVENTS_RAW = msgspec.json.Decoder(_EventsRaw)
+
+
+def _in_document_order(data: Any, zeros: dict[int, dict[str, Any]]) -> None:
+    """Order each event's explicit zeros as the document writes them (they go to ``attrs``).
+
+    The field-by-field import keeps them in the event's key order; only events with more than
+    one are read again.
+    """
+    several = [i for i, z in zeros.items() if len(z) > 1]
+    if not several:
+        return
+    raws = _EVENTS_RAW.decode(data).events
+    for i in several:
+        keys = msgspec.json.decode(raws[i], type=dict[str, msgspec.Raw])
+        zeros[i] = {k: zeros[i][k] for k in keys if k in zeros[i]}
+
+
 def _as_event(fields: dict[str, Any]) -> Event | None:
     """``fields`` as an event, or ``None`` when they do not make one.
 
@@ -376,6 +400,7 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
         for i, ev in enumerate(written):
             if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
                 zeros[i] = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
+        _in_document_order(data, zeros)
     # only events with attrs or an explicit zero change (the others are skipped in C)
     with_attrs = compress(count(), map(_NOT_NONE, map(attrgetter("attrs"), events)))
     for i in sorted({*with_attrs, *zeros}):
