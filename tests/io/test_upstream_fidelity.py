@@ -453,17 +453,26 @@ def test_a_marker_restoring_a_wrong_value_is_read_as_the_field_import_reads_it(r
     assert fast[0] is None or fast[0].events == slow[0].events
 
 
-def test_explicit_zeros_keep_the_documents_order_on_the_typed_path():
+@pytest.mark.parametrize(
+    ("written", "attrs"),
+    [
+        ({"tokens_out": 0, "cost": 0, "dur": 0}, ["tokens_out", "cost", "dur"]),  # not ours
+        ({"tokens_in": 0, "attrs": {"a": 1}}, ["tokens_in", "attrs"]),  # a plain attrs property
+        ({"attrs": {"a": 1}, "cost": 0.0}, ["attrs", "cost"]),
+    ],
+)
+def test_explicit_zeros_keep_the_documents_order_on_the_typed_path(written, attrs):
     from orchestrace.io.json import dumps
 
-    doc = _doc()
-    doc["events"][0].update({"tokens_out": 0, "cost": 0, "dur": 0})  # not the fields' order
+    doc = _doc(topology="critic_loop")
+    doc["events"][0].update(written)
     data = json.dumps(doc).encode()
     fast, slow = parse(data, upstream=True)[0], from_upstream(msgspec.json.decode(data))[0]
     assert fast is not None and slow is not None
-    assert list(fast.events[0].attrs) == list(slow.events[0].attrs) == ["tokens_out", "cost", "dur"]
+    assert list(fast.events[0].attrs) == list(slow.events[0].attrs) == attrs
     assert dumps(fast) == dumps(slow)
-    assert list(to_upstream(fast)["events"][0]) == list(doc["events"][0])
+    assert to_upstream(fast) == to_upstream(slow)
+    assert list(to_upstream(fast)["events"][0]) == list(to_upstream(slow)["events"][0])
 
 
 def test_problems_come_in_the_same_order_on_both_paths():

@@ -338,19 +338,25 @@ class _EventsRaw(msgspec.Struct):
 _EVENTS_RAW = msgspec.json.Decoder(_EventsRaw)
 
 
-def _in_document_order(data: Any, zeros: dict[int, dict[str, Any]]) -> None:
-    """Order each event's explicit zeros as the document writes them (they go to ``attrs``).
+def _in_document_order(data: Any, fields: dict[int, dict[str, Any]]) -> None:
+    """Put each event's fields in the document's key order where that order is kept.
 
-    The field-by-field import keeps them in the event's key order; only events with more than
-    one are read again.
+    ``fields``: the fields of the events that write explicit zeros. Those zeros go to
+    ``attrs``, as does a plain ``attrs`` property, in the event's key order (the
+    field-by-field import's); only events with two or more of them are read again.
     """
-    several = [i for i, z in zeros.items() if len(z) > 1]
+    several = [
+        i
+        for i, f in fields.items()
+        if sum(k in _ZERO_DEFAULTS and f[k] == 0 for k in f) + ("attrs" in f) > 1
+    ]
     if not several:
         return
     raws = _EVENTS_RAW.decode(data).events
     for i in several:
         keys = msgspec.json.decode(raws[i], type=dict[str, msgspec.Raw])
-        zeros[i] = {k: zeros[i][k] for k in keys if k in zeros[i]}
+        f = fields[i]
+        fields[i] = {k: f[k] for k in keys if k in f} | f  # (every key is in the document)
 
 
 def _as_event(fields: dict[str, Any]) -> Event | None:
@@ -395,18 +401,19 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     marker: Any = None
     events = trace.events
     changed: dict[int, Event] = {}
-    zeros: dict[int, dict[str, Any]] = {}
+    zeros: dict[int, dict[str, Any]] = {}  # the fields of the events writing explicit zeros
     if written is not None:  # some event writes a default zero: find which
         for i, ev in enumerate(written):
             if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
-                zeros[i] = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
+                explicit = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
+                zeros[i] = {**_present(events[i]), **explicit}
         _in_document_order(data, zeros)
     # only events with attrs or an explicit zero change (the others are skipped in C)
     with_attrs = compress(count(), map(_NOT_NONE, map(attrgetter("attrs"), events)))
     for i in sorted({*with_attrs, *zeros}):
         e = events[i]
         if i in zeros:
-            out, found = _split_event({**_present(e), **zeros[i]}, i, problems)
+            out, found = _split_event(zeros[i], i, problems)
             if marker is None and found is not None:
                 marker = found
             elif found is not None:
