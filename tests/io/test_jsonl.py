@@ -144,3 +144,26 @@ def test_writer_append_and_multi_trace_stream(tmp_path):
     w.close()  # idempotent
     with pytest.raises(Exception, match="writer is closed"):
         w.event(b.events[0])
+
+
+@pytest.mark.parametrize("extra", [{}, {"note": "x"}])  # the typed decoder reads it, or not
+def test_a_survey_schema_trace_line_is_imported_as_its_json_file_is(tmp_path, extra):
+    from orchestrace.io import parse, to_upstream
+    from orchestrace.trace.build import TraceBuilder
+
+    b = TraceBuilder(task_id="t", topology="critic_loop")
+    b.llm("w", tokens_in=5, dur=1.0)  # exported as a tool call with a type marker
+    b.add("message", "w", to="lead", cost=0.0)
+    doc = to_upstream(b.build())
+    doc["events"][1].update({"cost": 0, **extra})  # an explicit zero: kept in attrs
+    first, second = doc["events"][1]["id"], doc["events"][0]["id"]
+    doc["edges"].append({"src": first, "dst": second, "type": "causal"})  # a cycle: semantic
+    line = json.dumps(doc).encode()
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line + b"\n")
+    (item,) = list(iter_jsonl(path))
+    want, problems = parse(line)
+    assert item.trace == want and item.trace is not None
+    assert item.trace.events[0].type == "llm_call" and item.trace.topology == "critic_loop"
+    assert [(p.severity, p.code) for p in item.problems] == [(p.severity, p.code) for p in problems]
+    assert ("semantic", "causal-cycle") in [(p.severity, p.code) for p in item.problems]

@@ -47,7 +47,7 @@ from orchestrace.io import _common
 from orchestrace.io import _jsonl_records as _jr
 from orchestrace.io._common import PathLike, format_error
 from orchestrace.io._jsonl_write import _ENC, StreamWriter, _Footer, _Header, _Line, write_jsonl
-from orchestrace.io.json import _check_duplicate_keys, duplicate_key, parse
+from orchestrace.io.json import _check_duplicate_keys, _native_top_level, duplicate_key, parse
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.check import _run, check_trace
 from orchestrace.trace.diagnose import _EVENT_INDEX, knock_on, problem_from_msgspec
@@ -386,6 +386,13 @@ def _iter_lines(
                 return
             continue
         trace._mark_decoded()
+        if not _native_top_level(line, trace):
+            # a survey-schema trace that the typed decoder also reads: imported as a JSON file
+            # of it is (its markers restored, its graph problems semantic), whichever path
+            # reads the line
+            imported, problems = parse(line, source=f"{src}:{lineno}", partial=partial, check=check)
+            yield JsonlItem(imported, problems, lineno)
+            continue
         problems = (
             [p.at(f"{src}:{lineno}") for p in check_trace(trace, partial=partial)] if check else []
         )
