@@ -167,3 +167,23 @@ def test_a_survey_schema_trace_line_is_imported_as_its_json_file_is(tmp_path, ex
     assert item.trace.events[0].type == "llm_call" and item.trace.topology == "critic_loop"
     assert [(p.severity, p.code) for p in item.problems] == [(p.severity, p.code) for p in problems]
     assert ("semantic", "causal-cycle") in [(p.severity, p.code) for p in item.problems]
+
+
+@pytest.mark.parametrize("head", [b'{ "header":', b'{\t"h\\u0065ader" :', b'  {"header":'])
+def test_a_record_stream_is_known_by_its_first_key_as_json_reads_it(tmp_path, head):
+    import msgspec
+
+    tr = generate_trace(agents=3, steps=6, seed=1)
+    enc = msgspec.json.encode
+    first = enc({"header": {"trace_id": tr.trace_id, "task_id": tr.task_id}})
+    lines = [
+        head + first[len(b'{"header":') :],
+        *(enc({"event": e}) for e in tr.events),
+        *(enc({"edge": e}) for e in tr.edges),
+        enc({"footer": {"costs": tr.costs, "rewards": {}}}),
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    (item,) = list(iter_jsonl(path))
+    assert item.trace is not None and item.trace.events == tr.events
+    assert not [p for p in item.problems if p.severity == "error"]

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import re
 import sys
 from array import array
 from bisect import bisect_right
@@ -44,7 +45,7 @@ from orchestrace.trace.build import _costs_of_totals
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import Edge, Event
 
-__all__ = ["RecordColumns", "Run", "decoded"]
+__all__ = ["RecordColumns", "Run", "decoded", "starts_a_stream"]
 
 #: Lines decoded together.
 BATCH_LINES = 4096
@@ -60,6 +61,31 @@ _HEADER, _FOOTER = attrgetter("header"), attrgetter("footer")
 Single = tuple[int, bytes]
 #: ``(number of the first line, the lines without their newline, the last one is complete)``.
 Block = tuple[int, list[bytes], bool]
+
+
+#: The first key of a JSON object on a line, as written (escapes and all).
+_FIRST_KEY = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*("(?:[^"\\]|\\.){0,256}")[ \t\r\n]*:')
+
+
+def starts_a_stream(line: bytes) -> bool:
+    r"""Whether ``line`` (a file's first) is a record stream's header: ``{"header": ...}``.
+
+    The key is read as JSON reads it, so whitespace around it and escapes in it do not
+    matter (``{ "header"``, ``{"\u0068eader"``); a trace line starts with another key.
+
+    Example:
+        >>> starts_a_stream(b'{ "h\u0065ader": {}}'), starts_a_stream(b'{"trace_id": "t"}')
+        (True, False)
+    """
+    if line.lstrip().startswith(b'{"header"'):
+        return True
+    m = _FIRST_KEY.match(line)
+    if m is None:
+        return False
+    try:
+        return bool(msgspec.json.decode(m.group(1)) == "header")
+    except msgspec.DecodeError:
+        return False
 
 
 @dataclass

@@ -243,7 +243,7 @@ def iter_jsonl(
             )
             return
         rest = itertools.chain([first], lines)
-        if first[1].lstrip().startswith(b'{"header"'):
+        if _jr.starts_a_stream(first[1]):
             blocks = None
             if BATCHED:
                 n, line = first
