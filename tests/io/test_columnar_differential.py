@@ -230,6 +230,35 @@ def test_bad_values_across_batches_agree(tmp_path):
     assert isinstance(result, list) and all(p for _, _, p in result)
 
 
+def test_read_graph_names_a_bad_value_past_the_first_batch_by_its_place_in_the_trace(tmp_path):
+    """read_graph reads 65,536-row batches: a row of a later one is named by its trace index."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrace.errors import TraceValidationError
+    from orchestrace.io import read_graph
+
+    first = generate_trace(agents=3, steps=65_530, seed=1)
+    second = generate_trace(agents=3, steps=40, seed=2)  # its rows cross row 65,536
+    ds = tmp_path / "d.parquet"
+    write_parquet([first, second], ds)
+    table = pq.read_table(ds / "events.parquet")
+    attrs = table.column("attrs").to_pylist()
+    attrs[first.n_events + 25] = "[1]"  # past row 65,536
+    table = table.set_column(table.schema.get_field_index("attrs"), "attrs", pa.array(attrs))
+    pq.write_table(table, ds / "events.parquet")
+    want = [
+        (p.code, p.path)
+        for label, _, found in parse_parquet(ds)
+        if label == second.trace_id
+        for p in found
+    ]
+    assert want == [("wrong-type", "$.events[25].attrs")]
+    with pytest.raises(TraceValidationError) as err:
+        read_graph(ds, trace_id=second.trace_id)
+    assert [(p.code, p.path) for p in err.value.problems] == want
+
+
 @pytest.mark.parametrize(
     ("column", "value", "arrow_type"),
     [

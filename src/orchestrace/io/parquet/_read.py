@@ -421,7 +421,7 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
             found = _value_problems(batch, kinds, what, members)
             if "attrs" in batch.schema.names:
                 for i, text in enumerate(batch.column("attrs").to_pylist()):
-                    _, problem = _json_object(text, f"$.events[{i}].attrs")
+                    _, problem = _json_object(text, "$.events[{i}].attrs")  # row: located below
                     if problem is not None:
                         found.append((i, problem))
             if found:
