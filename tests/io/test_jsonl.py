@@ -187,3 +187,26 @@ def test_a_record_stream_is_known_by_its_first_key_as_json_reads_it(tmp_path, he
     (item,) = list(iter_jsonl(path))
     assert item.trace is not None and item.trace.events == tr.events
     assert not [p for p in item.problems if p.severity == "error"]
+
+
+def test_costs_beyond_the_largest_float_add_up_to_inf_without_a_warning(tmp_path):
+    import warnings
+
+    import msgspec
+
+    tr = generate_trace(agents=3, steps=8, seed=1)
+    tr = tr.replace(events=tuple(msgspec.structs.replace(e, cost=1e308) for e in tr.events))
+    enc = msgspec.json.encode
+    lines = [
+        enc({"header": {"trace_id": tr.trace_id, "task_id": tr.task_id}}),
+        *(enc({"event": e}) for e in tr.events),
+        *(enc({"edge": e}) for e in tr.edges),
+        enc({"footer": {"costs": tr.costs, "rewards": {}}}),
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warning would reach stderr
+        (columns,) = list(iter_jsonl(path, columnar=True))
+        (objects,) = list(iter_jsonl(path))
+    assert [str(p) for p in columns.problems] == [str(p) for p in objects.problems]

@@ -311,7 +311,8 @@ class RecordColumns:
         # the totals default_costs derives, added in event order as it adds them
         self._tokens += sum(tin) + sum(tout)
         costs = np.array(cost_list, dtype=np.float64)
-        self._money = float(np.add.accumulate(np.concatenate(([self._money], costs)))[-1])
+        with np.errstate(over="ignore"):  # a sum beyond the largest float is inf, as in Python
+            self._money = float(np.add.accumulate(np.concatenate(([self._money], costs)))[-1])
         names = types.dictionary.to_pylist()
         counts = np.bincount(types.indices.to_numpy(), minlength=len(names))
         by_type = dict(zip(names, counts.tolist(), strict=True))
@@ -319,7 +320,9 @@ class RecordColumns:
         self._messages += by_type.get("message", 0)
         starts = np.array(t_list, dtype=np.float64)
         self._t0 = min(self._t0, float(starts.min()))
-        self._t1 = max(self._t1, float((starts + np.array(dur_list, dtype=np.float64)).max()))
+        with np.errstate(over="ignore"):
+            ends = starts + np.array(dur_list, dtype=np.float64)
+        self._t1 = max(self._t1, float(ends.max()))
         self.n_errors += sum(1 for _ in compress(evs, map(_NOT_NONE, map(_ERROR, evs))))
 
     def _flush_edges(self) -> None:
