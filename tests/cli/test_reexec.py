@@ -1,4 +1,4 @@
-"""The large-input restart of the CLI never imports code from the current directory."""
+"""The large-input restart of the CLI (opt-in) never imports code from the current directory."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrace import cli
 from orchestrace.cli import _HUGE_INPUT
 
 
@@ -27,6 +28,7 @@ def test_large_input_restart_ignores_a_package_in_the_working_directory(tmp_path
     env = {
         k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "ORCHESTRACE_NO_REEXEC")
     }
+    env["ORCHESTRACE_HUGE_PAGES"] = "1"
     r = subprocess.run(
         [*cmd, "validate", "big.json"],
         cwd=tmp_path,
@@ -39,3 +41,23 @@ def test_large_input_restart_ignores_a_package_in_the_working_directory(tmp_path
     assert "HIJACKED" not in r.stdout + r.stderr
     assert r.returncode == 1
     assert "big.json: line 1, column 1 (byte 0): malformed JSON" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(("setting", "restarts"), [(None, False), ("0", False), ("1", True)])
+def test_the_huge_page_restart_happens_only_when_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str | None, restarts: bool
+) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(_HUGE_INPUT + 1)
+    for key in ("GLIBC_TUNABLES", "ORCHESTRACE_NO_REEXEC", "ORCHESTRACE_HUGE_PAGES"):
+        monkeypatch.delenv(key, raising=False)
+    if setting is not None:
+        monkeypatch.setenv("ORCHESTRACE_HUGE_PAGES", setting)
+    calls: list[dict[str, str]] = []
+    monkeypatch.setattr(cli.os, "execve", lambda exe, args, env: calls.append(env))
+    monkeypatch.setattr(cli.sys, "platform", "linux")
+    cli._maybe_tune_malloc(["validate", str(big)])
+    assert bool(calls) is restarts
+    if restarts:
+        assert calls[0]["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"

@@ -70,14 +70,22 @@ _TABLE: dict[str, tuple[str, str]] = {
 #: Sub-command name -> module (each has ``add_parser(subparsers)`` and ``run(args) -> int``).
 COMMANDS: dict[str, str] = {name: f"orchestrace.cli.{mod}" for name, (mod, _) in _TABLE.items()}
 
-# inputs larger than this make the CLI restart itself with transparent huge pages enabled for
-# malloc: on VMs where page faults are slow this cuts decoding time by about a third
+#: With ``ORCHESTRACE_HUGE_PAGES=1``, inputs larger than this make the CLI restart itself with
+#: transparent huge pages enabled for malloc (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``). It is
+#: off by default: whether it helps depends on the machine. On a freshly started 2-core VM it
+#: cut decoding time by about a third; on the same VM type after hours of use (memory
+#: fragmented, so the kernel compacts memory when a huge page is first touched) it made
+#: ``validate`` of a 205 MB JSON trace 20% slower (3.5 s against 2.9 s wall, the difference all
+#: system time) and ``convert`` of a 1,000,000-event trace 25% slower (7.6-8.2 s against
+#: 6.2-6.5 s), measured alternately.
 _HUGE_INPUT = 64 << 20
+_HUGE_PAGES_ENV = "ORCHESTRACE_HUGE_PAGES"
 
 
 def _maybe_tune_malloc(argv: Sequence[str]) -> None:
     if (
         sys.platform != "linux"
+        or os.environ.get(_HUGE_PAGES_ENV, "").strip() not in ("1", "true", "yes", "on")
         or "GLIBC_TUNABLES" in os.environ
         or os.environ.get("ORCHESTRACE_NO_REEXEC")
     ):
