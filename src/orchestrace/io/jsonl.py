@@ -1,13 +1,16 @@
 """JSON Lines: many traces per file, or one trace streamed record by record.
 
-Two layouts share the ``.jsonl`` suffix and are told apart by the first line:
+Two layouts share the ``.jsonl`` suffix and are told apart by the first key of the first line:
 
-* **Trace lines**: each line is one complete native trace (a dataset of traces).
-* **Record stream**: what the runtime writes while it runs, one record per line and flushed as
-  it happens: ``{"header": {...}}``, then ``{"event": {...}}`` and ``{"edge": {...}}`` records,
-  and ``{"footer": {...}}`` (rewards, costs, metrics) when the run closes. A file cut off by a
-  crash still loads: every complete record is kept and the trace is marked partial
-  (``meta["partial"] = True``), which ``orchestrace validate --partial`` accepts.
+* **Trace lines**: each line is one complete trace (a dataset of traces), read as a JSON file
+  of it is read: native, or survey schema when its top level has neither ``schema_version``
+  nor ``meta``.
+* **Record stream** (first key ``header``): what the runtime writes while it runs, one record
+  per line and flushed as it happens: ``{"header": {...}}``, then ``{"event": {...}}`` and
+  ``{"edge": {...}}`` records, and ``{"footer": {...}}`` (rewards, costs, metrics) when the run
+  closes. A file cut off by a crash still loads: every complete record is kept and the trace
+  is marked partial (``meta["partial"] = True``), which ``orchestrace validate --partial``
+  accepts.
 
 A damaged line stops reading with an error naming its line; with ``keep_going=True`` it is
 reported and skipped, and every other record is read.
