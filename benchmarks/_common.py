@@ -43,20 +43,23 @@ def cached_trace_file(
     return path
 
 
+def _num(x: float, digits: int) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"
+
+
 def spread(xs: Sequence[float], digits: int = 3) -> str:
     """``median M (IQR a-b, range c-d, n runs)`` of the samples ``xs``, to ``digits`` figures.
 
     Every benchmark reports the median of its runs with their spread, for each side alike;
     the interquartile range is left out below 4 runs, where it says nothing the range does not.
     """
-    f = f".{digits}g"
     iqr = ""
     if len(xs) >= 4:
         q = statistics.quantiles(xs, n=4, method="inclusive")
-        iqr = f"IQR {q[0]:{f}}-{q[2]:{f}}, "
+        iqr = f"IQR {_num(q[0], digits)}-{_num(q[2], digits)}, "
     return (
-        f"median {statistics.median(xs):{f}} ({iqr}range {min(xs):{f}}-{max(xs):{f}}, "
-        f"{len(xs)} run{'s' if len(xs) != 1 else ''})"
+        f"median {_num(statistics.median(xs), digits)} ({iqr}range {_num(min(xs), digits)}-"
+        f"{_num(max(xs), digits)}, {len(xs)} run{'s' if len(xs) != 1 else ''})"
     )
 
 
@@ -65,19 +68,27 @@ def alternate(
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Run every side ``repeat`` times, interleaved (one run of each in turn, in this process).
 
-    Interleaving puts any change of load on the machine on every side alike. Each run starts
-    after a full garbage collection. ``clock``: ``"cpu"`` (``time.process_time``, what the
-    process itself spent) or ``"wall"``. Returns the times of each side and its last result.
+    Interleaving puts any change of load on the machine on every side alike, and the order of
+    the sides is reversed every other round, so neither always runs first. Each run starts
+    after a full garbage collection, with no other run's result alive (results are kept from
+    the last round only). ``clock``: ``"cpu"`` (``time.process_time``, what the process itself
+    spent) or ``"wall"``. Returns the times of each side and its last result.
     """
     timer = time.process_time if clock == "cpu" else time.perf_counter
     times: dict[str, list[float]] = {k: [] for k in sides}
     last: dict[str, Any] = {}
-    for _ in range(repeat):
-        for name, fn in sides.items():
+    names = list(sides)
+    for r in range(repeat):
+        for name in names if r % 2 == 0 else names[::-1]:
+            if r == repeat - 1:
+                last.pop(name, None)
             gc.collect()
             t0 = timer()
-            last[name] = fn()
+            out = sides[name]()
             times[name].append(timer() - t0)
+            if r == repeat - 1:
+                last[name] = out
+            del out
     return times, last
 
 
@@ -94,7 +105,8 @@ def in_fresh_process(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        # the CLI never restarts itself with other malloc settings (ORCHESTRACE_HUGE_PAGES)
+        env={**os.environ, "ORCHESTRACE_NO_REEXEC": "1", **(env or {})},
         timeout=timeout,
         check=False,
     )

@@ -44,7 +44,9 @@ def _child(argv: list[str], *, env: dict[str, str] | None = None) -> dict[str, f
     r = subprocess.run(
         [*PIN, "/usr/bin/time", "-f", "VMHWM %M", *argv],
         stdout=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
+        # the CLI never restarts itself with other malloc settings: every side runs in the
+        # environment given (ORCHESTRACE_HUGE_PAGES would change the CLI's sides alone)
+        env={**os.environ, "ORCHESTRACE_NO_REEXEC": "1", **(env or {})},
         stderr=subprocess.PIPE,
         text=True,
         check=False,

@@ -69,7 +69,7 @@ def main() -> None:
                 statistics.median(args.episodes * 60 / dt for _, dt in got), 2
             ),
             "runs": len(got),
-            "generate_calls": backends[label].generate_calls,
+            "generate_calls_per_run": backends[label].generate_calls / len(got),
         }
     out["ratio_tokens_per_s"] = round(
         out["batched"]["tokens_per_s"] / max(out["serial"]["tokens_per_s"], 1e-9), 2

@@ -69,7 +69,7 @@ def _cpu(fn: Any) -> tuple[float, Any]:
 
 
 def _spread(xs: list[float]) -> str:
-    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) >= 2 else [xs[0]] * 3
     return f"min {min(xs):.2f}, IQR {q[0]:.2f}-{q[2]:.2f}, max {max(xs):.2f}"
 
 

@@ -43,7 +43,10 @@ def test_large_input_restart_ignores_a_package_in_the_working_directory(tmp_path
     assert "big.json: line 1, column 1 (byte 0): malformed JSON" in r.stdout + r.stderr
 
 
-@pytest.mark.parametrize(("setting", "restarts"), [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize(
+    ("setting", "restarts"),
+    [(None, False), ("0", False), ("off", False), ("1", True), ("TRUE", True), (" On ", True)],
+)
 def test_the_huge_page_restart_happens_only_when_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str | None, restarts: bool
 ) -> None:
@@ -61,3 +64,21 @@ def test_the_huge_page_restart_happens_only_when_asked_for(
     assert bool(calls) is restarts
     if restarts:
         assert calls[0]["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
+
+
+def test_a_huge_page_setting_not_understood_is_one_warning_and_no_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(_HUGE_INPUT + 1)
+    for key in ("GLIBC_TUNABLES", "ORCHESTRACE_NO_REEXEC"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ORCHESTRACE_HUGE_PAGES", "enable")
+    calls: list[object] = []
+    monkeypatch.setattr(cli.os, "execve", lambda *a: calls.append(a))
+    monkeypatch.setattr(cli.sys, "platform", "linux")
+    cli._maybe_tune_malloc(["validate", str(big)])
+    err = capsys.readouterr().err
+    assert not calls
+    assert err.count("\n") == 1 and "ORCHESTRACE_HUGE_PAGES='enable' is not understood" in err

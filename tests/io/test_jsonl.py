@@ -210,3 +210,12 @@ def test_costs_beyond_the_largest_float_add_up_to_inf_without_a_warning(tmp_path
         (columns,) = list(iter_jsonl(path, columnar=True))
         (objects,) = list(iter_jsonl(path))
     assert [str(p) for p in columns.problems] == [str(p) for p in objects.problems]
+
+
+def test_only_json_whitespace_may_come_before_the_header_key():
+    from orchestrace.io._jsonl_records import starts_a_stream
+
+    assert starts_a_stream(b' \t{ "header": {}}') and starts_a_stream(b'{"\\u0068eader": {}}')
+    assert not starts_a_stream(b'\x0b{"header": {}}')  # not whitespace to JSON
+    assert not starts_a_stream(b'{"trace_id": "t", "header": 1}')
+    assert not starts_a_stream(b'{"' + b"h" * 300 + b'": 1}')

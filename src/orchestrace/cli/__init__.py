@@ -82,12 +82,26 @@ _HUGE_INPUT = 64 << 20
 _HUGE_PAGES_ENV = "ORCHESTRACE_HUGE_PAGES"
 
 
+def _huge_pages_asked() -> bool:
+    """Whether ``ORCHESTRACE_HUGE_PAGES`` asks for the restart (a value not understood: a warning)."""
+    value = os.environ.get(_HUGE_PAGES_ENV, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value not in ("", "0", "false", "no", "off"):
+        print(
+            f"warning: {_HUGE_PAGES_ENV}={bounded(value, 40)!r} is not understood and is ignored; "
+            "set it to 1 to restart large inputs with huge pages, or 0",
+            file=sys.stderr,
+        )
+    return False
+
+
 def _maybe_tune_malloc(argv: Sequence[str]) -> None:
     if (
         sys.platform != "linux"
-        or os.environ.get(_HUGE_PAGES_ENV, "").strip() not in ("1", "true", "yes", "on")
-        or "GLIBC_TUNABLES" in os.environ
         or os.environ.get("ORCHESTRACE_NO_REEXEC")
+        or not _huge_pages_asked()
+        or "GLIBC_TUNABLES" in os.environ
     ):
         return
     try:

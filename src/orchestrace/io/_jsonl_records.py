@@ -77,7 +77,7 @@ def starts_a_stream(line: bytes) -> bool:
         >>> starts_a_stream(b'{ "h\u0065ader": {}}'), starts_a_stream(b'{"trace_id": "t"}')
         (True, False)
     """
-    if line.lstrip().startswith(b'{"header"'):
+    if line.lstrip(b" \t\r\n").startswith(b'{"header"'):  # JSON's whitespace only
         return True
     m = _FIRST_KEY.match(line)
     if m is None:

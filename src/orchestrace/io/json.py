@@ -121,13 +121,9 @@ def parse(
         if upstream is False or (upstream is None and _native_top_level(data, trace, top)):
             problems = check_trace(trace, partial=partial) if check else []
             return trace, [p.at(source) for p in problems]
-        done = from_typed(data, trace)
+        done = _finish_survey(data, trace, source=source, partial=partial, check=check)
         if done is not None:
-            trace, problems = done
-            if check:
-                problems += check_trace(trace, partial=partial, imported=True)
-                problems.sort(key=lambda p: _RANK[p.severity])
-            return trace, [p.at(source) for p in problems]
+            return done
     # 2. field by field, reporting every problem
     try:
         obj = msgspec.json.decode(data)
@@ -141,6 +137,24 @@ def parse(
     else:
         found = check_structure(obj, partial=partial, semantic=check)
     return found[0], [p.at(source) for p in found[1]]
+
+
+def _finish_survey(
+    data: Any, trace: Trace, *, source: str, partial: bool, check: bool
+) -> tuple[Trace, list[Problem]] | None:
+    """Import a survey-schema document that already decoded as ``trace`` (the typed path).
+
+    ``None`` when the typed path cannot import it exactly (see
+    :func:`~orchestrace.io.upstream.from_typed`): the caller imports it field by field.
+    """
+    done = from_typed(data, trace)
+    if done is None:
+        return None
+    trace, problems = done
+    if check:
+        problems += check_trace(trace, partial=partial, imported=True)
+        problems.sort(key=lambda p: _RANK[p.severity])
+    return trace, [p.at(source) for p in problems]
 
 
 _SCHEMA_VERSION_KEY = b'"schema_version"'

@@ -50,7 +50,13 @@ from orchestrace.io import _common
 from orchestrace.io import _jsonl_records as _jr
 from orchestrace.io._common import PathLike, format_error
 from orchestrace.io._jsonl_write import _ENC, StreamWriter, _Footer, _Header, _Line, write_jsonl
-from orchestrace.io.json import _check_duplicate_keys, _native_top_level, duplicate_key, parse
+from orchestrace.io.json import (
+    _check_duplicate_keys,
+    _finish_survey,
+    _native_top_level,
+    duplicate_key,
+    parse,
+)
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.check import _run, check_trace
 from orchestrace.trace.diagnose import _EVENT_INDEX, knock_on, problem_from_msgspec
@@ -393,7 +399,9 @@ def _iter_lines(
             # a survey-schema trace that the typed decoder also reads: imported as a JSON file
             # of it is (its markers restored, its graph problems semantic), whichever path
             # reads the line
-            imported, problems = parse(line, source=f"{src}:{lineno}", partial=partial, check=check)
+            at = f"{src}:{lineno}"
+            done = _finish_survey(line, trace, source=at, partial=partial, check=check)
+            imported, problems = done or parse(line, source=at, partial=partial, check=check)
             yield JsonlItem(imported, problems, lineno)
             continue
         problems = (

@@ -376,8 +376,9 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
 
     The typed decoder cannot tell an explicit default from an absent field; a second, cheap
     pass over the document finds the explicit zeros (``"cost": 0``), which are kept in
-    ``attrs`` as :func:`from_upstream` keeps them. When the document holds a ``null``, an
-    empty ``metrics`` or lacks a required top-level field, this returns ``None`` and the
+    ``attrs`` as :func:`from_upstream` keeps them, in the document's key order. When the
+    document holds a ``null``, an empty ``metrics``, lacks a required top-level field, or has
+    a field marker restoring a value the event cannot hold, this returns ``None`` and the
     caller imports it field by field with :func:`from_upstream`; the result is the same.
     """
     if data.find(b"null") >= 0:  # (``in`` would walk a memory map byte by byte)
