@@ -277,7 +277,8 @@ def generate_trace(
     if agents == 1:
         work_events[0] = max(steps - 1, 1)
     run(0, 0.0, None)
-    order = sorted(range(len(recs)), key=lambda s: (recs[s][0], s))
+    # by time, ties in the order recorded (a stable sort on the times alone: no key tuples)
+    order = sorted(range(len(recs)), key=[r[0] for r in recs].__getitem__)
     new_id = [0] * len(recs)
     for k, s in enumerate(order):
         new_id[s] = k
@@ -287,7 +288,8 @@ def generate_trace(
     )
     edges = tuple(
         Edge(f"e{new_id[a] + 1}", f"e{new_id[b] + 1}", kind)
-        for a, b, kind in sorted(links, key=lambda x: (new_id[x[1]], new_id[x[0]]))
+        # by destination, then source (one integer per edge: both ids are below len(recs))
+        for a, b, kind in sorted(links, key=lambda x: new_id[x[1]] * len(recs) + new_id[x[0]])
     )
     return Trace(
         trace_id=f"synthetic-{agents}-{steps}-{depth}-{seed}",
