@@ -40,6 +40,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from orchestrace.io._jsonl_lines import Block
 from orchestrace.io._jsonl_write import _ENC, _Line
 from orchestrace.trace.build import _costs_of_totals
 from orchestrace.trace.graph import TraceGraph
@@ -59,8 +60,6 @@ _EVENT, _EDGE = attrgetter("event"), attrgetter("edge")
 _HEADER, _FOOTER = attrgetter("header"), attrgetter("footer")
 
 Single = tuple[int, bytes]
-#: ``(number of the first line, the lines without their newline, the last one is complete)``.
-Block = tuple[int, list[bytes], bool]
 
 
 #: The first key of a JSON object on a line, as written (escapes and all).

@@ -17,9 +17,10 @@ reported and skipped, and every other record is read.
 
 This module reads; the writers (:class:`StreamWriter`, :func:`write_jsonl`) live in
 :mod:`orchestrace.io._jsonl_write` and are re-exported here, and the batched decoding of
-record lines in :mod:`orchestrace.io._jsonl_records`. The line-by-line and the stream readers
-stay together (about 700 lines): they share how a damaged line is reported and placed on its
-line, which must read the same whichever path found it.
+record lines in :mod:`orchestrace.io._jsonl_records`, reading the file's lines (one at a time or
+in blocks) in :mod:`orchestrace.io._jsonl_lines`. The trace-lines and the stream readers stay
+together here: they share how a damaged line is reported and placed on its line, which must
+read the same whichever path found it.
 
 Example:
     >>> import tempfile, os
@@ -41,14 +42,16 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError, _short
 from orchestrace.io import _common
+from orchestrace.io import _jsonl_lines as _jl
 from orchestrace.io import _jsonl_records as _jr
 from orchestrace.io._common import PathLike, format_error
+from orchestrace.io._jsonl_lines import Lines
 from orchestrace.io._jsonl_write import _ENC, StreamWriter, _Footer, _Header, _Line, write_jsonl
 from orchestrace.io.json import (
     _check_duplicate_keys,
@@ -110,100 +113,10 @@ class JsonlItem:
 
 
 # ---------------------------------------------------------------------- reading
-Lines = Iterator[tuple[int, bytes]]
-
-
-def _lines(fh: IO[bytes], src: str) -> Lines:
-    """``(line number, line)`` pairs, each line at most ``MAX_LINE_BYTES`` long.
-
-    Raises:
-        TraceFormatError: A line is longer than the limit, or the file cannot be read.
-    """
-    limit = _common.MAX_LINE_BYTES
-    lineno = 0
-    while True:
-        try:
-            line = fh.readline(limit + 1)
-        except PermissionError:
-            raise _common._denied(src) from None
-        except IsADirectoryError:
-            raise TraceFormatError(src, "file", "is a directory", "pass a .jsonl file") from None
-        if not line:
-            return
-        lineno += 1
-        if len(line) > limit and not line.endswith(b"\n"):
-            raise TraceFormatError(
-                src,
-                f"line {lineno}",
-                f"line is longer than {limit:,} bytes",
-                "this is not a trace file; for very large traces use a Parquet dataset",
-            )
-        if lineno == 1 and line.startswith(_common.BOM):
-            line = line[len(_common.BOM) :]
-        yield lineno, line
-
-
 #: Bytes read at a time by the block reader of record streams.
 BLOCK_BYTES = 1 << 22
 #: Read record streams in blocks and decode their lines in batches (``False``: line by line).
 BATCHED = True
-
-
-def _line_blocks(fh: IO[bytes], src: str, lineno: int) -> Iterator[_jr.Block]:
-    """The lines after line ``lineno`` in blocks: what :func:`_lines` yields, read in bulk.
-
-    Each block is ``(number of its first line, the lines without their newline, whether
-    the last one ends with a newline)``; a line is refused at the same place, with the same
-    error, as :func:`_lines` refuses it.
-
-    Raises:
-        TraceFormatError: A line is longer than the limit, or the file cannot be read.
-    """
-    limit = _common.MAX_LINE_BYTES
-    pending: list[bytes] = []  # the start of a line not yet ended
-    pending_len = 0
-
-    def too_long(at: int) -> TraceFormatError:
-        return TraceFormatError(
-            src,
-            f"line {at}",
-            f"line is longer than {limit:,} bytes",
-            "this is not a trace file; for very large traces use a Parquet dataset",
-        )
-
-    while True:
-        try:
-            chunk = fh.read(BLOCK_BYTES)
-        except PermissionError:
-            raise _common._denied(src) from None
-        except IsADirectoryError:
-            raise TraceFormatError(src, "file", "is a directory", "pass a .jsonl file") from None
-        if not chunk:
-            if pending_len:
-                if pending_len > limit:
-                    raise too_long(lineno + 1)
-                yield lineno + 1, [b"".join(pending)], False
-            return
-        if chunk.find(b"\n") < 0:
-            pending.append(chunk)
-            pending_len += len(chunk)
-            if pending_len > limit:
-                raise too_long(lineno + 1)
-            continue
-        if pending:
-            chunk = b"".join([*pending, chunk])
-            pending, pending_len = [], 0
-        bodies = chunk.split(b"\n")
-        rest = bodies.pop()
-        if rest:
-            pending, pending_len = [rest], len(rest)
-        if max(map(len, bodies)) > limit:  # (a line of limit + 1 bytes with its newline is fine)
-            k = next(k for k, b in enumerate(bodies) if len(b) > limit)
-            if k:
-                yield lineno + 1, bodies[:k], True
-            raise too_long(lineno + 1 + k)
-        yield lineno + 1, bodies, True
-        lineno += len(bodies)
 
 
 def iter_jsonl(
@@ -235,7 +148,7 @@ def iter_jsonl(
     """
     src = str(path)
     with _common.open_input(path, directory_hint="pass a .jsonl file") as fh:
-        lines = _lines(fh, src)
+        lines = _jl.lines(fh, src)
         first = next(((n, x) for n, x in lines if x.strip()), None)
         if first is None:
             yield JsonlItem(
@@ -257,7 +170,7 @@ def iter_jsonl(
             if BATCHED:
                 n, line = first
                 head = [(n, [line[:-1]], True) if line.endswith(b"\n") else (n, [line], False)]
-                blocks = itertools.chain(head, _line_blocks(fh, src, n))
+                blocks = itertools.chain(head, _jl.line_blocks(fh, src, n, BLOCK_BYTES))
             yield from _iter_stream(rest, src, keep_going, partial, check, columnar, blocks)
         else:
             yield from _iter_lines(rest, src, keep_going, partial, check)
@@ -417,7 +330,7 @@ def _iter_stream(
     partial: bool,
     check: bool,
     columnar: bool = False,
-    blocks: Iterator[_jr.Block] | None = None,
+    blocks: Iterator[_jl.Block] | None = None,
 ) -> Iterator[JsonlItem]:
     header: _Header | None = None
     start = 0
