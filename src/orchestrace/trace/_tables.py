@@ -24,6 +24,8 @@ Example:
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -86,18 +88,24 @@ def _schemas(pa: Any) -> tuple[Any, Any]:
     return events, edges
 
 
-def _columns(trace: Trace) -> dict[str, list[Any]]:
+def _list_of(value: str, n: int) -> list[str]:
+    return [value] * n
+
+
+def _columns(trace: Trace, repeat: Callable[[str, int], Any] = _list_of) -> dict[str, Any]:
+    """The events' columns; ``trace_id`` made by ``repeat(trace_id, n)``."""
     ev = trace.events
-    cols: dict[str, list[Any]] = {"trace_id": [trace.trace_id] * len(ev)}
+    cols: dict[str, Any] = {"trace_id": repeat(trace.trace_id, len(ev))}
     for c in EVENT_COLUMNS[1:]:
         cols[c] = list(map(attrgetter("from_" if c == "from" else c), ev))
     return cols
 
 
-def _edge_columns(trace: Trace) -> dict[str, list[Any]]:
+def _edge_columns(trace: Trace, repeat: Callable[[str, int], Any] = _list_of) -> dict[str, Any]:
+    """The edges' columns; ``trace_id`` made by ``repeat(trace_id, n)``."""
     ed = trace.edges
     return {
-        "trace_id": [trace.trace_id] * len(ed),
+        "trace_id": repeat(trace.trace_id, len(ed)),
         "src": list(map(attrgetter("src"), ed)),
         "dst": list(map(attrgetter("dst"), ed)),
         "type": list(map(attrgetter("type"), ed)),
@@ -117,7 +125,8 @@ def to_arrow(trace: Trace) -> TraceTables:
     """
     pa = _pyarrow()
     ev_schema, ed_schema = _schemas(pa)
-    cols = _columns(trace)
+    in_c = partial(repeat_string, pa)  # the trace_id columns made in C, not from lists
+    cols = _columns(trace, in_c)
     enc = msgspec.json.Encoder()
     attrs: list[str | None] = []
     for e, a in zip(trace.events, cols["attrs"], strict=True):
@@ -129,11 +138,8 @@ def to_arrow(trace: Trace) -> TraceTables:
                 "keep attrs JSON-serialisable"
             ) from None
     cols["attrs"] = attrs
-    cols["trace_id"] = repeat_string(pa, trace.trace_id, len(attrs))
     events = pa.table(cols, schema=ev_schema)
-    ed = _edge_columns(trace)
-    ed["trace_id"] = repeat_string(pa, trace.trace_id, len(ed["src"]))
-    edges = pa.table(ed, schema=ed_schema)
+    edges = pa.table(_edge_columns(trace, in_c), schema=ed_schema)
     return TraceTables(events, edges)
 
 
