@@ -338,18 +338,14 @@ class _EventsRaw(msgspec.Struct):
 _EVENTS_RAW = msgspec.json.Decoder(_EventsRaw)
 
 
-def _in_document_order(data: Any, fields: dict[int, dict[str, Any]]) -> None:
-    """Put each event's fields in the document's key order where that order is kept.
+def _in_document_order(data: Any, fields: dict[int, dict[str, Any]], several: list[int]) -> None:
+    """Put the fields of events ``several`` in the document's key order.
 
     ``fields``: the fields of the events that write explicit zeros. Those zeros go to
     ``attrs``, as does a plain ``attrs`` property, in the event's key order (the
-    field-by-field import's); only events with two or more of them are read again.
+    field-by-field import's): ``several`` are the events with two or more of them, the only
+    ones whose order can differ, read again here.
     """
-    several = [
-        i
-        for i, f in fields.items()
-        if sum(k in _ZERO_DEFAULTS and f[k] == 0 for k in f) + ("attrs" in f) > 1
-    ]
     if not several:
         return
     raws = _EVENTS_RAW.decode(data).events
@@ -404,11 +400,14 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     changed: dict[int, Event] = {}
     zeros: dict[int, dict[str, Any]] = {}  # the fields of the events writing explicit zeros
     if written is not None:  # some event writes a default zero: find which
+        several: list[int] = []  # events with two or more properties that go to attrs
         for i, ev in enumerate(written):
             if ev.dur == 0 or ev.cost == 0 or ev.tokens_in == 0 or ev.tokens_out == 0:
                 explicit = {k: getattr(ev, k) for k in _ZERO_DEFAULTS if getattr(ev, k) == 0}
                 zeros[i] = {**_present(events[i]), **explicit}
-        _in_document_order(data, zeros)
+                if len(explicit) + ("attrs" in zeros[i]) > 1:
+                    several.append(i)
+        _in_document_order(data, zeros, several)
     # only events with attrs or an explicit zero change (the others are skipped in C)
     with_attrs = compress(count(), map(_NOT_NONE, map(attrgetter("attrs"), events)))
     for i in sorted({*with_attrs, *zeros}):
