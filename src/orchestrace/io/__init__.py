@@ -26,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from orchestrace._collector import paused
 from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
 from orchestrace.io._common import (
     BOM,
@@ -203,6 +204,7 @@ def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
     return fmt
 
 
+@paused()
 def load_all(
     path: PathLike,
     *,
@@ -386,6 +388,7 @@ def check_dump_target(
     return fmt
 
 
+@paused()
 def dump(
     traces: Trace | Iterable[Trace],
     path: PathLike,

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from orchestrace._collector import paused
 from orchestrace.errors import (
     ConfigError,
     Problem,
@@ -75,6 +76,7 @@ def dumps(trace: Trace, *, indent: int | None = None) -> bytes:
     return msgspec.json.format(data, indent=indent) if indent else data
 
 
+@paused()
 def parse(
     data: Any,
     *,

@@ -10,17 +10,16 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import gc
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrace._collector import paused
 from orchestrace.errors import ConfigError
 from orchestrace.io._output import check_output
 from orchestrace.io.parquet_stream import ParquetExporter
@@ -213,7 +212,10 @@ def run(
     runner = run_virtual if be.virtual else run_real
     caught: list[str] = []
     try:
-        with _no_cycle_collection(be.virtual):
+        # a simulated run allocates only objects that live until its end (events, agent
+        # states): collections would free nothing while rescanning everything recorded so
+        # far; runs against real backends are left alone
+        with paused(be.virtual):
             trace = runner(_run_and_close(rt, be, spec.root, caught if stop_on_signals else None))
     except BaseException:
         recorder.shutdown()  # a run that never started still closes its outputs
@@ -230,26 +232,6 @@ def run(
         caught[0] if caught else None,
         tuple(recorder.failures),
     )
-
-
-@contextlib.contextmanager
-def _no_cycle_collection(virtual: bool) -> Iterator[None]:
-    """Pause Python's cyclic garbage collector during a virtual-time run.
-
-    A simulated run allocates only objects that live until its end (events, agent states),
-    and its collections find nothing to free while re-scanning everything recorded so far,
-    so their cost per event grows with the run. Reference counting still frees memory as
-    usual; the collector is switched back on (when it was on) as soon as the run ends. Runs
-    against real backends are left alone.
-    """
-    if not virtual or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:

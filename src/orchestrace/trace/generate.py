@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._collector import paused
 from orchestrace.errors import ConfigError
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import (
@@ -62,6 +63,7 @@ def min_events(agents: int, depth: int) -> int:
     return 2 * non_root + 2 * managers + 1 + workers if agents > 1 else 2
 
 
+@paused()
 def generate_trace(
     agents: int = 8,
     steps: int = 200,
@@ -183,7 +185,10 @@ def generate_trace(
                 link(prev, s, CAUSAL)
                 spawns.append(s)
             step += 1
-            ends = [run(c, t, s) for c, s in zip(children[agent], spawns, strict=True)]
+            ends = [
+                run(c, t, s)  # noqa: F821 (``run`` is deleted only once the run is over)
+                for c, s in zip(children[agent], spawns, strict=True)
+            ]
             t_agg = max(end for _, end in ends)
             dur = r6(float(rng.uniform(0.05, 0.5)), 6)
             agg = emit(
@@ -277,6 +282,9 @@ def generate_trace(
     if agents == 1:
         work_events[0] = max(steps - 1, 1)
     run(0, 0.0, None)
+    # ``run`` refers to itself (it recurses): clearing it breaks that cycle, so the records
+    # are freed by reference counting when this returns, not left to the cyclic collector
+    del run
     # by time, ties in the order recorded (a stable sort on the times alone: no key tuples)
     order = sorted(range(len(recs)), key=[r[0] for r in recs].__getitem__)
     new_id = [0] * len(recs)

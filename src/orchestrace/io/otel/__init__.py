@@ -53,10 +53,9 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
 
+from orchestrace._collector import paused
 from orchestrace.errors import TraceFormatError
 from orchestrace.io.importers import ImportResult
 from orchestrace.io.otel._keys import _OI_KIND
@@ -83,22 +82,6 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------- entry points
-@contextlib.contextmanager
-def _no_gc() -> Generator[None, None, None]:
-    """Pause the cyclic garbage collector while spans are mapped.
-
-    Mapping allocates many small objects, none cyclic; collections triggered meanwhile would
-    rescan them all (40% of the import time).
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def import_spans(
     spans: Iterable[OtelSpan], *, source: str = "<spans>", live: bool = False
 ) -> ImportResult:
@@ -109,7 +92,7 @@ def import_spans(
         source: Name of the input, for problems.
         live: The spans are being recorded (open spans are expected, not a problem).
     """
-    with _no_gc():
+    with paused():  # mapping allocates many small objects, none cyclic
         return _import_spans(spans, source, live)
 
 
@@ -138,7 +121,7 @@ def import_values(values: Iterable[object], *, source: str) -> ImportResult:
     """
     reader = _Reader(source)
     try:
-        with _no_gc():
+        with paused():  # mapping allocates many small objects, none cyclic
             spans = list(reader.read(values))
     except RecursionError:
         raise TraceFormatError(

@@ -43,6 +43,7 @@ from typing import Any
 
 import msgspec
 
+from orchestrace._collector import paused
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.io.parquet._check import header_of
@@ -90,6 +91,7 @@ __all__ = [
 assert tuple(f.encode_name for f in msgspec.structs.fields(Event)) == EVENT_COLUMNS
 
 
+@paused()
 def write_parquet(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> None:
     """Write traces as a Parquet dataset directory.
 
