@@ -388,7 +388,6 @@ def check_dump_target(
     return fmt
 
 
-@paused()
 def dump(
     traces: Trace | Iterable[Trace],
     path: PathLike,
@@ -420,6 +419,14 @@ def dump(
     check_indent(indent)
     items = [traces] if isinstance(traces, Trace) else list(traces)
     fmt = check_dump_target(path, format=format, overwrite=overwrite)
+    # the caller's iterable is drained first: its own code (a run, say) is not paused
+    with paused():
+        _dump(items, path, fmt, indent, overwrite)
+
+
+def _dump(
+    items: list[Trace], path: PathLike, fmt: str, indent: int | None, overwrite: bool
+) -> None:
     if fmt in EXPORT_FORMATS:
         data = export_bytes(items, format=fmt)
         with atomic_write(path, force=overwrite) as fh:

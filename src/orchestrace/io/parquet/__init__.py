@@ -91,7 +91,6 @@ __all__ = [
 assert tuple(f.encode_name for f in msgspec.structs.fields(Event)) == EVENT_COLUMNS
 
 
-@paused()
 def write_parquet(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> None:
     """Write traces as a Parquet dataset directory.
 
@@ -133,54 +132,70 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
     rows: dict[str, list[Any]] = {f.name: [] for f in tr_schema}
     tok_rows: dict[str, list[Any]] = {c: [] for c in ("trace_id", "event_id", *TOKEN_FIELDS)}
     try:
-        for tr in traces:
-            meta = tr.meta
-            if is_token_table(meta.get(TOKENS_KEY)):  # the side table goes to tokens.parquet
-                meta = {k: v for k, v in meta.items() if k != TOKENS_KEY}
-                for eid, rec in tr.meta[TOKENS_KEY].items():
-                    tok_rows["trace_id"].append(tr.trace_id)
-                    tok_rows["event_id"].append(eid)
-                    for c in TOKEN_FIELDS:
-                        tok_rows[c].append(rec[c])
-            ev = tr.events
-            cols: dict[str, Any] = {"trace_id": _repeated(tr.trace_id, len(ev))}
-            for c in EVENT_COLUMNS:
-                values = list(map(attrgetter(_ATTR[c]), ev))
-                if c == "attrs":
-                    values = [None if v is None else enc.encode(v).decode() for v in values]
-                cols[c] = values  # Arrow converts a list of Python numbers fastest itself
-            cols[_DEFAULTS_COLUMN] = _defaults_array(ev)
-            ev_writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
-            ed = tr.edges
-            ed_writer.write_table(
-                pa.table(
-                    {
-                        "trace_id": _repeated(tr.trace_id, len(ed)),
-                        "src": list(map(attrgetter("src"), ed)),
-                        "dst": list(map(attrgetter("dst"), ed)),
-                        "type": list(map(attrgetter("type"), ed)),
-                    },
-                    schema=ed_schema,
-                ),
-                row_group_size=_ROW_GROUP,
-            )
-            for key, value in (
-                ("trace_id", tr.trace_id),
-                ("task_id", tr.task_id),
-                ("system", tr.system),
-                ("topology", tr.topology),
-                ("schema_version", tr.schema_version),
-                ("rewards", list(tr.rewards.items())),
-                ("costs", list(tr.costs.items())),
-                ("metrics", list(tr.metrics.items())),
-                ("meta", enc.encode(meta).decode()),
-                ("n_events", len(ev)),
-                ("n_edges", len(ed)),
-            ):
-                rows[key].append(value)
+        for tr in traces:  # (the caller's iterable runs outside the pause)
+            with paused():
+                _write_trace(tr, enc, ev_writer, ed_writer, rows, tok_rows)
     finally:
         ev_writer.close()
         ed_writer.close()
-    pq.write_table(pa.table(rows, schema=tr_schema), tmp / _FILES[2])
-    if tok_rows["trace_id"]:
-        pq.write_table(pa.table(tok_rows, schema=_token_schema()), tmp / _TOKENS_FILE)
+    with paused():
+        pq.write_table(pa.table(rows, schema=tr_schema), tmp / _FILES[2])
+        if tok_rows["trace_id"]:
+            pq.write_table(pa.table(tok_rows, schema=_token_schema()), tmp / _TOKENS_FILE)
+
+
+def _write_trace(
+    tr: Trace,
+    enc: msgspec.json.Encoder,
+    ev_writer: Any,
+    ed_writer: Any,
+    rows: dict[str, list[Any]],
+    tok_rows: dict[str, list[Any]],
+) -> None:
+    """Write one trace's events and edges, and add its row (and token rows) to the lists."""
+    pa, _ = _pa()
+    ev_schema, ed_schema, _ = _schemas()
+    meta = tr.meta
+    if is_token_table(meta.get(TOKENS_KEY)):  # the side table goes to tokens.parquet
+        meta = {k: v for k, v in meta.items() if k != TOKENS_KEY}
+        for eid, rec in tr.meta[TOKENS_KEY].items():
+            tok_rows["trace_id"].append(tr.trace_id)
+            tok_rows["event_id"].append(eid)
+            for c in TOKEN_FIELDS:
+                tok_rows[c].append(rec[c])
+    ev = tr.events
+    cols: dict[str, Any] = {"trace_id": _repeated(tr.trace_id, len(ev))}
+    for c in EVENT_COLUMNS:
+        values = list(map(attrgetter(_ATTR[c]), ev))
+        if c == "attrs":
+            values = [None if v is None else enc.encode(v).decode() for v in values]
+        cols[c] = values  # Arrow converts a list of Python numbers fastest itself
+    cols[_DEFAULTS_COLUMN] = _defaults_array(ev)
+    ev_writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
+    ed = tr.edges
+    ed_writer.write_table(
+        pa.table(
+            {
+                "trace_id": _repeated(tr.trace_id, len(ed)),
+                "src": list(map(attrgetter("src"), ed)),
+                "dst": list(map(attrgetter("dst"), ed)),
+                "type": list(map(attrgetter("type"), ed)),
+            },
+            schema=ed_schema,
+        ),
+        row_group_size=_ROW_GROUP,
+    )
+    for key, value in (
+        ("trace_id", tr.trace_id),
+        ("task_id", tr.task_id),
+        ("system", tr.system),
+        ("topology", tr.topology),
+        ("schema_version", tr.schema_version),
+        ("rewards", list(tr.rewards.items())),
+        ("costs", list(tr.costs.items())),
+        ("metrics", list(tr.metrics.items())),
+        ("meta", enc.encode(meta).decode()),
+        ("n_events", len(ev)),
+        ("n_edges", len(ed)),
+    ):
+        rows[key].append(value)
