@@ -55,11 +55,15 @@ def test_paused_restores_after_an_error(collector_on: None) -> None:
     assert gc.isenabled()
 
 
-def test_paused_across_threads_is_back_on_when_the_last_ends(collector_on: None) -> None:
+def test_paused_leaves_the_collector_alone_outside_the_main_thread(collector_on: None) -> None:
+    # the collector is one per process: pauses overlapping in several threads could keep it
+    # off for every thread indefinitely
     inside, leave = threading.Event(), threading.Event()
+    seen = []
 
     def worker() -> None:
         with paused():
+            seen.append(gc.isenabled())
             inside.set()
             leave.wait(10)
 
@@ -67,11 +71,56 @@ def test_paused_across_threads_is_back_on_when_the_last_ends(collector_on: None)
     t.start()
     inside.wait(10)
     with paused():
-        pass
-    assert not gc.isenabled()  # the worker's step still runs
+        assert not gc.isenabled()
+    assert gc.isenabled()  # the worker's step does not hold it off
     leave.set()
     t.join(10)
+    assert seen == [True]
     assert gc.isenabled()
+
+
+def test_an_interrupt_right_after_the_pause_began_leaves_it_restored(
+    collector_on: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = gc.disable
+
+    def then_interrupt() -> None:
+        real()
+        raise KeyboardInterrupt  # as a signal handler may, between two steps of paused()
+
+    monkeypatch.setattr(gc, "disable", then_interrupt)
+    with pytest.raises(KeyboardInterrupt), paused():
+        pass
+    monkeypatch.undo()
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_child_forked_by_another_thread_gets_the_collector_back(collector_on: None) -> None:
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    r, w = os.pipe()
+    out = []
+
+    def fork_from_worker() -> None:
+        pid = os.fork()
+        if pid == 0:  # the child: the main thread's step does not exist here
+            os.write(w, b"1" if gc.isenabled() else b"0")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        out.append(os.read(r, 1))
+
+    with paused():
+        t = threading.Thread(target=fork_from_worker)
+        t.start()
+        t.join(30)
+    os.close(r)
+    os.close(w)
+    assert out == [b"1"]
 
 
 def test_generate_trace_leaves_no_cycles_behind(collector_on: None) -> None:

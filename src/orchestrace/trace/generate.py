@@ -281,10 +281,12 @@ def generate_trace(
 
     if agents == 1:
         work_events[0] = max(steps - 1, 1)
-    run(0, 0.0, None)
-    # ``run`` refers to itself (it recurses): clearing it breaks that cycle, so the records
-    # are freed by reference counting when this returns, not left to the cyclic collector
-    del run
+    try:
+        run(0, 0.0, None)
+    finally:
+        # ``run`` refers to itself (it recurses): clearing it breaks that cycle, so the
+        # records are freed by reference counting, not left to the cyclic collector
+        del run
     # by time, ties in the order recorded (a stable sort on the times alone: no key tuples)
     order = sorted(range(len(recs)), key=[r[0] for r in recs].__getitem__)
     new_id = [0] * len(recs)
