@@ -74,8 +74,10 @@ def dense_table(id_ints: np.ndarray, n: int) -> tuple[np.ndarray, bool] | None:
     top = int(id_ints.max()) + 1 if len(id_ints) else 0
     if top > 4 * n + 1024:
         return None
-    table = np.full(top, -1, dtype=np.int64)
-    table[id_ints[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    # positions fit 32 bits below 2**31 events: half the memory of the table and its fill
+    kind = np.int32 if n < 2**31 else np.int64
+    table: np.ndarray = np.full(top, -1, dtype=kind)
+    table[id_ints[::-1]] = np.arange(n - 1, -1, -1, dtype=kind)
     return table, bool(np.count_nonzero(table >= 0) == n)
 
 
