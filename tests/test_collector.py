@@ -88,9 +88,13 @@ def test_an_interrupt_right_after_the_pause_began_leaves_it_restored(
         real()
         raise KeyboardInterrupt  # as a signal handler may, between two steps of paused()
 
+    def step() -> None:
+        with paused():
+            pass
+
     monkeypatch.setattr(gc, "disable", then_interrupt)
-    with pytest.raises(KeyboardInterrupt), paused():
-        pass
+    with pytest.raises(KeyboardInterrupt):
+        step()
     monkeypatch.undo()
     assert gc.isenabled()
     with paused():

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "RedactingFilter",
+    "StreamWriteError",
     "bounded",
     "decimal",
     "display",
@@ -126,16 +128,49 @@ _CONTROL_KEEP_CR = re.compile(
 )
 
 
+class StreamWriteError(OSError):
+    """Standard output or standard error cannot be written (closed, full, gone).
+
+    Example:
+        >>> str(StreamWriteError(28, "cannot write to standard output: No space left on device"))
+        '[Errno 28] cannot write to standard output: No space left on device'
+    """
+
+
 class _Guard:
     """A text stream that escapes terminal control characters before passing text on."""
 
-    def __init__(self, stream: Any, keep_cr: bool) -> None:
+    def __init__(self, stream: Any, keep_cr: bool, name: str = "output") -> None:
         self._stream = stream
         self._pattern = _CONTROL_KEEP_CR if keep_cr else _CONTROL
+        self._name = name
+
+    def _failed(self, err: OSError | None) -> StreamWriteError:
+        if err is None:
+            return StreamWriteError(errno.EBADF, f"standard {self._name} is closed")
+        why = err.strerror or str(err)
+        return StreamWriteError(err.errno, f"cannot write to standard {self._name}: {why}")
 
     def write(self, text: str) -> int:
-        self._stream.write(self._pattern.sub(lambda m: _escape_char(m.group()), text))
+        if self._stream is None:
+            raise self._failed(None)
+        try:
+            self._stream.write(self._pattern.sub(lambda m: _escape_char(m.group()), text))
+        except BrokenPipeError:
+            raise  # a reader that stopped early (``| head``): not an error
+        except OSError as err:
+            raise self._failed(err) from None
         return len(text)
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._failed(err) from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -153,8 +188,8 @@ def guarded_output() -> Iterator[None]:
     """
     out, err = sys.stdout, sys.stderr
     keep_cr = bool(getattr(err, "isatty", lambda: False)())
-    sys.stdout = _Guard(out, keep_cr=False)
-    sys.stderr = _Guard(err, keep_cr=keep_cr)
+    sys.stdout = _Guard(out, keep_cr=False, name="output")
+    sys.stderr = _Guard(err, keep_cr=keep_cr, name="error")
     try:
         yield
     finally:

@@ -81,15 +81,52 @@ def test_an_existing_foreign_directory_is_never_written(
 @pytest.mark.parametrize("command", ["convert", "generate", "replay", "run"])
 def test_existing_output_needs_force_then_is_replaced(tmp_path, capsys, trace_file, command):
     out_path = tmp_path / "out.jsonl"
-    out_path.write_text("old\n")
     args = _commands(trace_file, out_path)[command]
+    assert cli(capsys, *args)[0] == 0  # an output of orchestrace's own
+    old = out_path.read_bytes()
     code, _, err = cli(capsys, *args)
     assert (code, err) == (1, f"error: {out_path} exists; pass --force to replace it\n")
-    assert out_path.read_text() == "old\n"
+    assert out_path.read_bytes() == old
     code, _, err = cli(capsys, *args, "--force")
     assert (code, err.startswith("error")) == (0, False), err
     assert load(out_path).n_events > 0
     assert sorted(x.name for x in tmp_path.iterdir()) == ["in", "out.jsonl"]
+
+
+@pytest.mark.parametrize("command", ["convert", "generate", "replay", "run", "export"])
+@pytest.mark.parametrize("content", ["old\n", "precious user data", '{"a": 1}\n', ""])
+def test_a_users_file_is_never_replaced_even_with_force(
+    tmp_path, capsys, trace_file, command, content
+):
+    out_path = tmp_path / "out.jsonl"
+    out_path.write_text(content)
+    code, _, err = cli(capsys, *_commands(trace_file, out_path)[command], "--force")
+    assert (code, err) == (
+        1,
+        f"error: {out_path} exists and orchestrace did not write it (--force replaces only "
+        "orchestrace's own outputs); move it away or choose another path\n",
+    )
+    assert out_path.read_text() == content
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["in", "out.jsonl"]
+
+
+def test_an_unmarked_trace_file_counts_as_orchestraces(tmp_path, capsys, trace_file):
+    """A trace written before outputs were marked (or copied without the mark) is replaced."""
+    out_path = tmp_path / "old.json"
+    out_path.write_bytes(trace_file.read_bytes())  # (a plain copy carries no mark)
+    code, _, err = cli(capsys, "generate", "-k", "3", "-l", "10", "-o", out_path, "--force")
+    assert code == 0, err
+
+
+def test_dash_is_not_standard_output(tmp_path, capsys, trace_file, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "generate", "-k", "3", "-l", "10", "-o", "-")
+    assert (code, err) == (
+        1,
+        "error: '-' is not standard output here: outputs are written to files; give a file "
+        "name (./- for a file named '-')\n",
+    )
+    assert not (tmp_path / "-").exists()
 
 
 def test_export_needs_force(tmp_path, capsys, trace_file):
@@ -161,7 +198,8 @@ def test_convert_disk_full_is_one_line_and_keeps_the_old_output(
     from orchestrace.io import _output
 
     out = tmp_path / "c.json"
-    out.write_text("old\n")
+    assert cli(capsys, "generate", "-k", "2", "-l", "5", "-o", out)[0] == 0
+    old = out.read_bytes()
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -172,7 +210,7 @@ def test_convert_disk_full_is_one_line_and_keeps_the_old_output(
         1,
         f"error: cannot write {out}: No space left on device; free space or choose another path\n",
     )
-    assert out.read_text() == "old\n"
+    assert out.read_bytes() == old
     assert sorted(x.name for x in tmp_path.iterdir()) == ["c.json", "in"]
 
 
@@ -456,9 +494,35 @@ def test_a_signal_during_a_run_records_the_stop(tmp_path, sig, name):
     assert tr.meta["result"]["stop_reason"] == f"interrupted by {name}"
 
 
-def test_a_second_signal_gives_up_the_clean_stop(tmp_path):
+def test_one_interrupt_delivered_twice_is_still_one_clean_stop(tmp_path):
+    """``timeout -s INT`` signals the process and then its group: two signals at once."""
     from orchestrace.runtime import run
 
+    out = tmp_path / "r.jsonl"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = run(
+            "debate",
+            agents=4,
+            rounds=200,
+            output=out,
+            processors=[_Signaller(signal.SIGINT, 2)],
+            stop_on_signals=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert res.interrupted_by == "SIGINT"
+    tr = load(out)  # the footer is there
+    assert not tr.meta.get("partial")
+    assert tr.meta["result"]["stop_reason"] == "interrupted by SIGINT"
+
+
+def test_a_second_signal_gives_up_the_clean_stop(tmp_path, monkeypatch):
+    import orchestrace.runtime as runtime
+    from orchestrace.runtime import run
+
+    # a second interrupt later than the first one's own repeats
+    monkeypatch.setattr(runtime, "_SAME_INTERRUPT_S", 0.0)
     out = tmp_path / "r.jsonl"
     # Python's own SIGINT handler, also where the test process started with SIGINT ignored
     # (a shell's background job)

@@ -85,6 +85,11 @@ def test_html_refuses_to_overwrite_without_force(
     assert code == 1 and out.read_text() == "precious"
     assert err.startswith("error: ") and "--force" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli(capsys, "view", trace_file, "--html", out, "--force")
+    assert code == 1 and out.read_text() == "precious"  # not a page orchestrace wrote
+    assert "orchestrace did not write it" in err
+    out.unlink()
+    assert cli(capsys, "view", trace_file, "--html", out)[0] == 0
+    code, _, err = cli(capsys, "view", trace_file, "--html", out, "--force")
     assert code == 0 and out.read_text().startswith("<!doctype html>")
     code, _, err = cli(capsys, "view", trace_file, "--html", trace_file, "--force")
     assert code == 1 and trace_file.read_text().startswith("{")
@@ -150,3 +155,19 @@ def test_server_prints_its_url_and_serves_the_page(trace_file: Path) -> None:
             p.kill()
     assert "Traceback" not in (p.stderr.read() if p.stderr else "")
     time.sleep(0)
+
+
+def test_html_of_an_invalid_trace_warns(
+    capsys: pytest.CaptureFixture[str], trace_file: Path, tmp_path: Path
+) -> None:
+    doc = json.loads(trace_file.read_text())
+    doc["events"].append(dict(doc["events"][0]))  # a duplicate id
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    code, _, err = cli(capsys, "view", bad, "--html", tmp_path / "bad.html")
+    assert code == 0  # the page is how the broken trace is inspected
+    first = err.splitlines()[0]
+    assert first.startswith(f"warning: {bad}: 1 problem(s), first: $.events[60].id: duplicate")
+    assert first.endswith("the page shows the trace as recorded and lists them")
+    code, _, err = cli(capsys, "view", trace_file, "--html", tmp_path / "good.html")
+    assert code == 0 and "warning" not in err

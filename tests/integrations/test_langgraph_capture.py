@@ -412,7 +412,12 @@ def test_existing_output_fails_before_the_graph_runs(tmp_path):
     with pytest.raises(OutputError, match="exists"):
         record_stream(Graph(), {}, path=path)  # the call itself, before any chunk
     assert ran == [] and path.read_text() == "keep me\n"
-    OrchestraceCallbackHandler(path, overwrite=True).close()  # replacing it is allowed
+    with pytest.raises(OutputError, match="orchestrace did not write it"):
+        OrchestraceCallbackHandler(path, overwrite=True)  # a user's file, even so
+    assert path.read_text() == "keep me\n"
+    path.unlink()
+    OrchestraceCallbackHandler(path).close()
+    OrchestraceCallbackHandler(path, overwrite=True).close()  # replacing its own is allowed
 
 
 @needs_langgraph

@@ -277,7 +277,7 @@ def test_bad_usage_run_records_failed_calls_and_a_readable_trace(
         ],
         capsys,
     )
-    assert rc == 0, err
+    assert rc == 1 and err.startswith("error: every LLM call failed"), err  # (the run kept)
     errors = llm_errors(out)
     assert errors and all(message in e for e in errors)
     assert run_cli(["validate", str(out)], capsys)[0] == 0
@@ -312,7 +312,7 @@ def test_echoed_authorization_never_reaches_trace_or_output(serve, tmp_path, cap
         ],
         capsys,
     )
-    assert rc == 0
+    assert rc == 1  # every LLM call failed: one error line, the run kept
     assert s.headers[0]["Authorization"] == f"Bearer {SECRET}"  # the key was sent...
     errors = llm_errors(out)
     assert errors and all("answered 401" in e for e in errors)
@@ -370,7 +370,7 @@ def test_credentials_in_base_url_never_reach_trace_or_output(serve, tmp_path, ca
         ],
         capsys,
     )
-    assert rc == 0
+    assert rc == 1  # every LLM call failed: one error line, the run kept
     raw = out.read_text()
     for text in (raw, stdout, stderr):
         assert PASSWORD not in text
@@ -410,7 +410,7 @@ def test_credentials_in_unreachable_base_url_are_redacted(tmp_path, capsys):
         capsys,
     )
     raw = out.read_text()
-    assert rc == 0
+    assert rc == 1  # every LLM call failed: one error line, the run kept
     errors = llm_errors(out)
     assert errors and all("cannot reach http://127.0.0.1:9/v1" in e for e in errors)
     for text in (raw, stdout, stderr):

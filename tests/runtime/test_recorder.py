@@ -390,7 +390,12 @@ def test_a_parquet_row_group_that_cannot_be_written_stops_the_run(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_run_given_up_on_a_second_signal_still_flushes_and_shuts_down():
+def test_a_run_given_up_on_a_second_signal_still_flushes_and_shuts_down(monkeypatch):
+    import orchestrace.runtime as runtime
+
+    # a second interrupt later than the first one's own repeats (sooner, it is the same one)
+    monkeypatch.setattr(runtime, "_SAME_INTERRUPT_S", 0.0)
+
     class Signaller(Calls):
         def on_event(self, event, edges):
             super().on_event(event, edges)

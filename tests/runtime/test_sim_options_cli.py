@@ -40,7 +40,7 @@ def test_options_change_the_run_and_are_recorded(tmp_path, capsys):
         ],
         capsys,
     )
-    assert rc == 0, err
+    assert rc == 1 and err.startswith("error: every LLM call failed"), err  # (the run is kept)
     a, b = load(plain), load(failing)
     assert a.meta["backend"]["options"]["fail_rate"] == 0.0
     assert b.meta["backend"]["options"]["fail_rate"] == 1.0

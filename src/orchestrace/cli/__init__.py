@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrace import __version__, _startup
-from orchestrace._safe import bounded, guarded_output, redact
+from orchestrace._safe import StreamWriteError, bounded, guarded_output, redact
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.io._output import FORCE_HINT
 from orchestrace.trace.model import MAX_INT
@@ -433,6 +433,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         FORCE_HINT.reset(token)
 
 
+def _say_stream_error(err: StreamWriteError) -> None:
+    """One line for an output that cannot be written; nothing when stderr is the one gone."""
+    with contextlib.suppress(Exception):
+        print(
+            f"error: {err.strerror}; check where the output goes (a closed or full file or device)",
+            file=sys.stderr,
+        )
+
+
 def _main(args_list: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(args_list)
@@ -443,7 +452,11 @@ def _main(args_list: list[str]) -> int:
     try:
         _check_seeds(args)
         code: int = args.func(args)
+        sys.stdout.flush()  # output still buffered fails here, where it can be reported
         return code
+    except StreamWriteError as err:
+        _say_stream_error(err)
+        return 1
     except OrchestraceError as err:
         print(f"error: {bounded(redact(str(err)))}", file=sys.stderr)
         return 1

@@ -34,8 +34,13 @@ def truncated(trace: Trace) -> bool:
     return isinstance(meta, dict) and bool(meta.get("partial"))
 
 
-def _message(path: str, trace: Trace, several: bool) -> str:
+def _message(path: str, trace: Trace, several: bool, *, used: bool = False) -> str:
     where = f"{path} [{_short(trace.trace_id, 60)}]" if several else path
+    if used:  # the command goes on with it
+        return (
+            f"{where} is truncated (no footer): used as recorded so far, so its scores "
+            "describe an unfinished run (--partial accepts it without this warning)"
+        )
     return f"{where} is truncated (no footer): scores may mislead; pass --partial to accept it"
 
 
@@ -45,7 +50,7 @@ def warn_truncated(path: str, traces: Iterable[Trace], *, partial: bool) -> None
     if partial:
         return
     for tr in found:
-        print(f"warning: {_message(path, tr, len(found) > 1)}", file=sys.stderr)
+        print(f"warning: {_message(path, tr, len(found) > 1, used=True)}", file=sys.stderr)
 
 
 def refuse_truncated(path: str, traces: Iterable[Trace], *, partial: bool) -> None:

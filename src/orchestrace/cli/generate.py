@@ -38,6 +38,12 @@ def run(args: argparse.Namespace) -> int:
     skip_pandas_probe()  # a Parquet output converts Python values: no pandas import for it
     fmt = check_dump_target(args.output, format=args.format, overwrite=args.force)
     trace = generate_trace(args.agents, args.steps, args.depth, args.seed)
+    if trace.n_events > args.steps:  # the team's shape needs more events than asked for
+        print(
+            f"note: {args.agents:,} agents at spawn depth {args.depth} need at least "
+            f"{trace.n_events:,} events, so the trace has {trace.n_events:,}, not {args.steps:,}",
+            file=sys.stderr,
+        )
     dump(trace, args.output, format=fmt, overwrite=args.force)
     print(
         f"wrote {args.output}: {trace.n_events} events, {len(trace.edges)} edges, "

@@ -375,6 +375,14 @@ def run_cmd(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130 if res.interrupted_by == "SIGINT" else 143
+    failed = _failed_llm_calls(res.trace)
+    if failed is not None:
+        n, total, first = failed
+        where = f"; the run is recorded in {display(args.output, 200)}" if args.output else ""
+        if n == total:  # nothing the run did came from the model
+            print(f"error: every LLM call failed ({n:,}); first: {first}{where}", file=sys.stderr)
+            return 1
+        print(f"warning: {n:,} of {total:,} LLM calls failed; first: {first}", file=sys.stderr)
     denied = _root_denied(res.trace)
     if denied is not None:
         print(
@@ -388,6 +396,15 @@ def run_cmd(args: argparse.Namespace) -> int:
         print(f"error: {own}", file=sys.stderr)
         return 1
     return 0
+
+
+def _failed_llm_calls(trace: Any) -> tuple[int, int, str] | None:
+    """``(failed, total, first error)`` of the run's LLM calls; ``None`` when none failed."""
+    calls = [e for e in trace.events if e.type == "llm_call"]
+    failed = [e for e in calls if e.error]
+    if not failed:
+        return None
+    return len(failed), len(calls), display(str(failed[0].error), 300)
 
 
 def attack_from(spec: str) -> Any:

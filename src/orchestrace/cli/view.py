@@ -7,6 +7,7 @@ import sys
 import webbrowser
 from typing import Any
 
+from orchestrace._safe import display
 from orchestrace.errors import ConfigError
 from orchestrace.io import FORMATS, IMPORT_FORMATS
 from orchestrace.io._output import check_output
@@ -80,6 +81,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {src.view.note}", file=sys.stderr)
     if args.html is not None:
         size = write_html(state, args.html, force=args.force, inputs=inputs)
+        for src in state.sources:  # an invalid trace is shown as recorded, never silently
+            found = src.view.summary()
+            if found["n_problems"]:
+                print(
+                    f"warning: {display(src.view.source, 200)}: {found['n_problems']:,} "
+                    f"problem(s), first: {display(found['problems'][0], 200)}; the page shows "
+                    "the trace as recorded and lists them",
+                    file=sys.stderr,
+                )
         n = sum(s.view.n for s in state.sources)
         print(
             f"wrote {args.html}: {len(state.sources)} trace(s), {n} events, {size:,} bytes",

@@ -97,6 +97,8 @@ def detect_format(path: PathLike) -> str:
         TraceFormatError: The format cannot be told (the message says how to name it), or the
             file cannot be read (missing, a device, unreadable).
     """
+    if not os.fspath(path):
+        raise TraceFormatError("", "file", "the input path is empty", "give a trace file")
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
@@ -119,7 +121,7 @@ def detect_format(path: PathLike) -> str:
         return "jsonl" if len(lines) > 1 and lines[1].lstrip().startswith(b"{") else "json"
     raise TraceFormatError(
         str(path),
-        "file name",
+        "input" if str(path) == "-" else "file name",
         "cannot tell the trace format",
         "name it *.json, *.jsonl or *.parquet, or name its format with `--from` "
         f"(`orchestrace convert`) or format= (Python): one of {', '.join(FORMATS)}",

@@ -41,6 +41,7 @@ from orchestrace.io._targets import (
     _show,
     check_output,
     file_mode,
+    mark_written,
     write_error,
 )
 
@@ -94,6 +95,7 @@ def _mkstemp(target: Path) -> tuple[int, str]:
         mode = file_mode()
     with suppress(OSError):
         os.fchmod(fd, mode)
+    mark_written(fd)  # what ``--force`` may replace later
     return fd, tmp
 
 
@@ -128,6 +130,7 @@ def atomic_write(
     *,
     force: bool = False,
     inputs: Iterable[PathLike] = (),
+    owned: bool = False,
 ) -> Iterator[IO[Any]]:
     """Write to a temporary file beside ``path`` and rename it into place on success.
 
@@ -137,13 +140,15 @@ def atomic_write(
     Args:
         path: The output file.
         mode: ``"wb"`` or ``"w"``.
-        force: Replace ``path`` if it exists.
+        force: Replace ``path`` if it exists (a file orchestrace wrote: see
+            :func:`~orchestrace.io._targets.written_by_orchestrace`).
         inputs: Files the output may not be.
+        owned: ``path`` is known to be orchestrace's (see :func:`check_output`).
 
     Raises:
         OutputError: The output may not be written there, or writing failed.
     """
-    target = check_output(path, force=force, kind="file", inputs=inputs)
+    target = check_output(path, force=force, kind="file", inputs=inputs, owned=owned)
     try:
         fd, tmp = _mkstemp(target)
     except OSError as err:
@@ -348,7 +353,7 @@ def report_file(path: PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
     active = _ACTIVE.get()
     if active is not None and os.path.abspath(target.parent) == active[0]:
         _register(target.parent, active[1], target.name)
-    with atomic_write(target, mode, force=True) as fh:
+    with atomic_write(target, mode, force=True, owned=True) as fh:  # (the directory is ours)
         yield fh
 
 

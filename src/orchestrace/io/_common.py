@@ -278,11 +278,12 @@ def is_stream(fh: IO[bytes]) -> bool:
         return True
 
 
-def read_bytes(path: PathLike) -> Any:
+def read_bytes(path: PathLike, *, json: bool = True) -> Any:
     """Return the file's bytes (memory-mapped when large, so nothing is copied).
 
     Pipes and FIFOs are read to their end (see :func:`open_input`) and capped at
-    :data:`MAX_STREAM_BYTES`. A leading UTF-8 byte-order mark is dropped.
+    :data:`MAX_STREAM_BYTES`; with ``json`` (a trace), a stream that does not begin as JSON
+    does is refused at its first bytes. A leading UTF-8 byte-order mark is dropped.
 
     Raises:
         TraceFormatError: The file is missing, a directory, a device, unreadable, empty or
@@ -292,7 +293,7 @@ def read_bytes(path: PathLike) -> Any:
     fh = open_input(path)
     try:
         if is_stream(fh):
-            data: Any = _read_stream(fh, src)
+            data: Any = _read_stream(fh, src, json)
         else:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
@@ -316,13 +317,20 @@ def read_bytes(path: PathLike) -> Any:
     return data
 
 
-def _read_stream(fh: IO[bytes], src: str) -> bytes:
+#: Bytes a JSON or JSONL trace may begin with (after a byte-order mark and whitespace).
+_JSON_STARTS = b"{["
+
+
+def _read_stream(fh: IO[bytes], src: str, json: bool = True) -> bytes:
     chunks: list[bytes] = []
     total = 0
+    begun = not json  # whether the first byte that is not whitespace was seen (and fits JSON)
     while True:
         chunk = fh.read(1 << 20)
         if not chunk:
             return b"".join(chunks)
+        if not begun:
+            begun = _json_begins(chunk if chunks else chunk.removeprefix(BOM), src, total)
         total += len(chunk)
         if total > MAX_STREAM_BYTES:
             raise TraceFormatError(
@@ -332,6 +340,27 @@ def _read_stream(fh: IO[bytes], src: str) -> bytes:
                 "for very large traces, write them to a file (or a Parquet dataset) first",
             )
         chunks.append(chunk)
+
+
+def _json_begins(chunk: bytes, src: str, offset: int) -> bool:
+    """Whether ``chunk`` shows where the streamed input begins; refuse it if not as JSON does.
+
+    A stream is read whole before it is parsed; an input that cannot be a JSON or JSONL trace
+    (binary data, ``/dev/zero`` piped in) is refused at its first bytes instead of after up to
+    :data:`MAX_STREAM_BYTES` of them.
+    """
+    rest = chunk.lstrip(b" \t\r\n")
+    if not rest:
+        return False
+    if rest[:1] in (b"{", b"["):
+        return True
+    at = offset + len(chunk) - len(rest)
+    raise TraceFormatError(
+        src,
+        f"byte {at + 1:,}",
+        f"not a JSON or JSONL trace (it begins with byte 0x{rest[0]:02x})",
+        "pipe in a trace written as JSON or JSONL (a Parquet dataset is read from its directory)",
+    )
 
 
 def format_ns(ns: float) -> str:
@@ -388,10 +417,34 @@ def format_error(source: str, data: Any, err: Exception, *, base_line: int = 1) 
             source, "document", "not UTF-8 text (binary data?)", "pass a JSON trace file"
         )
     where = describe_offset(data, int(m.group(1)), base_line) if m else "document"
+    if m:
+        at = int(m.group(1))
+        word = bytes(data[at : at + 9])
+        if word.startswith((b"NaN", b"Infinity", b"-Infinity")):
+            return TraceFormatError(
+                source,
+                where,
+                f"{word.split(b',')[0].split(b'}')[0].decode('ascii', 'replace')} is not a "
+                "JSON number",
+                "record a finite number there (JSON has no NaN or Infinity)",
+            )
+    if msg.startswith("Integer value out of range"):
+        big = _BIG_INTEGER.search(data)
+        return TraceFormatError(
+            source,
+            describe_offset(data, big.start(), base_line) if big else "document",
+            "integer too long to read (over 4,300 digits)",
+            "record a smaller number there (or the value as a string)",
+        )
     reason = _BYTE.sub("", msg).strip().rstrip(":")
     if reason.startswith("JSON is malformed: "):
         reason = "malformed JSON: " + reason[len("JSON is malformed: ") :]
     return TraceFormatError(source, where, reason, "fix the JSON syntax there")
+
+
+#: An integer too long for Python to read (over 4,300 digits), outside a string as far as a
+#: scan can tell: after ``:``, ``[`` or ``,`` and whitespace.
+_BIG_INTEGER = re.compile(rb"(?<=[:\[,])\s*-?[0-9]{4301,}")
 
 
 # the write side (output checks, atomic replacement, locks) lives in one place

@@ -9,7 +9,12 @@ The rules, shared by every command and writer:
 * An existing output (a file, or one of our datasets or report directories) is replaced only
   with ``--force`` (``overwrite=True`` in Python), and always by writing a complete temporary
   sibling first and renaming it into place, so the previous output stays whole until the new
-  one is complete.
+  one is complete. ``--force`` replaces only a file orchestrace wrote: every file it writes
+  carries the extended attribute ``user.orchestrace.output``; a file without it (written
+  before the mark, copied, or on a file system without such attributes) counts as
+  orchestrace's when its first 64 KiB name orchestrace or begin a JSON trace or a recording.
+  Any other file is refused, even with ``--force``.
+* ``-`` is not standard output: an output named ``-`` is refused (``./-`` names such a file).
 * Output paths are checked before any work starts: a trailing slash, ``.``/``..``, a parent
   that is missing or a file, an unwritable directory, or an output that is also an input each
   give one line saying what to do.
@@ -64,6 +69,7 @@ from orchestrace.io._targets import (
     check_output,
     file_mode,
     is_our_dataset,
+    mark_written,
     write_error,
 )
 
@@ -132,12 +138,13 @@ class StreamTarget:
         self._open = False
         flags = os.O_WRONLY | os.O_CLOEXEC
         if append and self.path.exists():
-            check_output(path, force=True, kind="file")
+            check_output(path, force=True, kind="file", owned=True)  # (nothing is replaced)
             self.fd = self._os_open(flags | os.O_APPEND)
         else:
             check_output(path, force=force, kind="file")
             try:
                 self.fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, file_mode())
+                mark_written(self.fd)
             except FileExistsError:
                 if not force:
                     raise _exists_error(path) from None

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import errno
 import json
@@ -104,6 +105,64 @@ def write_error(path: PathLike, err: OSError) -> OutputError:
 
 def _exists_error(path: PathLike) -> OutputError:
     return OutputError(path, f"{_show(path)} exists; pass {FORCE_HINT.get()} to replace it")
+
+
+#: The extended attribute that marks a file orchestrace wrote (where the file system keeps
+#: them): ``--force`` replaces only such files.
+OWNER_XATTR = "user.orchestrace.output"
+#: How much of an unmarked file is read to tell whether it is an orchestrace output.
+_SNIFF_BYTES = 1 << 16
+
+
+def mark_written(fd: int) -> None:
+    """Mark the file open as ``fd`` as one orchestrace wrote (nothing where marks are unknown)."""
+    setx = getattr(os, "setxattr", None)
+    if setx is not None:
+        # a file system without user attributes: the content tells instead
+        with contextlib.suppress(OSError):
+            setx(fd, OWNER_XATTR, b"1")
+
+
+def written_by_orchestrace(path: PathLike) -> bool:
+    """Whether the existing regular file ``path`` is one orchestrace wrote.
+
+    A file carries the mark :func:`mark_written` gives. Without it (a file written before the
+    mark existed, or on a file system that keeps no such attributes), its first 64 KiB tell:
+    they name orchestrace, or they begin a JSON trace (``trace_id``) or a recording
+    (``header``).
+
+    Example:
+        >>> import os, tempfile
+        >>> p = os.path.join(tempfile.mkdtemp(), "notes.json")
+        >>> with open(p, "w") as fh:
+        ...     _ = fh.write("precious user data")
+        >>> written_by_orchestrace(p)
+        False
+    """
+    getx = getattr(os, "getxattr", None)
+    if getx is not None:
+        try:
+            if getx(path, OWNER_XATTR) == b"1":
+                return True
+        except OSError:
+            pass  # no mark, or no attributes here: read the content
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if b"orchestrace" in head:
+        return True
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return text[:1] == b"{" and (b'"trace_id"' in head or b'"header"' in head)
+
+
+def _not_ours_error(path: PathLike) -> OutputError:
+    return OutputError(
+        path,
+        f"{_show(path)} exists and orchestrace did not write it ({FORCE_HINT.get()} replaces "
+        "only orchestrace's own outputs); move it away or choose another path",
+    )
 
 
 def _entries(p: Path) -> list[str]:
@@ -248,6 +307,7 @@ def check_output(
     kind: Kind = "file",
     inputs: Iterable[PathLike] = (),
     report: str = "report",
+    owned: bool = False,
 ) -> Path:
     """Check that ``path`` may be written, before any work starts.
 
@@ -259,6 +319,9 @@ def check_output(
         inputs: Files read by the same command; the output may not be one of them.
         report: For ``kind="dir"``: what writes it (``bench``, ``train``, ``study``...), as
             recorded in the directory's marker.
+        owned: An existing file is known to be orchestrace's (a file of one of its report
+            directories, a recording appended to): ``force`` replaces it without asking
+            :func:`written_by_orchestrace`.
 
     Returns:
         The output path.
@@ -267,18 +330,24 @@ def check_output(
         OutputError: The output may not be written there; the message says what to do.
     """
     try:
-        return _check_output(path, force, kind, inputs, report)
+        return _check_output(path, force, kind, inputs, report, owned)
     except OSError as err:  # a name too long, a symlink loop...: the system's own words
         raise write_error(path, err) from None
 
 
 def _check_output(
-    path: PathLike, force: bool, kind: Kind, inputs: Iterable[PathLike], report: str
+    path: PathLike, force: bool, kind: Kind, inputs: Iterable[PathLike], report: str, owned: bool
 ) -> Path:
     raw = os.fspath(path)
     shown = _show(raw)
     if not raw:
         raise OutputError(raw, "the output path is empty; give a file name")
+    if raw == "-":  # reads as standard output, which outputs are not written to
+        raise OutputError(
+            raw,
+            "'-' is not standard output here: outputs are written to files; give a file name "
+            "(./- for a file named '-')",
+        )
     p = Path(raw)
     if kind != "dir":
         if raw.endswith(("/", os.sep)):
@@ -349,4 +418,6 @@ def _check_output(
         raise OutputError(raw, f"{shown} is not a regular file; choose another path")
     if not force:
         raise _exists_error(raw)
+    if not owned and not written_by_orchestrace(p):
+        raise _not_ours_error(raw)
     return p

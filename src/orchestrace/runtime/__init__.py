@@ -139,8 +139,9 @@ def run(
         overwrite: Replace an existing ``output`` (otherwise an existing file is an error).
         stop_on_signals: SIGINT and SIGTERM stop the run cleanly (a recorded stop event, a
             footer; see ``RunResult.interrupted_by``) instead of raising mid-run; a second
-            signal while it stops raises ``KeyboardInterrupt`` (the recording is left without
-            its footer). Only in the main thread.
+            signal while it stops, more than a second after the first (sooner, it is the
+            same interrupt delivered twice), raises ``KeyboardInterrupt`` (the recording is
+            left without its footer). Only in the main thread.
         strict_agents: Refuse to run when the topology cannot use ``agents`` workers
             (:func:`~orchestrace.runtime.topologies.team_use`); otherwise the run uses what
             it can and records the difference in ``meta.team``.
@@ -234,6 +235,10 @@ def run(
     )
 
 
+#: Signals this close to the first one that stops a run are the same interrupt.
+_SAME_INTERRUPT_S = 1.0
+
+
 def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
     """Make SIGINT/SIGTERM stop ``rt`` cleanly; returns the handlers to put back.
 
@@ -242,10 +247,17 @@ def _catch_signals(rt: Runtime, caught: list[str]) -> list[tuple[int, Any]]:
     if threading.current_thread() is not threading.main_thread():
         return []
     loop = asyncio.get_running_loop()
+    first: list[float] = []
 
     def stop(name: str) -> None:
-        if caught:  # a second signal while stopping: give up on a clean stop
+        if caught:
+            # the same interrupt delivered twice (``timeout`` signals the process and its
+            # group; a terminal's Ctrl-C reaches every process of the job): still one clean
+            # stop. A second interrupt later than that gives up on a clean stop.
+            if time.monotonic() - first[0] < _SAME_INTERRUPT_S:
+                return
             raise KeyboardInterrupt
+        first.append(time.monotonic())
         caught.append(name)
         rt.request_stop(f"interrupted by {name}")
 

@@ -42,7 +42,7 @@ def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
             raise ConfigError(f"{where}: cannot read {what}: not a regular file; {fix}")
         if stat.S_ISREG(st.st_mode) and st.st_size == 0:
             raise ConfigError(f"{where}: cannot read {what}: the file is empty; {fix}")
-        data = read_bytes(path)
+        data = read_bytes(path, json=False)  # (text, not a trace)
         text = bytes(data).decode("utf-8")
         if not text.strip():
             raise ConfigError(f"{where}: cannot read {what}: it holds no text; {fix}")

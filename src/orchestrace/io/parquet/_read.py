@@ -96,9 +96,8 @@ def _no_traces(src: str) -> TraceFormatError:
 def _read_error(path: PathLike, where: str, err: Exception) -> TraceFormatError:
     if isinstance(err, PermissionError) or "Permission denied" in str(err):
         return _denied(str(path))
-    return TraceFormatError(
-        str(path), where, f"cannot read Parquet: {_short(str(err), 200)}", _REWRITE
-    )
+    why = " ".join(str(err).split())  # Arrow's messages may end in a newline
+    return TraceFormatError(str(path), where, f"cannot read Parquet: {_short(why, 200)}", _REWRITE)
 
 
 def read_tables(

@@ -1,0 +1,65 @@
+"""An output stream that cannot be written is one line and exit 1, not an internal error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrace import dump, generate_trace
+
+
+def _cli(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ORCHESTRACE_NO_REEXEC": "1"}
+    return subprocess.run(  # type: ignore[call-overload,no-any-return]
+        [sys.executable, "-m", "orchestrace", *args],
+        check=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=120,
+        **kw,
+    )
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    p = tmp_path / "t.json"
+    dump(generate_trace(agents=3, steps=30, seed=1), p)
+    return p
+
+
+@pytest.mark.parametrize("command", [["validate"], ["analyze"], ["analyze", "--json"]])
+def test_a_closed_stdout_is_one_line(trace_file: Path, command: list[str]) -> None:
+    got = _cli(
+        [*command, str(trace_file)], stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(1)
+    )
+    assert got.returncode == 1, got.stderr
+    assert got.stderr == (
+        "error: standard output is closed; check where the output goes (a closed or full file "
+        "or device)\n"
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("command", [["schema"], ["analyze", "--json"]])
+def test_a_full_stdout_is_one_line(trace_file: Path, command: list[str]) -> None:
+    args = [*command, str(trace_file)] if command[0] == "analyze" else command
+    with open("/dev/full", "w") as full:
+        got = _cli(args, stdout=full)
+    assert got.returncode == 1, got.stderr
+    assert got.stderr == (
+        "error: cannot write to standard output: No space left on device; check where the "
+        "output goes (a closed or full file or device)\n"
+    )
+
+
+def test_generate_says_when_the_team_needs_more_events(tmp_path: Path) -> None:
+    got = _cli(["generate", "-k", "5", "-l", "3", "-o", str(tmp_path / "g.json")])
+    assert got.returncode == 0, got.stderr
+    assert got.stderr.startswith(
+        "note: 5 agents at spawn depth 1 need at least 15 events, so the trace has 15, not 3\n"
+    )
