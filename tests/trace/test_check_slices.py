@@ -35,3 +35,15 @@ def test_slices_find_what_one_pass_finds(
     for size in (1, 7, 64):
         monkeypatch.setattr(_check_graph, "_SLICE", size)
         assert check(_scrambled(seed)) == whole  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_summarize_by_slices_is_the_one_pass_summary(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    from orchestrace.trace import analyze
+
+    whole = analyze.summarize(_scrambled(seed))
+    for size in (1, 5, 97):
+        monkeypatch.setattr(analyze, "_SLICE", size)
+        assert analyze.summarize(_scrambled(seed)) == whole

@@ -52,6 +52,30 @@ SUMMARY_KEYS = (
 _SPAWN = EVENT_CODE[EventType.SPAWN]
 
 
+#: Rows per slice where a whole column would be copied (a few megabytes of scratch memory
+#: whatever the trace's length).
+_SLICE = 1 << 20
+
+
+def _first_own_events(g: TraceGraph) -> dict[int, int]:
+    """Agent code -> its first event with a role of its own (spawns excluded), in row order."""
+    first: dict[int, int] = {}
+    rc = g.role_code
+    for lo in range(0, g.n, _SLICE):
+        part = slice(lo, lo + _SLICE)
+        own = np.flatnonzero((rc[part] >= 0) & (g.type_code[part] != _SPAWN))
+        if not len(own):
+            continue
+        # first row of each agent in the slice (no sort: the last write to a slot is the first)
+        own_agents = g.agent_code[part][own]
+        slot = np.full(int(own_agents.max()) + 1, len(own), dtype=np.int64)
+        slot[own_agents[::-1]] = np.arange(len(own) - 1, -1, -1, dtype=np.int64)
+        codes = np.flatnonzero(slot < len(own))
+        for a, i in zip(codes.tolist(), (own[slot[codes]] + lo).tolist(), strict=True):
+            first.setdefault(a, i)  # an earlier slice's row stays first
+    return first
+
+
 def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
     """Counts, graph metrics and costs of a trace, keyed by :data:`SUMMARY_KEYS`.
 
@@ -64,7 +88,9 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
     """
     g = trace if isinstance(trace, TraceGraph) else trace.graph
     n = g.n
-    type_counts = np.bincount(g.type_code.astype(np.int64), minlength=len(EVENT_TYPES))
+    type_counts = np.zeros(len(EVENT_TYPES), dtype=np.int64)
+    for lo in range(0, n, _SLICE):  # (bincount copies its input to int64: a slice at a time)
+        type_counts += np.bincount(g.type_code[lo : lo + _SLICE], minlength=len(EVENT_TYPES))
     by_type = {str(t): int(c) for t, c in zip(EVENT_TYPES, type_counts, strict=True) if c}
     agents = g.agent_codes()
     # an agent's role: the role its spawn gave it, else the first role it used itself
@@ -74,16 +100,8 @@ def summarize(trace: Trace | TraceGraph) -> dict[str, Any]:
     sp = np.flatnonzero((g.type_code == _SPAWN) & (g.to_code >= 0) & (rc >= 0))
     for child, r in zip(g.to_code[sp].tolist(), rc[sp].tolist(), strict=True):
         role_of.setdefault(child, roles[r])
-    own = np.flatnonzero((rc >= 0) & (g.type_code != _SPAWN))
-    if len(own):
-        # first row of each agent among them (no sort: the last write to a slot is the first)
-        own_agents = g.agent_code[own]
-        slot = np.full(int(own_agents.max()) + 1, len(own), dtype=np.int64)
-        slot[own_agents[::-1]] = np.arange(len(own) - 1, -1, -1, dtype=np.int64)
-        codes = np.flatnonzero(slot < len(own))
-        first = slot[codes]
-        for a, i in zip(codes.tolist(), own[first].tolist(), strict=True):
-            role_of.setdefault(a, roles[rc[i]])
+    for a, i in _first_own_events(g).items():
+        role_of.setdefault(a, roles[rc[i]])
     by_role: dict[str, int] = {}
     for a in agents.tolist():
         r = role_of.get(a, "unknown")
