@@ -160,6 +160,10 @@ class _Guard:
             raise  # a reader that stopped early (``| head``): not an error
         except OSError as err:
             raise self._failed(err) from None
+        except ValueError:
+            if getattr(self._stream, "closed", False):  # closed by the program itself
+                raise self._failed(None) from None
+            raise
         return len(text)
 
     def flush(self) -> None:
@@ -171,6 +175,10 @@ class _Guard:
             raise
         except OSError as err:
             raise self._failed(err) from None
+        except ValueError:
+            if getattr(self._stream, "closed", False):
+                raise self._failed(None) from None
+            raise
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -542,3 +542,59 @@ def test_a_second_signal_gives_up_the_clean_stop(tmp_path, monkeypatch):
         signal.signal(signal.SIGINT, previous)
     tr = load(out, partial=True)  # every complete record kept, no footer
     assert tr.meta.get("partial") and tr.n_events >= 20
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Notes: we analyse runs with orchestrace\n",
+        '{"header": "Quarterly budget", "rows": []}\n',
+        '{"cfg": {"trace_id": 5}}\n',
+        "<!doctype html><p>import orchestrace</p>\n",
+    ],
+)
+def test_a_file_that_merely_looks_related_is_not_ours(tmp_path, capsys, content):
+    out_path = tmp_path / "out.json"
+    out_path.write_text(content)
+    code, _, err = cli(capsys, "generate", "-k", "3", "-l", "10", "-o", out_path, "--force")
+    assert code == 1 and "orchestrace did not write it" in err
+    assert out_path.read_text() == content
+
+
+def test_without_extended_attributes_force_replaces_as_before(tmp_path, capsys, monkeypatch):
+    out_path = tmp_path / "out.json"
+    out_path.write_text("a file where nothing can tell who wrote it\n")
+    monkeypatch.delattr(os, "getxattr")  # a platform with none (macOS's Python)
+    code, _, err = cli(capsys, "generate", "-k", "3", "-l", "10", "-o", out_path, "--force")
+    assert code == 0, err
+    assert load(out_path).n_events >= 10
+
+
+def test_a_report_file_written_on_its_own_keeps_a_users_file(tmp_path):
+    from orchestrace.io._output import OutputError, report_file
+
+    mine = tmp_path / "policy.pt"
+    mine.write_bytes(b"my own weights")
+
+    def write() -> None:
+        with report_file(mine) as fh:
+            fh.write(b"new")
+
+    with pytest.raises(OutputError, match="orchestrace did not write it"):
+        write()
+    assert mine.read_bytes() == b"my own weights"
+    ours = tmp_path / "ours.pt"
+    for data in (b"one", b"two"):  # its own file, written again
+        with report_file(ours) as fh:
+            fh.write(data)
+    assert ours.read_bytes() == b"two"
+
+
+@pytest.mark.parametrize("name", ["d.json", "d.jsonl", "d.parquet"])
+def test_demo_writes_the_format_its_output_names(tmp_path, capsys, name):
+    if name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    out_path = tmp_path / name
+    code, _, err = cli(capsys, "demo", "--agents", "4", "-o", out_path)
+    assert code == 0, err  # a JSON output once held a JSONL recording and failed its own check
+    assert load(out_path).n_events > 0

@@ -14,7 +14,7 @@ def _doc() -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("token", "name"), [(b"NaN", "NaN"), (b"Infinity", "Infinity"), (b"-Infinity", "Infinity")]
+    ("token", "name"), [(b"NaN", "NaN"), (b"Infinity", "Infinity"), (b"-Infinity", "-Infinity")]
 )
 def test_nan_and_infinity_are_named(token: bytes, name: str) -> None:
     data = _doc().replace(b'"dur":0.0', b'"dur":' + token, 1)

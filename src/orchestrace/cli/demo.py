@@ -14,7 +14,7 @@ from typing import Any
 from orchestrace.cli.analyze import _text
 from orchestrace.cli.run import result_lines
 from orchestrace.errors import ConfigError
-from orchestrace.io import load
+from orchestrace.io import check_dump_target, dump, load
 from orchestrace.runtime import run
 from orchestrace.runtime.config import RunConfig
 from orchestrace.tasks import TASKS
@@ -52,17 +52,21 @@ def run_cmd(args: argparse.Namespace) -> int:
             f"{budget + 2:,} agents, the orchestrator and the aggregator included; e.g. 64"
         )
     out = Path(args.output) if args.output else Path(tempfile.mkdtemp()) / "swarm.jsonl"
+    # a JSONL output is streamed while the run goes on; another format is written at its end
+    fmt = check_dump_target(out, overwrite=args.force)
     res = run(
         "swarm",
         _TASK,
         agents=args.agents,
         seed=args.seed,
         task_size=_DOCS_PER_AGENT * args.agents,
-        output=out,
+        output=out if fmt == "jsonl" else None,
         overwrite=args.force,
         stop_on_signals=True,
         gossip=0.2,
     )
+    if fmt != "jsonl":
+        dump(res.trace, out, format=fmt, overwrite=args.force)
     back = load(out)  # validated on load
     print("\n".join(result_lines(res, str(out))))
     print(_text(back.trace_id, summarize(back), 8))

@@ -353,7 +353,10 @@ def report_file(path: PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
     active = _ACTIVE.get()
     if active is not None and os.path.abspath(target.parent) == active[0]:
         _register(target.parent, active[1], target.name)
-    with atomic_write(target, mode, force=True, owned=True) as fh:  # (the directory is ours)
+    inside = active is not None and os.path.abspath(target.parent) == active[0]
+    # inside a report directory the file is ours (the directory's marker lists it); a file
+    # written on its own is replaced only when orchestrace wrote it
+    with atomic_write(target, mode, force=True, owned=inside) as fh:
         yield fh
 
 

@@ -317,10 +317,6 @@ def read_bytes(path: PathLike, *, json: bool = True) -> Any:
     return data
 
 
-#: Bytes a JSON or JSONL trace may begin with (after a byte-order mark and whitespace).
-_JSON_STARTS = b"{["
-
-
 def _read_stream(fh: IO[bytes], src: str, json: bool = True) -> bytes:
     chunks: list[bytes] = []
     total = 0
@@ -419,6 +415,8 @@ def format_error(source: str, data: Any, err: Exception, *, base_line: int = 1) 
     where = describe_offset(data, int(m.group(1)), base_line) if m else "document"
     if m:
         at = int(m.group(1))
+        if at and bytes(data[at - 1 : at]) == b"-":
+            at -= 1  # ``-Infinity``: the parser stops after its sign
         word = bytes(data[at : at + 9])
         if word.startswith((b"NaN", b"Infinity", b"-Infinity")):
             return TraceFormatError(

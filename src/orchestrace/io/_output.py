@@ -11,9 +11,9 @@ The rules, shared by every command and writer:
   sibling first and renaming it into place, so the previous output stays whole until the new
   one is complete. ``--force`` replaces only a file orchestrace wrote: every file it writes
   carries the extended attribute ``user.orchestrace.output``; a file without it (written
-  before the mark, copied, or on a file system without such attributes) counts as
-  orchestrace's when its first 64 KiB name orchestrace or begin a JSON trace or a recording.
-  Any other file is refused, even with ``--force``.
+  before the mark, or copied) counts as orchestrace's when it begins as orchestrace writes a
+  trace or a recording. Any other file is refused, even with ``--force`` (where the file
+  system keeps no such attributes nothing can tell, and any file is replaced, as before).
 * ``-`` is not standard output: an output named ``-`` is refused (``./-`` names such a file).
 * Output paths are checked before any work starts: a trailing slash, ``.``/``..``, a parent
   that is missing or a file, an unwritable directory, or an output that is also an input each
@@ -138,7 +138,7 @@ class StreamTarget:
         self._open = False
         flags = os.O_WRONLY | os.O_CLOEXEC
         if append and self.path.exists():
-            check_output(path, force=True, kind="file", owned=True)  # (nothing is replaced)
+            check_output(path, force=True, kind="file")  # appended to: a recording of ours
             self.fd = self._os_open(flags | os.O_APPEND)
         else:
             check_output(path, force=force, kind="file")

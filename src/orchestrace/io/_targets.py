@@ -110,8 +110,6 @@ def _exists_error(path: PathLike) -> OutputError:
 #: The extended attribute that marks a file orchestrace wrote (where the file system keeps
 #: them): ``--force`` replaces only such files.
 OWNER_XATTR = "user.orchestrace.output"
-#: How much of an unmarked file is read to tell whether it is an orchestrace output.
-_SNIFF_BYTES = 1 << 16
 
 
 def mark_written(fd: int) -> None:
@@ -126,35 +124,41 @@ def mark_written(fd: int) -> None:
 def written_by_orchestrace(path: PathLike) -> bool:
     """Whether the existing regular file ``path`` is one orchestrace wrote.
 
-    A file carries the mark :func:`mark_written` gives. Without it (a file written before the
-    mark existed, or on a file system that keeps no such attributes), its first 64 KiB tell:
-    they name orchestrace, or they begin a JSON trace (``trace_id``) or a recording
-    (``header``).
+    A file carries the mark :func:`mark_written` gives. Without it (written before the mark
+    existed, or copied), only a trace or a recording as orchestrace writes them counts: the file
+    begins ``{"trace_id":`` or ``{"header":{"trace_id":``. Where the file system keeps no
+    extended attributes at all (or Python offers none, as on macOS), nothing can tell, and any
+    file counts, as before the mark existed.
 
     Example:
         >>> import os, tempfile
         >>> p = os.path.join(tempfile.mkdtemp(), "notes.json")
         >>> with open(p, "w") as fh:
-        ...     _ = fh.write("precious user data")
+        ...     _ = fh.write('{"notes": "precious, and they mention orchestrace"}')
         >>> written_by_orchestrace(p)
         False
     """
     getx = getattr(os, "getxattr", None)
-    if getx is not None:
-        try:
-            if getx(path, OWNER_XATTR) == b"1":
-                return True
-        except OSError:
-            pass  # no mark, or no attributes here: read the content
+    if getx is None:
+        return True  # no attributes on this platform: nothing can tell
+    try:
+        if getx(path, OWNER_XATTR) == b"1":
+            return True
+    except OSError as err:
+        if err.errno in _NO_ATTRIBUTES:
+            return True  # a file system without user attributes: nothing can tell
     try:
         with open(path, "rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
+            head = fh.read(64)
     except OSError:
         return False
-    if b"orchestrace" in head:
-        return True
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return text[:1] == b"{" and (b'"trace_id"' in head or b'"header"' in head)
+    return head.startswith((b'{"trace_id":', b'{"header":{"trace_id":'))
+
+
+#: What ``getxattr`` answers where the file system keeps no user attributes.
+_NO_ATTRIBUTES = frozenset(
+    getattr(errno, name) for name in ("ENOTSUP", "EOPNOTSUPP") if hasattr(errno, name)
+)
 
 
 def _not_ours_error(path: PathLike) -> OutputError:
