@@ -598,3 +598,19 @@ def test_demo_writes_the_format_its_output_names(tmp_path, capsys, name):
     code, _, err = cli(capsys, "demo", "--agents", "4", "-o", out_path)
     assert code == 0, err  # a JSON output once held a JSONL recording and failed its own check
     assert load(out_path).n_events > 0
+
+
+def test_a_users_file_that_appears_during_the_write_is_kept(tmp_path):
+    from orchestrace.io._output import OutputError, atomic_write
+
+    out = tmp_path / "late.json"
+
+    def write() -> None:
+        with atomic_write(out, force=True) as fh:
+            fh.write(b'{"trace_id": "new"}')
+            out.write_text("a user's file, made while the output was written")
+
+    with pytest.raises(OutputError, match="orchestrace did not write it"):
+        write()
+    assert out.read_text() == "a user's file, made while the output was written"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["late.json"]  # no temporary left

@@ -32,7 +32,7 @@ def test_binary_on_stdin_is_refused_at_once(feed: bytes, byte: str) -> None:
     assert got.returncode == 1
     at = len(feed) - len(feed.lstrip(b" \t\r\n")) + 1
     assert (got.stdout + got.stderr).decode() == (
-        f"-: byte {at}: not a JSON or JSONL trace (it begins with byte {byte}); pipe in a trace "
+        f"-: byte {at}: not a JSON or JSONL trace (it begins with byte {byte}); give a trace "
         "written as JSON or JSONL (a Parquet dataset is read from its directory)\n"
     )
 
@@ -56,3 +56,10 @@ def test_a_fifo_of_text_is_still_read_where_text_is_wanted(tmp_path: Path) -> No
 def test_an_empty_input_path_is_named() -> None:
     with pytest.raises(TraceFormatError, match="the input path is empty; give a trace file"):
         detect_format("")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no /proc here")
+def test_a_file_whose_size_says_nothing_is_read() -> None:
+    """Files of /proc report size 0: they are read, not called empty."""
+    with pytest.raises(TraceFormatError, match=r"not a JSON or JSONL trace \(it begins with byte"):
+        read_bytes("/proc/self/status")

@@ -63,3 +63,28 @@ def test_generate_says_when_the_team_needs_more_events(tmp_path: Path) -> None:
     assert got.stderr.startswith(
         "note: 5 agents at spawn depth 1 need at least 15 events, so the trace has 15, not 3\n"
     )
+
+
+@pytest.mark.parametrize("near", [True, False])
+def test_c_code_failing_at_the_memory_limit_is_out_of_memory(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], near: bool, tmp_path: Path
+) -> None:
+    """Under ``ulimit -v``, C code may fail with SystemError instead of MemoryError."""
+    import orchestrace.cli as cli
+    import orchestrace.cli.generate as gen
+
+    def boom(*a: object, **k: object) -> None:
+        raise SystemError("error return without exception set")
+
+    monkeypatch.setattr(gen, "generate_trace", boom)
+    monkeypatch.setattr(cli, "_near_memory_limit", lambda: near)
+    code = cli.main(["generate", "-k", "3", "-l", "10", "-o", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    if near:
+        assert (code, err.splitlines()[0]) == (
+            1,
+            "error: out of memory; for very large traces use a Parquet dataset "
+            "(`orchestrace convert IN -o OUT.parquet`)",
+        )
+    else:  # far from any limit, a SystemError stays a reported bug
+        assert code == 3 and err.startswith("error: unexpected SystemError: error return")

@@ -442,6 +442,37 @@ def _say_stream_error(err: StreamWriteError) -> None:
         )
 
 
+def _say_out_of_memory() -> None:
+    with contextlib.suppress(Exception):
+        print(
+            "error: out of memory; for very large traces use a Parquet dataset "
+            "(`orchestrace convert IN -o OUT.parquet`)",
+            file=sys.stderr,
+        )
+
+
+def _near_memory_limit(share: float = 0.9) -> bool:
+    """Whether this process came within ``share`` of its address-space limit (``ulimit -v``).
+
+    Example:
+        >>> _near_memory_limit(share=2.0)  # (the peak never reaches twice the limit)
+        False
+    """
+    try:
+        import resource  # noqa: PLC0415  POSIX only
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft in (resource.RLIM_INFINITY, -1) or soft <= 0:
+            return False
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) * 1024 >= share * soft
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def _main(args_list: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(args_list)
@@ -468,18 +499,24 @@ def _main(args_list: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except MemoryError:
-        print(
-            "error: out of memory; for very large traces use a Parquet dataset "
-            "(`orchestrace convert IN -o OUT.parquet`)",
-            file=sys.stderr,
-        )
+    except MemoryError as err:
+        err.__traceback__ = None  # its frames hold what filled the memory: let them go
+        _say_out_of_memory()
         return 1
     except Exception as err:
         if debug:
             raise
+        err.__traceback__ = None  # (frames that may hold most of the memory)
+        if isinstance(err, SystemError) and _near_memory_limit():
+            _say_out_of_memory()  # C code that ran out of memory may fail this way
+            return 1
+        try:
+            text = redact(str(err)[:1000])[:300]
+        except MemoryError:  # the failure was the memory running out
+            _say_out_of_memory()
+            return 1
         print(
-            f"error: unexpected {type(err).__name__}: {redact(str(err)[:1000])[:300]}\n"
+            f"error: unexpected {type(err).__name__}: {text}\n"
             "this is a bug in orchestrace; rerun with ORCHESTRACE_DEBUG=1 for details and "
             "report it",
             file=sys.stderr,

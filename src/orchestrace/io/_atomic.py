@@ -36,6 +36,7 @@ from orchestrace.io._targets import (
     _entries,
     _exists_error,
     _leftover,
+    _not_ours_error,
     _read_marker,
     _regular,
     _show,
@@ -43,6 +44,7 @@ from orchestrace.io._targets import (
     file_mode,
     mark_written,
     write_error,
+    written_by_orchestrace,
 )
 
 
@@ -99,8 +101,11 @@ def _mkstemp(target: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def _publish(tmp: str, target: Path, force: bool) -> None:
+def _publish(tmp: str, target: Path, force: bool, owned: bool = False) -> None:
     if force:
+        # checked again at the rename: a user's file may have appeared during a long write
+        if not owned and _regular(target) and not written_by_orchestrace(target):
+            raise _not_ours_error(target)
         os.replace(tmp, target)
         return
     try:
@@ -159,7 +164,7 @@ def atomic_write(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        _publish(tmp, target, force)
+        _publish(tmp, target, force, owned)
     except OSError as err:
         with suppress(OSError):
             os.unlink(tmp)

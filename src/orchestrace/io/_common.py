@@ -296,8 +296,8 @@ def read_bytes(path: PathLike, *, json: bool = True) -> Any:
             data: Any = _read_stream(fh, src, json)
         else:
             size = os.fstat(fh.fileno()).st_size
-            if size == 0:
-                data = b""
+            if size == 0:  # empty, or a file whose size says nothing (/proc, /sys): read it
+                data = _read_stream(fh, src, json)
             elif size < (1 << 24):
                 data = fh.read()
             else:
@@ -355,7 +355,7 @@ def _json_begins(chunk: bytes, src: str, offset: int) -> bool:
         src,
         f"byte {at + 1:,}",
         f"not a JSON or JSONL trace (it begins with byte 0x{rest[0]:02x})",
-        "pipe in a trace written as JSON or JSONL (a Parquet dataset is read from its directory)",
+        "give a trace written as JSON or JSONL (a Parquet dataset is read from its directory)",
     )
 
 
