@@ -64,6 +64,29 @@ def medium_trace() -> Trace:
     return generate_trace(agents=40, steps=600, depth=2, seed=7)
 
 
+@pytest.fixture
+def marked_outputs(tmp_path: Path) -> None:
+    """Skip where files cannot carry orchestrace's ownership mark (an extended attribute).
+
+    There nothing can tell a user's file from an output, and ``--force`` replaces any file.
+    """
+    import errno
+    import os
+
+    if not hasattr(os, "setxattr"):
+        pytest.skip("this platform's Python sets no extended attributes")
+    probe = tmp_path / ".xattr-probe"
+    probe.write_bytes(b"")
+    try:
+        os.setxattr(probe, "user.orchestrace.probe", b"1")
+    except OSError as err:
+        if err.errno in (errno.ENOTSUP, getattr(errno, "EOPNOTSUPP", errno.ENOTSUP)):
+            pytest.skip("this file system keeps no user extended attributes")
+        raise
+    finally:
+        probe.unlink()
+
+
 def _ray_missing() -> bool:
     try:
         import ray  # noqa: F401

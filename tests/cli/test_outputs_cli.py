@@ -96,7 +96,7 @@ def test_existing_output_needs_force_then_is_replaced(tmp_path, capsys, trace_fi
 @pytest.mark.parametrize("command", ["convert", "generate", "replay", "run", "export"])
 @pytest.mark.parametrize("content", ["old\n", "precious user data", '{"a": 1}\n', ""])
 def test_a_users_file_is_never_replaced_even_with_force(
-    tmp_path, capsys, trace_file, command, content
+    tmp_path, capsys, trace_file, command, content, marked_outputs
 ):
     out_path = tmp_path / "out.jsonl"
     out_path.write_text(content)
@@ -553,7 +553,7 @@ def test_a_second_signal_gives_up_the_clean_stop(tmp_path, monkeypatch):
         "<!doctype html><p>import orchestrace</p>\n",
     ],
 )
-def test_a_file_that_merely_looks_related_is_not_ours(tmp_path, capsys, content):
+def test_a_file_that_merely_looks_related_is_not_ours(tmp_path, capsys, content, marked_outputs):
     out_path = tmp_path / "out.json"
     out_path.write_text(content)
     code, _, err = cli(capsys, "generate", "-k", "3", "-l", "10", "-o", out_path, "--force")
@@ -570,7 +570,7 @@ def test_without_extended_attributes_force_replaces_as_before(tmp_path, capsys, 
     assert load(out_path).n_events >= 10
 
 
-def test_a_report_file_written_on_its_own_keeps_a_users_file(tmp_path):
+def test_a_report_file_written_on_its_own_keeps_a_users_file(tmp_path, marked_outputs):
     from orchestrace.io._output import OutputError, report_file
 
     mine = tmp_path / "policy.pt"
@@ -600,7 +600,7 @@ def test_demo_writes_the_format_its_output_names(tmp_path, capsys, name):
     assert load(out_path).n_events > 0
 
 
-def test_a_users_file_that_appears_during_the_write_is_kept(tmp_path):
+def test_a_users_file_that_appears_during_the_write_is_kept(tmp_path, marked_outputs):
     from orchestrace.io._output import OutputError, atomic_write
 
     out = tmp_path / "late.json"

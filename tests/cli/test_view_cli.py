@@ -77,7 +77,7 @@ def test_html_escapes_everything_in_the_data_block(
 
 
 def test_html_refuses_to_overwrite_without_force(
-    capsys: pytest.CaptureFixture[str], trace_file: Path, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], trace_file: Path, tmp_path: Path, marked_outputs: None
 ) -> None:
     out = tmp_path / "share.html"
     out.write_text("precious")

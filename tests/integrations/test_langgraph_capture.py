@@ -394,7 +394,7 @@ def test_node_time_before_its_llm_call_is_on_the_critical_path(tmp_path):
 
 
 @needs_langgraph
-def test_existing_output_fails_before_the_graph_runs(tmp_path):
+def test_existing_output_fails_before_the_graph_runs(tmp_path, marked_outputs):
     from orchestrace.integrations.langgraph import OrchestraceCallbackHandler, record_stream
     from orchestrace.io._output import OutputError
 
