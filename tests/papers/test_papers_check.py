@@ -320,12 +320,13 @@ def test_unreadable(tmp_path):
 
 
 def test_fifo_with_a_writer_and_without(tmp_path, monkeypatch):
-    monkeypatch.setattr("orchestrace.papers._source._PIPE_IDLE_S", 0.2)
+    # as the trace readers: a FIFO nobody opens for writing gives up after the writer wait
+    monkeypatch.setenv("ORCHESTRACE_FIFO_WRITER_S", "0.2")
     fifo = tmp_path / "papers.csv"
     os.mkfifo(fifo)
     assert lines(check_pool(fifo), tmp_path) == [
-        "papers.csv: file: no data arrived for 0.2 s (a pipe or FIFO with no writer?); start the "
-        "program that writes to it first, or pass a regular file"
+        "papers.csv: file: a FIFO that no program opened for writing within 0.2 s; start the "
+        "writer first, or pass a file (ORCHESTRACE_FIFO_WRITER_S sets the wait)"
     ]
     text = csv_text(GOOD_ROWS, list(PAPER_COLUMNS))
     monkeypatch.setattr("orchestrace.papers._source._PIPE_IDLE_S", 5.0)

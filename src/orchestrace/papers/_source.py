@@ -1,7 +1,9 @@
 r"""Read a paper-pool file's bytes and decode them, naming every problem's place and fix.
 
-A pool file is read whole (at most :data:`MAX_BYTES`), from a regular file or a pipe (a pipe
-that stays idle for ``ORCHESTRACE_PIPE_IDLE_S`` seconds is refused), then decoded as UTF-8
+A pool file is read whole (at most :data:`MAX_BYTES`), from a regular file or a pipe (read as
+the trace readers read one: a FIFO no program opens for writing within
+``ORCHESTRACE_FIFO_WRITER_S`` seconds, or a pipe idle for ``ORCHESTRACE_PIPE_IDLE_S``, is
+refused), then decoded as UTF-8
 without a byte-order mark: each line with other bytes is reported. Public through
 :mod:`orchestrace.papers.check`.
 
@@ -13,14 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import io
 import os
-import select
 import stat
 import sys
 from collections.abc import Sequence
 
-from orchestrace.errors import OrchestraceError, Problem
-from orchestrace.io._common import env_number
+from orchestrace.errors import OrchestraceError, Problem, TraceFormatError
+from orchestrace.io._common import FIFO_WRITER_WAIT_S, _is_named_fifo, _PipeReader, env_number
 
 __all__ = ["MAX_BYTES", "PaperPoolError", "decode", "fail", "problem", "read_source"]
 
@@ -74,35 +76,31 @@ def fail(source: str, message: str, fix: str, code: str = "unreadable") -> Paper
     return PaperPoolError([problem(source, "file", message, fix, code)])
 
 
-def _read_pipe(fd: int, src: str) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
+def _read_pipe(fd: int, src: str, named: bool) -> bytes:
+    """Read a pipe or FIFO to its end as the trace readers do (one reader, one behaviour).
+
+    A named FIFO that no program opens for writing gives up after
+    ``ORCHESTRACE_FIFO_WRITER_S`` seconds (3 by default); a pipe that stays silent after
+    ``ORCHESTRACE_PIPE_IDLE_S`` (30).
+    """
+    wait = env_number("ORCHESTRACE_FIFO_WRITER_S", FIFO_WRITER_WAIT_S) if named else None
     idle = env_number("ORCHESTRACE_PIPE_IDLE_S", _PIPE_IDLE_S)
-    while True:
-        ready, _, _ = select.select([fd], [], [], idle)
-        if not ready:
-            raise fail(
-                src,
-                f"no data arrived for {idle:g} s (a pipe or FIFO with no writer?)",
-                "start the program that writes to it first, or pass a regular file",
-            )
-        try:
-            chunk = os.read(fd, 1 << 20)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return b"".join(chunks)
-        total += len(chunk)
-        if total > MAX_BYTES:
-            raise fail(src, f"longer than {MAX_BYTES:,} bytes", "this is not a paper pool")
-        chunks.append(chunk)
+    try:
+        with io.BufferedReader(_PipeReader(os.dup(fd), src, idle, wait), 1 << 16) as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except TraceFormatError as err:
+        raise fail(src, err.reason, err.fix) from None
+    if len(data) > MAX_BYTES:
+        raise fail(src, f"longer than {MAX_BYTES:,} bytes", "this is not a paper pool")
+    return data
 
 
 def read_source(path: PathLike) -> bytes:
     """Return the bytes of a pool file (``"-"``: standard input).
 
     Pipes and FIFOs are read to their end, giving up after ``ORCHESTRACE_PIPE_IDLE_S``
-    seconds (default 30) without data; directories, devices and sockets are refused.
+    seconds (default 30) without data, or after ``ORCHESTRACE_FIFO_WRITER_S`` (3) for a FIFO
+    no program opens for writing; directories, devices and sockets are refused.
 
     Raises:
         PaperPoolError: Missing, unreadable, not a file, or longer than :data:`MAX_BYTES`.
@@ -130,7 +128,7 @@ def read_source(path: PathLike) -> bytes:
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
             raise fail(src, "is not a regular file (a device or socket)", "pass a CSV file")
         if stat.S_ISFIFO(mode):
-            return _read_pipe(fd, src)
+            return _read_pipe(fd, src, named=src != "-" and _is_named_fifo(src))
         os.set_blocking(fd, True)
         data = b""
         with os.fdopen(os.dup(fd), "rb") as fh:
