@@ -614,3 +614,40 @@ def test_a_users_file_that_appears_during_the_write_is_kept(tmp_path, marked_out
         write()
     assert out.read_text() == "a user's file, made while the output was written"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["late.json"]  # no temporary left
+
+
+def _leftover_file(parent: Path, name: str, *, marked: bool) -> Path:
+    p = parent / f".{name}.abcd1234.tmp"
+    p.write_bytes(b'{"trace_id": "half written')
+    if marked:
+        os.setxattr(p, "user.orchestrace.output", b"1")
+    return p
+
+
+def test_a_killed_writers_leftovers_are_swept(tmp_path, capsys, marked_outputs):
+    """What a write killed with SIGKILL left (its temporary, held by nobody) goes next time."""
+    import fcntl
+
+    out = tmp_path / "out.json"
+    ours = _leftover_file(tmp_path, "out.json", marked=True)
+    users = tmp_path / ".out.json.user1234.tmp"  # named like ours, not marked: a user's
+    users.write_text("mine")
+    held = _leftover_file(tmp_path, "out.json", marked=True).rename(
+        tmp_path / ".out.json.held5678.tmp"
+    )
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a writer still at work
+    try:
+        assert cli(capsys, "generate", "-k", "3", "-l", "10", "-o", out)[0] == 0
+    finally:
+        os.close(fd)
+    assert not ours.exists() and users.read_text() == "mine" and held.exists()
+    dataset = tmp_path / ".d.parquet.efgh5678.tmp"
+    dataset.mkdir()
+    (dataset / "events.parquet").write_bytes(b"PAR1")
+    keep = tmp_path / ".d.parquet.ijkl9012.tmp"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("not a table")
+    pytest.importorskip("pyarrow")
+    assert cli(capsys, "generate", "-k", "3", "-l", "10", "-o", tmp_path / "d.parquet")[0] == 0
+    assert not dataset.exists() and (keep / "notes.txt").exists()

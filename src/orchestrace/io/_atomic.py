@@ -29,7 +29,10 @@ from typing import IO, Any
 
 from orchestrace.io._targets import (
     _ACTIVE,
+    DATASET_FILES,
+    DATASET_OPTIONAL,
     MARKER,
+    OWNER_XATTR,
     OutputError,
     PathLike,
     _dir_mode,
@@ -89,7 +92,9 @@ def _mkstemp(target: Path) -> tuple[int, str]:
     That is the mode of the file it replaces, if there is one (a file the user made private
     stays private), else the umask's.
     """
+    _sweep_abandoned(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _hold(fd)  # held until it is renamed into place (or removed): it is not abandoned
     try:
         st = os.stat(target)
         mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else file_mode()
@@ -97,8 +102,64 @@ def _mkstemp(target: Path) -> tuple[int, str]:
         mode = file_mode()
     with suppress(OSError):
         os.fchmod(fd, mode)
-    mark_written(fd)  # what ``--force`` may replace later
+    mark_written(fd)  # what ``--force`` may replace later (marked only once held)
     return fd, tmp
+
+
+def _hold(fd: int) -> None:
+    """Lock a temporary output while it is written: a later run can tell it from a leftover."""
+    with suppress(OSError):  # file systems without flock: no lock, and no sweeping either
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _sweep_abandoned(target: Path) -> None:
+    """Remove what earlier writes of ``target`` left when they were killed (``kill -9``).
+
+    A writer holds a lock on its temporary sibling until the sibling is renamed into place.
+    A sibling named as orchestrace names them that nobody holds is a leftover; it is removed
+    when it is orchestrace's: a file carrying the ownership mark, or a directory holding only
+    a Parquet dataset's tables. Anything else, and anything a writer holds, is left alone.
+    """
+    prefix = f".{target.name}."
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and _leftover(name)):
+            continue
+        p = target.parent / name
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a writer holds it (or this file system has no locks)
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISREG(mode) and _marked(fd):
+                os.unlink(p)
+            elif stat.S_ISDIR(mode):
+                inside = _entries(p)
+                tables = {*DATASET_FILES, *DATASET_OPTIONAL, MARKER}
+                if inside and all(n in tables and _regular(p / n) for n in inside):
+                    shutil.rmtree(p)  # (an empty one may be a writer's that is not held yet)
+        except OSError:
+            pass  # gone meanwhile, or not ours to remove: left alone
+        finally:
+            os.close(fd)
+
+
+def _marked(fd: int) -> bool:
+    getx = getattr(os, "getxattr", None)
+    if getx is None:
+        return False
+    try:
+        return bool(getx(fd, OWNER_XATTR) == b"1")
+    except OSError:
+        return False
 
 
 def _publish(tmp: str, target: Path, force: bool, owned: bool = False) -> None:
@@ -164,7 +225,7 @@ def atomic_write(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        _publish(tmp, target, force, owned)
+            _publish(tmp, target, force, owned)  # still held: never taken for a leftover
     except OSError as err:
         with suppress(OSError):
             os.unlink(tmp)
@@ -211,42 +272,55 @@ def replace_dir(
         OutputError: The output may not be written there, or writing failed.
     """
     target = check_output(path, force=force, kind="dataset", inputs=inputs)
+    _sweep_abandoned(target)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-        os.chmod(tmp, _dir_mode())
+        held = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as err:
         raise write_error(path, err) from None
-    old: Path | None = None
-    moved = False
+    _hold(held)  # until it is renamed into place (or removed)
     try:
-        yield tmp
-        _write_marker(tmp, kind)
-        if target.exists() or target.is_symlink():
-            # checked again now: something may have appeared since the first check
-            check_output(path, force=force, kind="dataset")
-            if target.is_dir() and not _entries(target):
-                target.rmdir()
-            else:
-                old = Path(
-                    tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-                )
-                os.rename(target, old / "previous")
-                moved = True
-        os.rename(tmp, target)
-        moved = False
-    except BaseException as exc:
-        # put the previous dataset back (an interrupt between the two renames included)
-        if moved and old is not None and not (target.exists() or target.is_symlink()):
-            with suppress(OSError):
-                os.rename(old / "previous", target)
-        if old is not None and not (old / "previous").exists():
-            shutil.rmtree(old, ignore_errors=True)
+        os.chmod(tmp, _dir_mode())
+    except OSError as err:
+        os.close(held)
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OSError):
-            raise write_error(path, exc) from None
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)  # the previous dataset, ours (checked above)
+        raise write_error(path, err) from None
+    try:
+        old: Path | None = None
+        moved = False
+        try:
+            yield tmp
+            _write_marker(tmp, kind)
+            if target.exists() or target.is_symlink():
+                # checked again now: something may have appeared since the first check
+                check_output(path, force=force, kind="dataset")
+                if target.is_dir() and not _entries(target):
+                    target.rmdir()
+                else:
+                    old = Path(
+                        tempfile.mkdtemp(
+                            prefix=f".{target.name}.", suffix=".old", dir=target.parent
+                        )
+                    )
+                    os.rename(target, old / "previous")
+                    moved = True
+            os.rename(tmp, target)
+            moved = False
+        except BaseException as exc:
+            # put the previous dataset back (an interrupt between the two renames included)
+            if moved and old is not None and not (target.exists() or target.is_symlink()):
+                with suppress(OSError):
+                    os.rename(old / "previous", target)
+            if old is not None and not (old / "previous").exists():
+                shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise write_error(path, exc) from None
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)  # the previous dataset, ours (checked above)
+    finally:
+        os.close(held)  # (after the rename: held until it is in place)
 
 
 def _inside(name: Any, directory: Path) -> bool:

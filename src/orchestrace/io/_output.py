@@ -19,7 +19,10 @@ The rules, shared by every command and writer:
   that is missing or a file, an unwritable directory, or an output that is also an input each
   give one line saying what to do.
 * A write that fails (disk full, permission denied) is reported as :class:`OutputError`; its
-  temporary files are removed and the previous output is left intact.
+  temporary files are removed and the previous output is left intact. A writer holds a lock
+  on its temporary sibling until it is in place; what a killed writer left (a temporary nobody
+  holds: a marked file, or a directory of dataset tables) is removed by the next write of
+  the same output.
 * New files get the mode the user's umask gives (``0o666 & ~umask``); a replaced file keeps
   its mode.
 * A writer holds an advisory lock (``flock``) on its output while it writes; a second writer
