@@ -151,11 +151,11 @@ class _Guard:
         why = err.strerror or str(err)
         return StreamWriteError(err.errno, f"cannot write to standard {self._name}: {why}")
 
-    def write(self, text: str) -> int:
-        if self._stream is None:
-            raise self._failed(None)
+    @contextlib.contextmanager
+    def _reported(self) -> Iterator[None]:
+        """Turn a failed write or flush into :class:`StreamWriteError`."""
         try:
-            self._stream.write(self._pattern.sub(lambda m: _escape_char(m.group()), text))
+            yield
         except BrokenPipeError:
             raise  # a reader that stopped early (``| head``): not an error
         except OSError as err:
@@ -164,21 +164,19 @@ class _Guard:
             if getattr(self._stream, "closed", False):  # closed by the program itself
                 raise self._failed(None) from None
             raise
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            raise self._failed(None)
+        with self._reported():
+            self._stream.write(self._pattern.sub(lambda m: _escape_char(m.group()), text))
         return len(text)
 
     def flush(self) -> None:
         if self._stream is None:
             return
-        try:
+        with self._reported():
             self._stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as err:
-            raise self._failed(err) from None
-        except ValueError:
-            if getattr(self._stream, "closed", False):
-                raise self._failed(None) from None
-            raise
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

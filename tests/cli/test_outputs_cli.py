@@ -494,21 +494,26 @@ def test_a_signal_during_a_run_records_the_stop(tmp_path, sig, name):
     assert tr.meta["result"]["stop_reason"] == f"interrupted by {name}"
 
 
-def test_one_interrupt_delivered_twice_is_still_one_clean_stop(tmp_path):
-    """``timeout -s INT`` signals the process and then its group: two signals at once."""
+def _run_sent_two_sigints(out):
+    """A recorded debate that sends itself SIGINT twice at once, after 20 events."""
     from orchestrace.runtime import run
 
+    return run(
+        "debate",
+        agents=4,
+        rounds=200,
+        output=out,
+        processors=[_Signaller(signal.SIGINT, 2)],
+        stop_on_signals=True,
+    )
+
+
+def test_one_interrupt_delivered_twice_is_still_one_clean_stop(tmp_path):
+    """``timeout -s INT`` signals the process and then its group: two signals at once."""
     out = tmp_path / "r.jsonl"
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        res = run(
-            "debate",
-            agents=4,
-            rounds=200,
-            output=out,
-            processors=[_Signaller(signal.SIGINT, 2)],
-            stop_on_signals=True,
-        )
+        res = _run_sent_two_sigints(out)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert res.interrupted_by == "SIGINT"
@@ -519,7 +524,6 @@ def test_one_interrupt_delivered_twice_is_still_one_clean_stop(tmp_path):
 
 def test_a_second_signal_gives_up_the_clean_stop(tmp_path, monkeypatch):
     import orchestrace.runtime as runtime
-    from orchestrace.runtime import run
 
     # a second interrupt later than the first one's own repeats
     monkeypatch.setattr(runtime, "_SAME_INTERRUPT_S", 0.0)
@@ -529,14 +533,7 @@ def test_a_second_signal_gives_up_the_clean_stop(tmp_path, monkeypatch):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            run(
-                "debate",
-                agents=4,
-                rounds=200,
-                output=out,
-                processors=[_Signaller(signal.SIGINT, 2)],
-                stop_on_signals=True,
-            )
+            _run_sent_two_sigints(out)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -32,7 +32,6 @@ from orchestrace.io._targets import (
     DATASET_FILES,
     DATASET_OPTIONAL,
     MARKER,
-    OWNER_XATTR,
     OutputError,
     PathLike,
     _dir_mode,
@@ -45,6 +44,7 @@ from orchestrace.io._targets import (
     _show,
     check_output,
     file_mode,
+    mark_of,
     mark_written,
     write_error,
     written_by_orchestrace,
@@ -139,7 +139,7 @@ def _sweep_abandoned(target: Path) -> None:
             except OSError:
                 continue  # a writer holds it (or this file system has no locks)
             mode = os.fstat(fd).st_mode
-            if stat.S_ISREG(mode) and _marked(fd):
+            if stat.S_ISREG(mode) and mark_of(fd) is True:
                 os.unlink(p)
             elif stat.S_ISDIR(mode):
                 inside = _entries(p)
@@ -150,16 +150,6 @@ def _sweep_abandoned(target: Path) -> None:
             pass  # gone meanwhile, or not ours to remove: left alone
         finally:
             os.close(fd)
-
-
-def _marked(fd: int) -> bool:
-    getx = getattr(os, "getxattr", None)
-    if getx is None:
-        return False
-    try:
-        return bool(getx(fd, OWNER_XATTR) == b"1")
-    except OSError:
-        return False
 
 
 def _publish(tmp: str, target: Path, force: bool, owned: bool = False) -> None:

@@ -121,6 +121,21 @@ def mark_written(fd: int) -> None:
             setx(fd, OWNER_XATTR, b"1")
 
 
+def mark_of(file: PathLike | int) -> bool | None:
+    """Whether ``file`` (a path or an open descriptor) carries :func:`mark_written`'s mark.
+
+    ``None`` where nothing can tell: the platform's Python or the file system keeps no user
+    extended attributes.
+    """
+    getx = getattr(os, "getxattr", None)
+    if getx is None:
+        return None
+    try:
+        return bool(getx(file, OWNER_XATTR) == b"1")
+    except OSError as err:
+        return None if err.errno in _NO_ATTRIBUTES else False
+
+
 def written_by_orchestrace(path: PathLike) -> bool:
     """Whether the existing regular file ``path`` is one orchestrace wrote.
 
@@ -138,15 +153,8 @@ def written_by_orchestrace(path: PathLike) -> bool:
         >>> written_by_orchestrace(p)
         False
     """
-    getx = getattr(os, "getxattr", None)
-    if getx is None:
-        return True  # no attributes on this platform: nothing can tell
-    try:
-        if getx(path, OWNER_XATTR) == b"1":
-            return True
-    except OSError as err:
-        if err.errno in _NO_ATTRIBUTES:
-            return True  # a file system without user attributes: nothing can tell
+    if mark_of(path) is not False:
+        return True  # marked, or a platform or file system without attributes: nothing can tell
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
