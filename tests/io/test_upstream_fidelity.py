@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from typing import Any
+from unittest import mock
 
 import msgspec
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrace.io import from_upstream, parse, to_upstream
+from orchestrace.io import json as json_io
 from orchestrace.io.upstream import UPSTREAM_EVENT_TYPES, UPSTREAM_TOPOLOGIES, schema_problems
 from orchestrace.trace.build import TraceBuilder
 from orchestrace.trace.model import Edge, Event, Trace
@@ -38,10 +40,17 @@ def _doc(**top: Any) -> dict[str, Any]:
 
 
 def _both(doc: Any) -> list[tuple[Trace | None, list[Any]]]:
-    """The import by the field-by-field path and by ``parse`` (typed fast path when it can)."""
+    """The import by the field-by-field path and by ``parse`` (typed fast path when it can).
+
+    ``parse`` twice: as a small document, and as a large one is read (its top level decoded
+    raw first, then probed from the raw events array).
+    """
     slow = from_upstream(copy.deepcopy(doc))
-    fast = parse(json.dumps(doc).encode(), source="u.json")
-    return [slow, fast]
+    data = json.dumps(doc).encode()
+    fast = parse(data, source="u.json")
+    with mock.patch.object(json_io, "DUPLICATE_CHECK_BYTES", -1):
+        large = parse(data, source="u.json")
+    return [slow, fast, large]
 
 
 def _llm_trace(topology: str = "critic_loop") -> Trace:
@@ -330,8 +339,8 @@ def test_survey_import_then_export_is_the_identity(doc):
         assert trace is not None
         assert not [p for p in problems if p.severity == "error"], problems
         assert to_upstream(trace) == doc
-    slow, fast = _both(doc)
-    assert slow[0] == fast[0]  # the typed fast path agrees with the field-by-field import
+    slow, fast, large = _both(doc)
+    assert slow[0] == fast[0] == large[0]  # the typed path agrees with the field-by-field one
 
 
 _native_attrs = st.one_of(
@@ -425,6 +434,9 @@ def test_typed_fast_path_keeps_explicit_zeros():
     data = json.dumps(doc).encode()
     fast = from_typed(data, _DECODER.decode(data))
     assert fast is not None  # no null, no empty metrics: the typed path is taken
+    # a large document's top level is decoded raw first: the probe then reads only its events
+    large = from_typed(data, _DECODER.decode(data), json_io._TOP_LEVEL.decode(data))
+    assert large is not None and large == fast
     trace, problems = fast
     assert problems == [] and trace == from_upstream(doc)[0]
     assert trace.events[0].attrs == {"dur": 0, "cost": 0.0, "tokens_in": 0}
@@ -468,9 +480,11 @@ def test_explicit_zeros_keep_the_documents_order_on_the_typed_path(written, attr
     doc["events"][0].update(written)
     data = json.dumps(doc).encode()
     fast, slow = parse(data, upstream=True)[0], from_upstream(msgspec.json.decode(data))[0]
+    with mock.patch.object(json_io, "DUPLICATE_CHECK_BYTES", -1):  # read as a large one is
+        large = parse(data, upstream=True)[0]
     assert fast is not None and slow is not None
     assert list(fast.events[0].attrs) == list(slow.events[0].attrs) == attrs
-    assert dumps(fast) == dumps(slow)
+    assert dumps(fast) == dumps(slow) == dumps(large)
     assert to_upstream(fast) == to_upstream(slow)
     assert list(to_upstream(fast)["events"][0]) == list(to_upstream(slow)["events"][0])
 
@@ -483,7 +497,8 @@ def test_problems_come_in_the_same_order_on_both_paths():
     doc["events"][0]["type"] = "message"  # the marker is now stale: a warning
     first, second = doc["events"][1]["id"], doc["events"][0]["id"]
     doc["edges"].append({"src": first, "dst": second, "type": "causal"})  # a cycle: semantic
-    slow, fast = _both(doc)
+    slow, fast, large = _both(doc)
     order = [(p.severity, p.code) for p in fast[1]]
     assert order == [(p.severity, p.code) for p in slow[1]]
+    assert order == [(p.severity, p.code) for p in large[1]]
     assert order[0] == ("semantic", "causal-cycle") and ("warning", "stale-marker") in order

@@ -123,7 +123,7 @@ def parse(
         if upstream is False or (upstream is None and _native_top_level(data, trace, top)):
             problems = check_trace(trace, partial=partial) if check else []
             return trace, [p.at(source) for p in problems]
-        done = _finish_survey(data, trace, source=source, partial=partial, check=check)
+        done = _finish_survey(data, trace, top, source=source, partial=partial, check=check)
         if done is not None:
             return done
     # 2. field by field, reporting every problem
@@ -142,14 +142,20 @@ def parse(
 
 
 def _finish_survey(
-    data: Any, trace: Trace, *, source: str, partial: bool, check: bool
+    data: Any,
+    trace: Trace,
+    top: _TopLevel | None = None,
+    *,
+    source: str,
+    partial: bool,
+    check: bool,
 ) -> tuple[Trace, list[Problem]] | None:
     """Import a survey-schema document that already decoded as ``trace`` (the typed path).
 
     ``None`` when the typed path cannot import it exactly (see
     :func:`~orchestrace.io.upstream.from_typed`): the caller imports it field by field.
     """
-    done = from_typed(data, trace)
+    done = from_typed(data, trace, top)
     if done is None:
         return None
     trace, problems = done
@@ -177,6 +183,9 @@ class _TopLevel(msgspec.Struct):
     meta: msgspec.Raw = msgspec.Raw()
     events: msgspec.Raw = msgspec.Raw()
     edges: msgspec.Raw = msgspec.Raw()
+    rewards: msgspec.Raw = msgspec.Raw()
+    costs: msgspec.Raw = msgspec.Raw()
+    metrics: msgspec.Raw = msgspec.Raw()
 
 
 _TOP_LEVEL = msgspec.json.Decoder(_TopLevel)

@@ -276,8 +276,9 @@ def check_spawns(
 
 def _spawns(ctx: Ctx) -> Iterator[Problem]:
     g = ctx.graph
-    is_spawn = g.type_code == SPAWN
-    for i in np.flatnonzero(is_spawn & (g.to_code < 0)).tolist():
+    spawns = np.flatnonzero(g.type_code == SPAWN)
+    to = g.to_codes_at(spawns)  # (only the spawns' targets: not a column of every event)
+    for i in spawns[to < 0].tolist():
         yield Problem(
             "missing-field",
             "spawn event has no `to` (the spawned agent)",
@@ -285,11 +286,13 @@ def _spawns(ctx: Ctx) -> Iterator[Problem]:
             path=ev_path(i, "to"),
             event_id=g.id_at(i),
         )
-    names = g.names
-    n_names = len(g.names)
+    g.agent_code  # noqa: B018 - every agent is coded before the names are counted
+    names = g.names_so_far()  # every agent, and every spawned name
+    n_names = len(names)
     spawned_at = np.full(n_names, np.inf)
-    sp = np.flatnonzero(is_spawn & (g.to_code >= 0))
-    np.minimum.at(spawned_at, g.to_code[sp], g.t[sp])
+    sp, sp_to = spawns[to >= 0], to[to >= 0]
+    del spawns, to
+    np.minimum.at(spawned_at, sp_to, g.t[sp])
 
     def found() -> Iterator[Problem]:
         ret_idx = np.flatnonzero(g.type_code == RETURN)
@@ -311,7 +314,7 @@ def _spawns(ctx: Ctx) -> Iterator[Problem]:
             if c in reported:
                 continue
             reported.add(c)
-            mine = sp[g.to_code[sp] == c]
+            mine = sp[sp_to == c]
             s = int(mine[np.argmin(g.t[mine])])
             yield Problem(
                 "event-before-spawn",

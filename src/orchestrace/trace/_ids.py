@@ -63,10 +63,25 @@ def int_ids(strs: list[str], prefix: str) -> np.ndarray | None:
         return None
     # canonical: only digits, no leading zeros, so the characters between the n - 1 spaces
     # are exactly the decimal widths of the numbers
-    width = np.maximum(np.searchsorted(POW10, ints, side="right"), 1)
-    if int(width.sum()) != len(joined) - (n - 1):
+    if _total_width(ints) != len(joined) - (n - 1):
         return None
     return np.asarray(ints)
+
+
+def _total_width(ints: np.ndarray) -> int:
+    """The sum of the decimal widths of the non-negative ``ints`` (0 is one digit wide).
+
+    One count per width the largest number reaches: a number of ``w`` digits is at least
+    ``10**k`` for each ``k < w``, so it is counted once for its first digit and once more for
+    each of the others (a few passes of comparisons, far cheaper than a search per number).
+    """
+    total = len(ints)
+    top = int(ints.max()) if total else 0
+    for k in range(1, len(POW10)):
+        if POW10[k] > top:
+            break
+        total += int(np.count_nonzero(ints >= POW10[k]))
+    return total
 
 
 def dense_table(id_ints: np.ndarray, n: int) -> tuple[np.ndarray, bool] | None:

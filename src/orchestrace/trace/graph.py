@@ -80,9 +80,7 @@ DEPENDENCY_EDGES: frozenset[EdgeType] = frozenset(
 
 _SPAWN = EVENT_CODE[EventType.SPAWN]
 _TOOL_RESULT = EVENT_CODE[EventType.TOOL_RESULT]
-_get_id, _get_t, _get_dur, _get_type, _get_agent = map(
-    attrgetter, ("id", "t", "dur", "type", "agent")
-)
+_get_id, _get_t, _get_type, _get_agent = map(attrgetter, ("id", "t", "type", "agent"))
 _get_src, _get_dst = attrgetter("src"), attrgetter("dst")
 _CHUNK = 1 << 16
 
@@ -251,13 +249,15 @@ class TraceGraph:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_trace(cls, trace: TraceRecords) -> TraceGraph:
-        """Compile ``trace``. Times, types, agents and edges now; other columns on first use."""
+        """Compile ``trace``. Times, types, agents and edges now; other columns on first use.
+
+        (Durations too are read on first use: checking a trace never needs them.)
+        """
         events = trace.events
         n = len(events)
         names = NameTable()
         cols: dict[str, np.ndarray] = {
             "t": np.fromiter(map(_get_t, events), dtype=np.float64, count=n),
-            "dur": np.fromiter(map(_get_dur, events), dtype=np.float64, count=n),
             "type_code": np.fromiter(
                 map(EVENT_CODE.__getitem__, map(_get_type, events)), dtype=np.int8, count=n
             ),
@@ -333,6 +333,26 @@ class TraceGraph:
     tokens_in = property(lambda self: self._col("tokens_in"), doc="Prompt tokens.")
     tokens_out = property(lambda self: self._col("tokens_out"), doc="Completion tokens.")
     cost = property(lambda self: self._col("cost"), doc="Cost per event.")
+
+    def to_codes_at(self, rows: np.ndarray) -> np.ndarray:
+        """The ``to`` codes of the events at ``rows`` (-1: unset) as int32.
+
+        Reads only those events when the column is not compiled yet (a check that needs the
+        targets of a few spawns does not compile a column of a million). Their names join
+        :attr:`names` as the column would add them.
+        """
+        col = self._cols.get("to_code")
+        events = self._events
+        if col is not None or events is None:
+            return np.asarray(self.to_code[rows], dtype=np.int32)
+        get = _NoneAware(self._names).__getitem__
+        return np.fromiter(
+            (get(events[i].to) for i in rows.tolist()), dtype=np.int32, count=len(rows)
+        )
+
+    def names_so_far(self) -> list[str]:
+        """The names coded so far (agents, and the targets read by :meth:`to_codes_at`)."""
+        return self._names.names
 
     @property
     def names(self) -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import partial
 from itertools import compress, count
 from operator import attrgetter, is_not
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import msgspec
 
@@ -326,6 +326,74 @@ class _ZeroProbe(msgspec.Struct):
 
 
 _ZEROS = msgspec.json.Decoder(_ZeroProbe)
+#: The events array alone, for a document whose top level was already decoded raw.
+_PROBE_EVENTS = msgspec.json.Decoder(list[_NoZeroProbe])
+_ZEROS_EVENTS = msgspec.json.Decoder(list[_EventProbe])
+
+
+class _RawTop(Protocol):
+    """The top level of a document, each value as its raw bytes (empty when absent)."""
+
+    events: msgspec.Raw
+    edges: msgspec.Raw
+    rewards: msgspec.Raw
+    costs: msgspec.Raw
+    metrics: msgspec.Raw
+    schema_version: msgspec.Raw
+    meta: msgspec.Raw
+
+
+class _Probed(msgspec.Struct):
+    """What :func:`_probe` found: the top level's raw values and the events' numeric fields."""
+
+    events: list[_NoZeroProbe] | list[_EventProbe]
+    edges: msgspec.Raw
+    rewards: msgspec.Raw
+    costs: msgspec.Raw
+    metrics: msgspec.Raw
+    schema_version: msgspec.Raw
+    meta: msgspec.Raw
+
+
+def _probe(data: Any, top: _RawTop | None) -> tuple[Any, bool] | None:
+    """Probe ``data`` for explicit zeros: ``(probe, some event writes one)``, or ``None``.
+
+    ``top``, the raw top level when the caller decoded it already, spares a second pass over
+    everything but the events. ``None`` when the events do not decode as probes (the
+    field-by-field import then reports why).
+    """
+    if top is not None:
+        raw = top.events
+        try:
+            if not len(raw):
+                return None
+            try:
+                return _with_events(top, _PROBE_EVENTS.decode(raw)), False
+            except msgspec.ValidationError:  # some event writes a default zero
+                return _with_events(top, _ZEROS_EVENTS.decode(raw)), True
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+    try:
+        return _PROBE.decode(data), False
+    except msgspec.ValidationError:  # some event writes a default zero (or the top is odd)
+        try:
+            return _ZEROS.decode(data), True
+        except msgspec.ValidationError:
+            return None
+
+
+def _with_events(top: _RawTop, events: list[Any]) -> _Probed:
+    return _Probed(
+        events,
+        top.edges,
+        top.rewards,
+        top.costs,
+        top.metrics,
+        top.schema_version,
+        top.meta,
+    )
+
+
 _NOT_NONE = partial(is_not, None)
 
 
@@ -367,7 +435,9 @@ def _as_event(fields: dict[str, Any]) -> Event | None:
         return None
 
 
-def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
+def from_typed(
+    data: Any, trace: Trace, top: _RawTop | None = None
+) -> tuple[Trace, list[Problem]] | None:
     """Finish a survey document that already decoded as a native :class:`Trace`.
 
     The typed decoder cannot tell an explicit default from an absent field; a second, cheap
@@ -376,18 +446,16 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
     document holds a ``null``, an empty ``metrics``, lacks a required top-level field, or has
     a field marker restoring a value the event cannot hold, this returns ``None`` and the
     caller imports it field by field with :func:`from_upstream`; the result is the same.
+    ``top``: the document's top level, each value raw (as the JSON reader decodes a large
+    document's), when the caller has it.
     """
     if data.find(b"null") >= 0:  # (``in`` would walk a memory map byte by byte)
         return None
-    written: list[_EventProbe] | None = None
-    try:
-        probe: _TraceProbe | _ZeroProbe = _PROBE.decode(data)
-    except msgspec.ValidationError:  # some event writes a default zero (or the top is odd)
-        try:
-            probe = _ZEROS.decode(data)
-        except msgspec.ValidationError:
-            return None
-        written = probe.events
+    probed = _probe(data, top)
+    if probed is None:
+        return None
+    probe, has_zeros = probed
+    written: list[_EventProbe] | None = probe.events if has_zeros else None
     if len(probe.schema_version) or len(probe.meta):
         return None
     if not (len(probe.edges) and len(probe.rewards) and len(probe.costs)):
@@ -409,7 +477,9 @@ def from_typed(data: Any, trace: Trace) -> tuple[Trace, list[Problem]] | None:
                     several.append(i)
         _in_document_order(data, zeros, several)
     # only events with attrs or an explicit zero change (the others are skipped in C)
-    with_attrs = compress(count(), map(_NOT_NONE, map(attrgetter("attrs"), events)))
+    attrs = list(map(attrgetter("attrs"), events))
+    with_attrs = compress(count(), map(_NOT_NONE, attrs)) if attrs.count(None) < len(attrs) else ()
+    del attrs
     for i in sorted({*with_attrs, *zeros}):
         e = events[i]
         if i in zeros:
