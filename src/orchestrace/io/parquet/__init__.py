@@ -36,7 +36,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from orchestrace.io.parquet._layout import _ATTR as _ATTR  # the streaming write
 from orchestrace.io.parquet._layout import (
     _DEFAULTS_COLUMN,
     EVENT_COLUMNS,
-    _defaults_array,
+    _defaults_of_columns,
     _repeated,
 )
 from orchestrace.io.parquet._layout import _FILES as _FILES  # the streaming writer's too
@@ -144,6 +144,24 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
             pq.write_table(pa.table(tok_rows, schema=_token_schema()), tmp / _TOKENS_FILE)
 
 
+_ASTUPLE = msgspec.structs.astuple
+
+
+def _event_columns(
+    trace_id: str, events: Sequence[Event], enc: msgspec.json.Encoder
+) -> dict[str, Any]:
+    """The events table's columns for ``events``: lists and tuples Arrow converts itself."""
+    n = len(events)
+    cols: dict[str, Any] = {"trace_id": _repeated(trace_id, n)}
+    if n:
+        cols.update(zip(EVENT_COLUMNS, zip(*map(_ASTUPLE, events), strict=True), strict=True))
+    else:
+        cols.update((c, []) for c in EVENT_COLUMNS)
+    cols["attrs"] = [None if v is None else enc.encode(v).decode() for v in cols["attrs"]]
+    cols[_DEFAULTS_COLUMN] = _defaults_of_columns(cols, n)
+    return cols
+
+
 def _write_trace(
     tr: Trace,
     enc: msgspec.json.Encoder,
@@ -164,14 +182,14 @@ def _write_trace(
             for c in TOKEN_FIELDS:
                 tok_rows[c].append(rec[c])
     ev = tr.events
-    cols: dict[str, Any] = {"trace_id": _repeated(tr.trace_id, len(ev))}
-    for c in EVENT_COLUMNS:
-        values = list(map(attrgetter(_ATTR[c]), ev))
-        if c == "attrs":
-            values = [None if v is None else enc.encode(v).decode() for v in values]
-        cols[c] = values  # Arrow converts a list of Python numbers fastest itself
-    cols[_DEFAULTS_COLUMN] = _defaults_array(ev)
-    ev_writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
+    # a row group at a time (the same groups one table of every row gives): each event's
+    # fields in one C call, turned into columns in C (19 passes over the events took twice as
+    # long), with scratch memory bounded by the group
+    for lo in range(0, max(len(ev), 1), _ROW_GROUP):
+        ev_writer.write_table(
+            pa.table(_event_columns(tr.trace_id, ev[lo : lo + _ROW_GROUP], enc), schema=ev_schema),
+            row_group_size=_ROW_GROUP,
+        )
     ed = tr.edges
     ed_writer.write_table(
         pa.table(

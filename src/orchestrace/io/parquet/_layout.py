@@ -67,10 +67,17 @@ def _defaults_of(events: Any) -> list[int]:
 def _defaults_array(events: Any) -> np.ndarray:
     """:func:`_defaults_of` as an int8 array (one identity test per field, in C)."""
     events = events if isinstance(events, list | tuple) else list(events)
-    out = np.zeros(len(events), dtype=np.int8)
+    return _defaults_of_columns(
+        {c: map(attrgetter(_ATTR[c]), events) for c in _ZERO_DEFAULTS}, len(events)
+    )
+
+
+def _defaults_of_columns(columns: dict[str, Any], n: int) -> np.ndarray:
+    """The ``defaults`` column from the values of the zero-default fields (``n`` of each)."""
+    out = np.zeros(n, dtype=np.int8)
     for k, (c, d) in enumerate(_ZERO_DEFAULTS.items()):
-        same = map(is_, map(attrgetter(_ATTR[c]), events), repeat(d))
-        out |= np.fromiter(same, dtype=bool, count=len(events)).astype(np.int8) << k
+        same = map(is_, columns[c], repeat(d))
+        out |= np.fromiter(same, dtype=bool, count=n).astype(np.int8) << k
     return out
 
 
