@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from functools import reduce
+from itertools import chain
+from operator import add, attrgetter
 from typing import Any
 
 import msgspec
@@ -54,23 +57,31 @@ After = Iterable[str | tuple[str, EdgeType | str]]
 
 
 def default_costs(events: Iterable[Event]) -> dict[str, float]:
-    """Costs derived from events: tokens, wall_clock_s (makespan), tool_calls, messages, cost."""
-    tokens = 0
-    tool_calls = 0
-    messages = 0
-    money = 0.0
-    t0 = float("inf")
-    t1 = 0.0
-    for e in events:
-        tokens += e.tokens_in + e.tokens_out
-        money += e.cost
-        if e.type == "tool_call":
-            tool_calls += 1
-        elif e.type == "message":
-            messages += 1
-        t0 = min(t0, e.t)
-        t1 = max(t1, e.t + e.dur)
-    return _costs_of_totals(tokens, money, tool_calls, messages, t0, t1)
+    """Costs derived from events: tokens, wall_clock_s (makespan), tool_calls, messages, cost.
+
+    Each total is one C-level pass, with the arithmetic of a loop over the events in order:
+    integer token sums, the costs added one after another (``reduce``, not ``sum``, which
+    compensates rounding from Python 3.12), the earliest start and the latest end.
+
+    Example:
+        >>> b = TraceBuilder(task_id="t")
+        >>> _ = b.llm("a", tokens_in=3, tokens_out=4, dur=2.0, cost=0.5)
+        >>> default_costs(b.events)["tokens"], default_costs(b.events)["wall_clock_s"]
+        (7.0, 2.0)
+    """
+    evs = events if isinstance(events, list | tuple) else list(events)
+    types = list(map(_get_type, evs))
+    ts = list(map(_get_t, evs))
+    tokens = sum(map(_get_tokens_in, evs)) + sum(map(_get_tokens_out, evs))
+    money = reduce(add, map(_get_cost, evs), 0.0)
+    t0 = min(chain((float("inf"),), ts))
+    t1 = max(chain((0.0,), map(add, ts, map(_get_dur, evs))))
+    return _costs_of_totals(tokens, money, types.count("tool_call"), types.count("message"), t0, t1)
+
+
+_get_type, _get_t, _get_dur, _get_cost, _get_tokens_in, _get_tokens_out = map(
+    attrgetter, ("type", "t", "dur", "cost", "tokens_in", "tokens_out")
+)
 
 
 def _costs_of_totals(
