@@ -122,3 +122,50 @@ def test_spawn_depth_and_agents(medium_trace, small_trace):
     assert small_trace.graph.spawn_depth() == 1
     g = small_trace.graph
     assert sorted(g.names[c] for c in g.agent_codes()) == ["lead", "w0", "w1", "w2"]
+
+
+def test_checking_a_trace_leaves_the_order_of_its_names_alone():
+    # the spawn check reads only the spawns' targets; names it meets first must not take
+    # codes before names an earlier event's `to` gives (the order of names, agent codes and
+    # the viewer's lanes is the whole `to` column's)
+    from orchestrace.trace.check import check_trace
+
+    events = (
+        Event(id="e1", t=0.0, type="message", agent="lead", to="y"),
+        Event(id="e2", t=1.0, type="spawn", agent="lead", to="x"),
+        Event(id="e3", t=2.0, type="spawn", agent="lead", to="y"),
+    )
+    edges = (Edge("e1", "e2", "causal"), Edge("e2", "e3", "causal"))
+
+    def fresh() -> Trace:
+        return Trace(trace_id="t", task_id="k", events=events, edges=edges)
+
+    unchecked = fresh()
+    checked = fresh()
+    assert not [p for p in check_trace(checked) if p.severity == "error"]
+    assert checked.graph.names == unchecked.graph.names == ["lead", "y", "x"]
+    assert checked.graph.agent_codes().tolist() == unchecked.graph.agent_codes().tolist()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("dur", 10**400, "beyond the largest float; record dur as a finite number >= 0"),
+        ("t", 10**400, "beyond the largest float; record t as a finite number >= 0"),
+        ("tokens_in", 10**5000, "about 5,001 digits, beyond the largest count 2^63-1"),
+    ],
+    ids=["dur", "t", "tokens_in"],
+)
+def test_a_number_too_large_for_its_column_says_what_the_column_holds(field, value, says):
+    from orchestrace.errors import TraceValidationError
+
+    kw = {"t": 0.0, field: value}
+    tr = Trace(
+        trace_id="t",
+        task_id="k",
+        events=(Event(id="e1", type="message", agent="a", **kw),),
+    )
+    with pytest.raises(TraceValidationError, match=None) as err:
+        tr.graph.critical_path() if field != "tokens_in" else tr.graph.tokens_in
+    assert says in str(err.value)
+    assert f"$.events[0].{field}" in str(err.value)

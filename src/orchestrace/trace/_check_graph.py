@@ -277,7 +277,8 @@ def check_spawns(
 def _spawns(ctx: Ctx) -> Iterator[Problem]:
     g = ctx.graph
     spawns = np.flatnonzero(g.type_code == SPAWN)
-    to = g.to_codes_at(spawns)  # (only the spawns' targets: not a column of every event)
+    # only the spawns' targets (not a column of every event), coded after the graph's names
+    to, names = g.to_codes_at(spawns)
     for i in spawns[to < 0].tolist():
         yield Problem(
             "missing-field",
@@ -286,8 +287,6 @@ def _spawns(ctx: Ctx) -> Iterator[Problem]:
             path=ev_path(i, "to"),
             event_id=g.id_at(i),
         )
-    g.agent_code  # noqa: B018 - every agent is coded before the names are counted
-    names = g.names_so_far()  # every agent, and every spawned name
     n_names = len(names)
     spawned_at = np.full(n_names, np.inf)
     sp, sp_to = spawns[to >= 0], to[to >= 0]

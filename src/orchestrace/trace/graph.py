@@ -169,17 +169,30 @@ class NameTable(dict[str, int]):
         return self[name]
 
 
-def _overflow(events: Sequence[Any], name: str) -> Exception:
-    """The error for an event field too large for its int64 column."""
+def _overflow(events: Sequence[Any], name: str, dtype: Any = np.int64) -> Exception:
+    """The error for an event field too large for its column (int64, or float64)."""
+    floating = np.dtype(dtype).kind == "f"
+    if floating:
+        beyond, fix = "beyond the largest float", f"record {name} as a finite number >= 0"
+    else:
+        beyond, fix = (
+            "beyond the largest count 2^63-1",
+            f"record {name} as an integer from 0 to 2^63-1",
+        )
     for i, e in enumerate(events):
         value = getattr(e, name, None)
-        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        if isinstance(value, int) and (
+            abs(value) > _FLOAT_MAX if floating else not -(2**63) <= value < 2**63
+        ):
+            # (a long integer is not printed whole: str() refuses over 4,300 digits)
+            digits = int(value.bit_length() * 0.30103) + 1
+            shown = str(value) if digits < 60 else f"an integer of about {digits:,} digits"
             return TraceValidationError(
                 [
                     Problem(
                         "out-of-range",
-                        f"{name} is {value}, beyond the largest count 2^63-1",
-                        f"record {name} as an integer from 0 to 2^63-1",
+                        f"{name} is {shown}, {beyond}",
+                        fix,
                         path=f"$.events[{i}].{name}",
                         event_id=e.id if isinstance(e.id, str) else None,
                     )
@@ -189,12 +202,15 @@ def _overflow(events: Sequence[Any], name: str) -> Exception:
         [
             Problem(
                 "out-of-range",
-                f"an event's {name} does not fit a 64-bit integer",
-                f"record {name} as an integer from 0 to 2^63-1",
+                f"an event's {name} does not fit a 64-bit " + ("float" if floating else "integer"),
+                fix,
                 path="$.events",
             )
         ]
     )
+
+
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 class TraceGraph:
@@ -256,8 +272,12 @@ class TraceGraph:
         events = trace.events
         n = len(events)
         names = NameTable()
+        try:
+            t = np.fromiter(map(_get_t, events), dtype=np.float64, count=n)
+        except OverflowError:
+            raise _overflow(events, "t", np.float64) from None
         cols: dict[str, np.ndarray] = {
-            "t": np.fromiter(map(_get_t, events), dtype=np.float64, count=n),
+            "t": t,
             "type_code": np.fromiter(
                 map(EVENT_CODE.__getitem__, map(_get_type, events)), dtype=np.int8, count=n
             ),
@@ -319,7 +339,7 @@ class TraceGraph:
         try:
             return np.fromiter(gen, dtype=dtype, count=n)
         except OverflowError:
-            raise _overflow(events, name) from None
+            raise _overflow(events, name, dtype) from None
 
     t = property(lambda self: self._col("t"), doc="Start times (float64).")
     dur = property(lambda self: self._col("dur"), doc="Durations (float64).")
@@ -334,25 +354,36 @@ class TraceGraph:
     tokens_out = property(lambda self: self._col("tokens_out"), doc="Completion tokens.")
     cost = property(lambda self: self._col("cost"), doc="Cost per event.")
 
-    def to_codes_at(self, rows: np.ndarray) -> np.ndarray:
-        """The ``to`` codes of the events at ``rows`` (-1: unset) as int32.
+    def to_codes_at(self, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """The ``to`` codes of the events at ``rows`` (-1: unset), and the names they code.
 
         Reads only those events when the column is not compiled yet (a check that needs the
-        targets of a few spawns does not compile a column of a million). Their names join
-        :attr:`names` as the column would add them.
+        targets of a few spawns does not compile a column of a million). A target the graph
+        has not coded yet gets a code after its names, in the list returned, and is not added
+        to the graph's own table: :attr:`names` keeps the order the whole column gives it.
+        Agent codes are the graph's in both cases.
         """
+        self.agent_code  # noqa: B018 - every agent is coded first
         col = self._cols.get("to_code")
         events = self._events
         if col is not None or events is None:
-            return np.asarray(self.to_code[rows], dtype=np.int32)
-        get = _NoneAware(self._names).__getitem__
-        return np.fromiter(
-            (get(events[i].to) for i in rows.tolist()), dtype=np.int32, count=len(rows)
-        )
+            return np.asarray(self.to_code[rows], dtype=np.int32), self.names
+        known = self._names
+        extra: dict[str, int] = {}
+        first_new = len(known.names)
 
-    def names_so_far(self) -> list[str]:
-        """The names coded so far (agents, and the targets read by :meth:`to_codes_at`)."""
-        return self._names.names
+        def code(name: str | None) -> int:
+            if name is None:
+                return -1
+            found = known.get(name)
+            if found is not None:
+                return found
+            return extra.setdefault(name, first_new + len(extra))
+
+        codes = np.fromiter(
+            (code(events[i].to) for i in rows.tolist()), dtype=np.int32, count=len(rows)
+        )
+        return codes, [*known.names, *extra]
 
     @property
     def names(self) -> list[str]:
