@@ -3,6 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrace import ConfigError, check_trace, dumps, generate_trace
+from orchestrace.io._writable import require_writable
 from orchestrace.trace.generate import min_events
 
 
@@ -13,6 +14,9 @@ def test_generated_traces_are_valid_and_exact(agents, steps, depth, seed):
         depth = 1
     tr = generate_trace(agents, steps, depth, seed)
     assert check_trace(tr) == []
+    # marked writable without the writers' check: a copy without the mark passes it in full
+    assert tr._writable and not tr.replace()._writable
+    require_writable([tr.replace()])
     assert tr.n_events == max(steps, min_events(agents, depth))
     g = tr.graph
     assert len(g.agent_codes()) == agents

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -31,7 +32,15 @@ def group_relative(
     """Group-relative advantages; ``None`` values count as 0."""
     if scale not in ("std", "none"):
         raise ConfigError(f"scale must be 'std' or 'none', got {scale!r}")
-    x = np.asarray([0.0 if v is None else float(v) for v in values], dtype=np.float64)
+    try:
+        x = np.asarray([0.0 if v is None else float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError("group_relative takes numbers (or None for a missing reward)") from None
+    if not np.isfinite(x).all():
+        bad = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise ConfigError(f"value {bad} is {x[bad]}: group-relative advantages need finite rewards")
+    if not math.isfinite(eps) or eps <= 0:
+        raise ConfigError(f"eps must be a finite number > 0, got {eps!r}")
     if not len(x):
         return []
     adv = x - x.mean()

@@ -72,7 +72,11 @@ from orchestrace.runtime.replay import (
 from orchestrace.stats import t95
 from orchestrace.trace.model import Trace
 
+#: Most value-function calls :func:`shapley_mc` may need (``samples x (players + 1)``).
+MAX_EVALUATIONS = 100_000_000
+
 __all__ = [
+    "MAX_EVALUATIONS",
     "MAX_SAMPLES",
     "ShapleyCredit",
     "TraceGame",
@@ -123,9 +127,19 @@ def shapley_mc(
 
     Returns:
         ``(estimates, standard errors)``. The estimates sum exactly to ``v(N) - v(empty)``.
+
+    Raises:
+        ConfigError: ``samples`` is not an integer from 1 to :data:`MAX_SAMPLES`, or the
+            permutations would evaluate ``v`` more than :data:`MAX_EVALUATIONS` times.
     """
-    if samples < 1:
-        raise ConfigError(f"samples must be >= 1, got {samples}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise ConfigError(f"samples must be an integer from 1 to {MAX_SAMPLES:,}, got {samples!r}")
+    if samples * (len(players) + 1) > MAX_EVALUATIONS:
+        raise ConfigError(
+            f"{samples:,} permutations of {len(players):,} players would evaluate the value "
+            f"function up to {samples * (len(players) + 1):,} times (at most "
+            f"{MAX_EVALUATIONS:,}); sample fewer permutations or group the players"
+        )
     rng = np.random.default_rng(seed)
     idx = {p: i for i, p in enumerate(players)}
     sums = np.zeros(len(players))

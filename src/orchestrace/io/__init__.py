@@ -23,11 +23,12 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
 from orchestrace._collector import paused
-from orchestrace.errors import Problem, TraceFormatError, TraceValidationError
+from orchestrace.errors import ConfigError, Problem, TraceFormatError, TraceValidationError
 from orchestrace.io._common import (
     BOM,
     PathLike,
@@ -37,6 +38,7 @@ from orchestrace.io._common import (
     read_bytes,
 )
 from orchestrace.io._output import OutputError, check_output, is_our_dataset
+from orchestrace.io._writable import require_writable
 from orchestrace.io.importers import (
     EXPORT_FORMATS,
     IMPORT_FORMATS,
@@ -412,18 +414,32 @@ def dump(
         overwrite: Replace an existing output.
 
     Raises:
-        ConfigError: ``indent`` is negative or over 32.
+        ConfigError: ``indent`` is negative or over 32, or something given is not a trace.
+        TraceValidationError: A trace holds a value no file can hold exactly: NaN or
+            infinity (JSON would write ``null``), a negative duration, a field of the wrong
+            type. Nothing is written; the problems name each value.
         TraceFormatError: Several traces for a one-trace format, or an unknown format.
         OutputError: The output exists (without ``overwrite``), is not ours, the path cannot
             hold it, or writing failed (nothing half-written is left, the previous output is
             kept).
     """
     check_indent(indent)
-    items = [traces] if isinstance(traces, Trace) else list(traces)
+    items = [traces] if isinstance(traces, Trace) else _items(traces)
     fmt = check_dump_target(path, format=format, overwrite=overwrite)
     # the caller's iterable is drained first: its own code (a run, say) is not paused
     with paused():
+        require_writable(items)  # before anything is created
         _dump(items, path, fmt, indent, overwrite)
+
+
+def _items(traces: Any) -> list[Any]:
+    """The traces of ``traces`` as a list (a string or bytes is not a collection of traces)."""
+    if isinstance(traces, str | bytes | bytearray | dict) or not hasattr(traces, "__iter__"):
+        raise ConfigError(
+            f"dump writes a Trace or an iterable of them, not a {type(traces).__name__}: "
+            "build traces with TraceBuilder, or read them with orchestrace.io.load"
+        )
+    return list(traces)
 
 
 def _dump(

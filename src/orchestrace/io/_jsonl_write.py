@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,9 +23,10 @@ from typing import Any
 
 import msgspec
 
-from orchestrace.errors import TraceFormatError
+from orchestrace.errors import ConfigError, TraceFormatError
 from orchestrace.io._common import PathLike, atomic_write
 from orchestrace.io._output import OutputError, StreamTarget, write_error
+from orchestrace.io._writable import require_writable
 from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, TopologyName, Trace
 
 __all__ = ["StreamWriter", "write_jsonl"]
@@ -67,14 +69,34 @@ def write_jsonl(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = Fa
     Raises:
         OutputError: The file exists (without ``overwrite``), the path cannot hold it, or
             writing failed; nothing is left half-written.
+        TraceValidationError: A trace holds a value no file can hold exactly (see
+            :func:`~orchestrace.io._writable.require_writable`); nothing is written.
     """
     n = 0
     with atomic_write(path, force=overwrite) as fh:
         for tr in traces:
+            require_writable([tr])  # (the temporary file is dropped when it refuses)
             fh.write(_ENC.encode(tr))
             fh.write(b"\n")
             n += 1
     return n
+
+
+def _checked_header(trace_id: Any, task_id: Any, system: Any, topology: Any, meta: Any) -> _Header:
+    """The header record, its fields checked (a bad one is refused before any file exists)."""
+    if meta is not None and not isinstance(meta, Mapping):
+        raise ConfigError(f"meta is a {type(meta).__name__}: give a dict of run information")
+    fields = {"trace_id": trace_id, "task_id": task_id, "system": system, "topology": topology}
+    try:
+        header = msgspec.convert(fields, _Header)
+        header.meta = dict(meta or {})
+        _ENC.encode(header)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as err:
+        raise ConfigError(
+            f"StreamWriter header: {str(err)[:200]}; give trace_id and task_id as strings, a "
+            "known topology or None, and JSON-serialisable meta"
+        ) from None
+    return header
 
 
 class StreamWriter:
@@ -120,6 +142,7 @@ class StreamWriter:
         overwrite: bool = False,
         target: StreamTarget | None = None,
     ) -> None:
+        header = _checked_header(trace_id, task_id, system, topology, meta)  # before any file
         self.path = Path(path)
         self._target = target or StreamTarget(path, force=overwrite, append=append)
         self._fd = self._target.fd
@@ -127,13 +150,6 @@ class StreamWriter:
         self.closed = False
         self.records = 0
         self._end = os.lseek(self._fd, 0, os.SEEK_END)  # where the last whole record ends
-        header = _Header(
-            trace_id=trace_id,
-            task_id=task_id,
-            system=system,
-            topology=topology,  # type: ignore[arg-type]
-            meta=dict(meta or {}),
-        )
         self._write(_Line(header=header))
 
     def _write(self, rec: _Line) -> None:
@@ -192,11 +208,31 @@ class StreamWriter:
             raise write_error(self.path, err) from None
 
     def event(self, event: Event) -> None:
-        """Append one event record."""
+        """Append one event record.
+
+        Raises:
+            ConfigError: ``event`` is not an :class:`~orchestrace.trace.model.Event`, or its
+                time, duration or cost is not a finite number (JSON would write ``null``).
+        """
+        if not isinstance(event, Event):
+            raise ConfigError(f"StreamWriter.event takes an Event, not a {type(event).__name__}")
+        for name in ("t", "dur", "cost"):
+            value = getattr(event, name)
+            if not (isinstance(value, int | float) and math.isfinite(value)):
+                raise ConfigError(
+                    f"event {str(event.id)[:80]!r}: {name} is {str(value)[:40]}; record a "
+                    "finite number (JSON cannot hold this one)"
+                )
         self._write(_Line(event=event))
 
     def edge(self, edge: Edge) -> None:
-        """Append one edge record."""
+        """Append one edge record.
+
+        Raises:
+            ConfigError: ``edge`` is not an :class:`~orchestrace.trace.model.Edge`.
+        """
+        if not isinstance(edge, Edge):
+            raise ConfigError(f"StreamWriter.edge takes an Edge, not a {type(edge).__name__}")
         self._write(_Line(edge=edge))
 
     def close(

@@ -36,6 +36,7 @@ import msgspec
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io._common import BOM, PathLike, format_error, read_bytes
+from orchestrace.io._writable import require_writable
 from orchestrace.io.upstream import is_native_object
 from orchestrace.trace.model import Trace
 
@@ -307,6 +308,11 @@ def _import_path(path: PathLike, format: str | None) -> ImportResult:
 
 
 def export_bytes(traces: Sequence[Trace], *, format: str) -> bytes:
-    """Encode ``traces`` in ``format`` (one of :data:`EXPORT_FORMATS`)."""
+    """Encode ``traces`` in ``format`` (one of :data:`EXPORT_FORMATS`).
+
+    Raises:
+        TraceValidationError: A trace holds a value the format cannot hold exactly.
+    """
+    require_writable(traces)
     data: bytes = _load(_EXPORTERS, format, "export")(traces)
     return data

@@ -36,6 +36,7 @@ from orchestrace.io._common import (
     format_error,
     read_bytes,
 )
+from orchestrace.io._writable import require_writable
 from orchestrace.io.upstream import from_typed, from_upstream, is_native_object
 from orchestrace.trace.check import _RANK, check_trace
 from orchestrace.trace.diagnose import check_structure
@@ -70,8 +71,15 @@ def check_indent(indent: int | None) -> None:
 
 
 def dumps(trace: Trace, *, indent: int | None = None) -> bytes:
-    """Encode ``trace`` as native JSON bytes (compact, or indented by ``indent`` spaces)."""
+    """Encode ``trace`` as native JSON bytes (compact, or indented by ``indent`` spaces).
+
+    Raises:
+        ConfigError: ``trace`` is not a trace, or ``indent`` is out of range.
+        TraceValidationError: The trace holds a value JSON cannot hold exactly (NaN or
+            infinity, which an encoder writes as ``null``), or one of the wrong type.
+    """
     check_indent(indent)
+    require_writable([trace])
     data = _ENCODER.encode(trace)
     return msgspec.json.format(data, indent=indent) if indent else data
 

@@ -112,8 +112,19 @@ class EnvConfig:
             raise ConfigError(f"learn must be a non-empty subset of O1..O5, got {self.learn}")
         if self.max_rounds < 1 or self.max_workers < 1:
             raise ConfigError("max_rounds and max_workers must be >= 1")
-        if self.token_cost < 0:
-            raise ConfigError(f"token_cost must be >= 0, got {self.token_cost}")
+        if not _finite_number(self.token_cost) or self.token_cost < 0:
+            raise ConfigError(f"token_cost must be a finite number >= 0, got {self.token_cost!r}")
+        for name in ("lambda1", "lambda2"):
+            value = getattr(self, name)
+            if not isinstance(value, Anneal) and not _finite_number(value):
+                raise ConfigError(
+                    f"{name} must be a finite number or an Anneal schedule, got {value!r}"
+                )
+        if self.reward_fn is not None and not callable(self.reward_fn):
+            raise ConfigError(
+                f"reward_fn must be callable as fn([trace], step=) -> [value], got a "
+                f"{type(self.reward_fn).__name__}"
+            )
         if self.backend not in ("sim", "openai", "hf"):
             raise ConfigError(f"unknown backend {self.backend!r}; use sim, openai or hf")
         _check_latency(self.latency_weight, self.latency_norm, self.steps_budget, "EnvConfig")
@@ -121,6 +132,10 @@ class EnvConfig:
             raise ConfigError(
                 f"size_range must be (lo, hi) with 1 <= lo <= hi, got {self.size_range}"
             )
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class OrchestrationEnv:

@@ -43,6 +43,10 @@ from orchestrace.runtime.clock import VirtualTimeLoop, _shutdown, outside_runnin
 __all__ = ["VectorEnv"]
 
 
+#: Most environments one :class:`VectorEnv` steps (each holds a live run in memory).
+MAX_ENVS = 65_536
+
+
 class VectorEnv:
     """``n`` environments of one id and settings whose episodes share one event loop.
 
@@ -64,8 +68,15 @@ class VectorEnv:
     """
 
     def __init__(self, num_envs: int, env_id: str = "stop-v0", **kw: Any) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ConfigError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        if (
+            isinstance(num_envs, bool)
+            or not isinstance(num_envs, int)
+            or not 1 <= num_envs <= MAX_ENVS
+        ):
+            raise ConfigError(
+                f"num_envs must be an integer from 1 to {MAX_ENVS:,}, got {num_envs!r} "
+                "(each holds a live run; use several VectorEnvs or worker processes for more)"
+            )
         if kw.get("backend", "sim") != "sim":
             raise ConfigError(
                 f"VectorEnv runs the sim backend only, got backend={kw['backend']!r}; "

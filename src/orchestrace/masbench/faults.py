@@ -24,9 +24,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace.errors import ConfigError
 from orchestrace.runtime.replay import Intervention
 
 __all__ = ["FAULTS", "DropMessages", "WrongAnswers", "corrupt"]
@@ -69,6 +71,7 @@ class WrongAnswers:
     """
 
     def __init__(self, backend: Any, rate: float, seed: int = 0) -> None:
+        check_rate(rate, "WrongAnswers")
         self.inner = backend
         self.rate = rate
         self.seed = seed
@@ -94,6 +97,21 @@ class WrongAnswers:
         await self.inner.aclose()
 
 
+def check_rate(rate: Any, who: str) -> None:
+    """Refuse a fault rate that is not a probability.
+
+    Raises:
+        ConfigError: ``rate`` is not a number from 0 to 1.
+    """
+    if (
+        isinstance(rate, bool)
+        or not isinstance(rate, int | float)
+        or not math.isfinite(rate)
+        or not 0 <= rate <= 1
+    ):
+        raise ConfigError(f"{who} rate must be a probability from 0 to 1, got {rate!r}")
+
+
 @dataclass
 class DropMessages(Intervention):
     """Messages are lost with probability ``rate``."""
@@ -102,6 +120,9 @@ class DropMessages(Intervention):
     seed: int = 0
     seen: int = field(default=0, compare=False)
     injected: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        check_rate(self.rate, "DropMessages")
 
     def message(
         self, sender: str, step: int, index: int, to: str, content: str, data: Any

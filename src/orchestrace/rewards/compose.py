@@ -166,6 +166,17 @@ class Composite:
     def __init__(self, rewards: Mapping[str, tuple[RewardFn, float]]) -> None:
         if not rewards:
             raise ConfigError("a composite reward needs at least one reward")
+        for name, part in rewards.items():
+            weight = part[1] if isinstance(part, tuple) and len(part) == 2 else None
+            if not (isinstance(part, tuple) and len(part) == 2 and callable(part[0])):
+                raise ConfigError(
+                    f"composite part {name!r}: give (reward function, weight), got "
+                    f"{type(part).__name__}"
+                )
+            if not _is_number(weight) or not math.isfinite(weight):
+                raise ConfigError(
+                    f"composite part {name!r}: weight must be a finite number, got {weight!r}"
+                )
         self.rewards = dict(rewards)
 
     @classmethod
@@ -260,8 +271,15 @@ class Composite:
         n = len(next(iter(parts.values()))) if parts else 0
         out: list[float | None] = []
         for i in range(n):
-            vals = [(self.rewards[k][1], x) for k, v in parts.items() if (x := v[i]) is not None]
-            out.append(float(sum(w * x for w, x in vals)) if vals else None)
+            vals = [(k, self.rewards[k][1], x) for k, v in parts.items() if (x := v[i]) is not None]
+            total = float(sum(w * x for _, w, x in vals)) if vals else None
+            if total is not None and not math.isfinite(total):
+                raise ConfigError(
+                    f"the composite reward of trace {i} is {total} (weight x reward: "
+                    + ", ".join(f"{k} {w!r} x {x!r}" for k, w, x in vals)
+                    + "); use weights and rewards whose weighted sum is a finite number"
+                )
+            out.append(total)
         return out
 
     def annotate(self, traces: Sequence[Trace], **kw: Any) -> list[Trace]:
@@ -287,6 +305,11 @@ def load_spec(path: str | Path) -> Composite:
         ConfigError: Missing, unreadable, oversized or non-UTF-8 file, bad TOML, or bad
             settings (the message names the file, the entry and the fix).
     """
+    if not isinstance(path, str | os.PathLike):  # (an int would be taken for an open file)
+        raise ConfigError(
+            f"load_spec takes a path to a TOML file, not a {type(path).__name__}; "
+            "pass a path such as 'rewards.toml'"
+        )
     where = str(path)
     try:
         info = os.stat(path)

@@ -91,8 +91,20 @@ class Anneal:
     kind: str = "linear"
 
     def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ConfigError(f"Anneal steps must be >= 1, got {self.steps}")
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"Anneal {name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ConfigError(f"Anneal {name} must be a finite number, got {value!r}")
+        steps = self.steps
+        if (
+            isinstance(steps, bool)
+            or not isinstance(steps, int | float)
+            or not math.isfinite(steps)
+            or steps < 1
+        ):
+            raise ConfigError(f"Anneal steps must be >= 1 (a finite number), got {steps!r}")
         if self.kind not in ("linear", "cosine", "exp"):
             raise ConfigError(f"Anneal kind must be linear, cosine or exp, got {self.kind!r}")
 
@@ -375,7 +387,12 @@ def parl_components(
     ``r_perf`` counts an unknown outcome (see :func:`orchestrace.rewards.base.outcome`) as 0;
     :func:`parl_reward` gives ``None`` for such a run instead. ``checker(trace, answer)``
     replaces the task's checker (a caller holding the task instance saves rebuilding it).
+
+    Raises:
+        ConfigError: ``latency_weight`` negative or not finite, without ``steps_budget``, or
+            ``steps_budget`` below 1.
     """
+    _check_latency(latency_weight, steps_budget)
     return _components(
         trace,
         latency_weight=latency_weight,
@@ -442,14 +459,7 @@ def parl_reward(
         ConfigError: A negative ``latency_weight``, a ``latency_weight`` without
             ``steps_budget``, or a ``steps_budget`` below 1.
     """
-    if latency_weight < 0:
-        raise ConfigError("latency_weight must be >= 0")
-    _check_budget(steps_budget)
-    if latency_weight and steps_budget is None:
-        raise ConfigError(
-            "latency_weight needs steps_budget (the Critical Steps that cost latency_weight in "
-            "full); add steps_budget, e.g. steps_budget = 20"
-        )
+    _check_latency(latency_weight, steps_budget)
 
     def score(tr: Trace, step: int = 0, rerun_checks: bool = False, **_: Any) -> float | None:
         c, known = _components(
@@ -473,6 +483,23 @@ def parl_reward(
             "steps_budget": steps_budget,
         },
     )
+
+
+def _check_latency(latency_weight: Any, steps_budget: Any) -> None:
+    """Refuse a latency term that cannot be computed (see :func:`parl_reward`)."""
+    if (
+        isinstance(latency_weight, bool)
+        or not isinstance(latency_weight, int | float)
+        or not math.isfinite(latency_weight)
+        or latency_weight < 0
+    ):
+        raise ConfigError(f"latency_weight must be a finite number >= 0, got {latency_weight!r}")
+    _check_budget(steps_budget)
+    if latency_weight and steps_budget is None:
+        raise ConfigError(
+            "latency_weight needs steps_budget (the Critical Steps that cost latency_weight in "
+            "full); add steps_budget, e.g. steps_budget = 20"
+        )
 
 
 def _check_budget(steps_budget: int | None) -> None:

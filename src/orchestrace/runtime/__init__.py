@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import signal
 import threading
 import time
@@ -94,6 +95,33 @@ class RunResult:
     processor_failures: tuple[str, ...] = ()
 
 
+def _check_parts(backend: Any, processors: Any, output: Any) -> None:
+    """Refuse a backend, processors or output name the run cannot use, before any file exists."""
+    if not isinstance(backend, str) and not isinstance(backend, Backend):
+        raise ConfigError(
+            f"backend is a {type(backend).__name__}: give a backend name (sim, openai, hf) or "
+            "an object with the Backend methods (orchestrace.runtime.backends.Backend)"
+        )
+    if isinstance(processors, str | bytes) or not hasattr(processors, "__iter__"):
+        raise ConfigError(
+            f"processors is a {type(processors).__name__}: give a list of processors or exporters"
+        )
+    for i, p in enumerate(processors):
+        if not any(callable(getattr(p, m, None)) for m in ("on_event", "export")):
+            raise ConfigError(
+                f"processors[{i}] is a {type(p).__name__}: give a Processor (on_event...) or an "
+                "Exporter (export...), see orchestrace.runtime.recorder"
+            )
+    if output is not None:
+        name = os.fspath(output) if isinstance(output, str | os.PathLike) else None
+        if not isinstance(name, str) or not name.endswith((".jsonl", ".parquet")):
+            raise ConfigError(
+                f"output {str(output)[:200]!r}: a run streams its trace to a .jsonl file or a "
+                ".parquet dataset; name it so, or write result.trace with "
+                "orchestrace.io.dump(result.trace, 'run.json') after the run"
+            )
+
+
 def run(
     topology: str = "swarm",
     task: str | Task = "arith-mapreduce-v0",
@@ -154,6 +182,7 @@ def run(
         OutputError: ``output`` exists (without ``overwrite``), is being written by another
             process, cannot be created, or writing it failed during the run.
     """
+    _check_parts(backend, processors, output)
     parquet = output is not None and str(output).endswith(".parquet")
     if output is not None:
         check_output(output, force=overwrite, kind="dataset" if parquet else "file")

@@ -27,6 +27,17 @@ from orchestrace.io._output import atomic_write
 __all__ = ["SECRET_ENV", "Keyring", "RunSecret", "run_secret_from_env"]
 
 
+def as_path(path: Any, what: str, fix: str) -> Path:
+    """``path`` as a Path; anything else (an int would be taken for an open file) is refused.
+
+    Raises:
+        ConfigError: ``path`` is not a string or path.
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigError(f"{what} takes a path, not a {type(path).__name__}; {fix}")
+    return Path(path)
+
+
 def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
     """A small UTF-8 config file's text; a FIFO nobody writes, a device or a directory fails.
 
@@ -40,8 +51,6 @@ def _read_text(path: Path, what: str, fix: str, head: str | None = None) -> str:
             raise ConfigError(f"{where}: cannot read {what}: it is a directory; {fix}")
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
             raise ConfigError(f"{where}: cannot read {what}: not a regular file; {fix}")
-        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
-            raise ConfigError(f"{where}: cannot read {what}: the file is empty; {fix}")
         data = read_bytes(path, json=False)  # (text, not a trace)
         text = bytes(data).decode("utf-8")
         if not text.strip():
@@ -199,7 +208,7 @@ class RunSecret:
         Raises:
             ConfigError: Missing, unreadable or malformed file (one line; never the content).
         """
-        p = Path(path)
+        p = as_path(path, "RunSecret.from_file", "pass the file RunSecret.save wrote")
         where = f"{p} (run secret file)"  # never "secret:" (error output redacts what follows)
         text = _read_text(p, "it", "pass the file RunSecret.save wrote", where)
         return cls.from_hex(text, source=where)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrace._safe import display
-from orchestrace.errors import TraceError
+from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime.core import ROOT
 from orchestrace.runtime.prompts import parse
 from orchestrace.trace.model import Event, Trace
@@ -455,6 +455,20 @@ class ResampleMessage(Intervention):
         return frozenset(self.keys[1:])
 
 
+def _check_step(step: Any, what: str, *, optional: bool) -> None:
+    if step is None and optional:
+        return
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ConfigError(
+            f"{what} must be an integer >= 0 (an agent's step), got {display(repr(step), 60)}"
+        )
+
+
+def _check_name(name: Any, what: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{what} must be a non-empty string, got {display(repr(name), 60)}")
+
+
 @dataclass
 class ForceStop(Intervention):
     """The agent (by default the orchestrator) stops on entering ``step`` (O5 stop-now).
@@ -472,6 +486,10 @@ class ForceStop(Intervention):
     step: int
     agent: str = ROOT
     event: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_step(self.step, "ForceStop step", optional=False)
+        _check_name(self.agent, "ForceStop agent")
 
     @classmethod
     def of(cls, trace: Trace, event_id: str) -> ForceStop:
@@ -500,6 +518,7 @@ class ForceStop(Intervention):
             TraceError: The orchestrator's recorded steps end before ``step`` (the stop would
                 change nothing); the message names its last step.
         """
+        _check_step(step, "--stop-at step", optional=False)
         steps = [e.step for e in trace.events if e.agent == ROOT and e.step is not None]
         last = max(steps, default=-1)
         if step > last:
@@ -534,6 +553,18 @@ class ForceDecision(Intervention):
     value: Any
     agent: str = ROOT
     step: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "ForceDecision name")
+        _check_name(self.agent, "ForceDecision agent")
+        _check_step(self.step, "ForceDecision step", optional=True)
+        if self.name == "n_workers" and (
+            isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1
+        ):
+            raise ConfigError(
+                f"ForceDecision n_workers must be an integer >= 1 (a team size), got "
+                f"{display(repr(self.value), 60)}"
+            )
 
     def decision(self, agent: str, name: str, value: Any) -> Any:
         """The forced value for the targeted decision."""

@@ -42,6 +42,7 @@ from orchestrace.runtime._keys import (
     Keyring,
     RunSecret,
     _read_text,
+    as_path,
     run_secret_from_env,
 )
 
@@ -270,7 +271,7 @@ class CapabilityPolicy:
         Raises:
             ConfigError: Unreadable or malformed file, unknown keys (one line, with the fix).
         """
-        p = Path(path)
+        p = as_path(path, "CapabilityPolicy.from_toml", "pass a policy TOML file")
         text = _read_text(p, "the policy", "pass a policy TOML file")
         try:
             data = tomllib.loads(text)

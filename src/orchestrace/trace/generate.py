@@ -313,4 +313,4 @@ def generate_trace(
         metrics={},
         schema_version=SCHEMA_VERSION,
         meta={"generator": {"agents": agents, "steps": steps, "depth": depth, "seed": seed}},
-    )
+    )._mark_writable()  # its values are typed and finite by construction (tests check it)

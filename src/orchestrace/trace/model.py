@@ -231,6 +231,19 @@ class Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, dict=True):
         self.__dict__["_decoded"] = True
         return self
 
+    def _mark_writable(self) -> Trace:
+        """Note that every value fits its field and a file holds it exactly.
+
+        Set after the writers' check (``orchestrace.io._writable``), or by a producer whose
+        values are typed and finite by construction (``generate_trace``).
+        """
+        self.__dict__["_writable"] = True
+        return self
+
+    @property
+    def _writable(self) -> bool:
+        return bool(self.__dict__.get("_writable", False))
+
     # ------------------------------------------------------------------ views
     def __repr__(self) -> str:
         """One line: ids, sizes, agent count and topology (never the events themselves).

@@ -46,6 +46,7 @@ import msgspec
 from orchestrace._collector import paused
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
+from orchestrace.io._writable import require_writable
 from orchestrace.io.parquet._check import header_of
 from orchestrace.io.parquet._layout import _ATTR as _ATTR  # the streaming writer's too
 from orchestrace.io.parquet._layout import (
@@ -134,6 +135,7 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
     try:
         for tr in traces:  # (the caller's iterable runs outside the pause)
             with paused():
+                require_writable([tr])  # (the temporary dataset is dropped when it refuses)
                 _write_trace(tr, enc, ev_writer, ed_writer, rows, tok_rows)
     finally:
         ev_writer.close()

@@ -1,0 +1,82 @@
+"""What a writer accepts: traces whose values the file can hold exactly.
+
+JSON has no NaN or infinity (an encoder writes ``null``, and the value is lost), and a field of
+the wrong type or a negative duration makes a file no reader accepts. Every writer of
+:mod:`orchestrace.io` refuses such a trace before it creates anything, naming each value and
+its fix. A decoded trace (a loader checked every field) needs only its header checked; a trace
+built in Python is checked in full once (the result is kept on the trace, which is immutable).
+
+Orchestrace's own rules on the events' meaning (cycles, edges to missing events, spawns) are
+not checked here: a file holding such a trace reads back exactly, and ``validate`` names them.
+
+Example:
+    >>> from orchestrace import TraceBuilder
+    >>> b = TraceBuilder(task_id="t")
+    >>> _ = b.llm("a", dur=float("nan"))
+    >>> try:
+    ...     require_writable([b.build()])
+    ... except Exception as err:
+    ...     print(type(err).__name__, "nothing was written" in str(err))
+    TraceValidationError True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrace.errors import ConfigError, TraceValidationError
+from orchestrace.trace.model import Trace
+
+__all__ = ["require_writable"]
+
+
+def require_writable(items: Sequence[Any]) -> None:
+    """Refuse anything but traces, and traces whose values a file cannot hold.
+
+    Raises:
+        ConfigError: An item is not a :class:`~orchestrace.trace.model.Trace`.
+        TraceValidationError: A trace holds a value of the wrong type, or a number that is
+            negative or not finite (the problems name each one; nothing was written).
+    """
+    for i, item in enumerate(items):
+        if not isinstance(item, Trace):
+            raise ConfigError(
+                f"the writers take Trace objects; item {i} is a {type(item).__name__}: "
+                "build traces with TraceBuilder, or read them with orchestrace.io.load"
+            )
+    for trace in items:
+        _check(trace)
+
+
+def _check(trace: Trace) -> None:
+    if trace._writable:
+        return
+    from orchestrace.trace.check import (  # noqa: PLC0415  io loads before the checks
+        check_fields,
+        check_header,
+        check_numbers,
+        check_totals,
+    )
+
+    checks = [check_header, check_totals]
+    if not trace.decoded:  # (a loader checked every event field already)
+        checks += [check_fields, check_numbers]
+    for check in checks:
+        errors = [
+            p
+            for p in check(trace, partial=True)
+            if p.severity == "error" and (check is not check_totals or p.code in _VALUE_CODES)
+        ]
+        if errors:
+            raise _not_written(TraceValidationError(errors))
+    trace._mark_writable()
+
+
+#: What ``check_totals`` says of a value itself (its other rules are the trace's meaning).
+_VALUE_CODES = frozenset({"non-finite", "wrong-type", "negative-value", "out-of-range"})
+
+
+def _not_written(err: TraceValidationError) -> TraceValidationError:
+    err.args = (f"{err.args[0]}\nnothing was written: fix these values and write again",)
+    return err

@@ -1,0 +1,205 @@
+"""The public API refuses values it cannot use exactly, before it creates or runs anything.
+
+Writers refuse what a file cannot hold (NaN and infinity, which JSON writes as ``null``; a
+field of the wrong type) and anything that is not a trace; a run refuses an output name it
+would not write in that format, processors and backends it cannot drive, and interventions
+that are not interventions or force a team over its cap; schedules, weights, rates and
+advantages refuse NaN and infinity instead of returning them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from orchestrace import ConfigError, Event, TraceBuilder
+from orchestrace.errors import TraceValidationError
+from orchestrace.io import StreamWriter, dump, dumps, export_bytes, write_jsonl, write_parquet
+from orchestrace.trace.generate import generate_trace
+
+_NAN = float("nan")
+
+
+@pytest.fixture(scope="module")
+def good():
+    return generate_trace(agents=4, steps=40, seed=1)
+
+
+def _bad_traces(good):
+    first, rest = good.events[0], good.events[1:]
+    b = TraceBuilder(task_id="t")
+    b.llm("a", dur=_NAN)
+    return {
+        "reward inf": good.replace(rewards={"x": math.inf}),
+        "dur nan": b.build(),
+        "cost inf": good.replace(events=(msgspec.structs.replace(first, cost=math.inf), *rest)),
+        "t wrong type": good.replace(events=(msgspec.structs.replace(first, t="soon"), *rest)),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "parquet", "upstream.json"])
+def test_writers_refuse_values_a_file_cannot_hold_and_write_nothing(tmp_path, good, fmt):
+    for name, bad in _bad_traces(good).items():
+        out = tmp_path / f"{name.replace(' ', '_')}.{fmt}"
+        with pytest.raises(TraceValidationError, match="nothing was written") as err:
+            dump(bad, out)
+        assert "$." in str(err.value), name  # names the value
+        assert not out.exists(), name
+        assert sorted(os.listdir(tmp_path)) == [], name  # no temporary left either
+    dump(good, tmp_path / f"good.{fmt}")  # a good trace is written
+
+
+def test_every_writer_refuses_them(tmp_path, good):
+    bad = good.replace(rewards={"x": _NAN})
+    with pytest.raises(TraceValidationError):
+        dumps(bad)
+    with pytest.raises(TraceValidationError):
+        write_jsonl([good, bad], tmp_path / "a.jsonl")
+    with pytest.raises(TraceValidationError):
+        write_parquet([good, bad], tmp_path / "a.parquet")
+    with pytest.raises(TraceValidationError):
+        export_bytes([bad], format="otlp")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("items", [{"a": 1}, 5, None, "t.json", b"x"])
+def test_dump_refuses_what_is_not_a_trace(tmp_path, items):
+    with pytest.raises(ConfigError, match="Trace"):
+        dump(items, tmp_path / "a.jsonl")
+    assert os.listdir(tmp_path) == []
+
+
+def test_dump_names_the_item_that_is_not_a_trace(tmp_path, good):
+    with pytest.raises(ConfigError, match="item 1 is a int"):
+        dump([good, 5], tmp_path / "a.jsonl")
+    with pytest.raises(ConfigError, match="item 0 is a int"):
+        dumps(5)  # type: ignore[arg-type]
+
+
+def test_stream_writer_checks_its_header_before_creating_the_file(tmp_path):
+    for kw in ({"meta": 5}, {"trace_id": None}, {"topology": "bogus"}, {"meta": {"x": object()}}):
+        args = {"trace_id": "t", "task_id": "k", **kw}
+        with pytest.raises(ConfigError):
+            StreamWriter(tmp_path / "s.jsonl", **args)
+    assert os.listdir(tmp_path) == []
+
+
+def test_stream_writer_refuses_records_it_cannot_write(tmp_path):
+    w = StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k")
+    for bad in (None, 5, {"id": "e1"}):
+        with pytest.raises(ConfigError, match="takes an Event"):
+            w.event(bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="t is nan"):
+        w.event(Event(id="e1", t=_NAN, type="message", agent="a"))
+    with pytest.raises(ConfigError, match="takes an Edge"):
+        w.edge(("e1", "e2"))  # type: ignore[arg-type]
+    w.event(Event(id="e1", t=0.0, type="message", agent="a"))
+    w.close()
+    lines = (tmp_path / "s.jsonl").read_text().splitlines()
+    assert len(lines) == 3  # header, the one good event, footer
+
+
+def test_a_run_refuses_what_it_cannot_use_before_any_file_exists(tmp_path):
+    from orchestrace.runtime import run
+    from orchestrace.runtime.interventions import ForceDecision
+
+    cases = [
+        ({"output": tmp_path / "o.json"}, "streams its trace to a .jsonl"),
+        ({"output": tmp_path / "o.txt"}, "streams its trace to a .jsonl"),
+        ({"output": tmp_path / "o.jsonl", "processors": [5]}, r"processors\[0\] is a int"),
+        ({"output": tmp_path / "o.jsonl", "backend": None}, "backend is a NoneType"),
+        ({"output": tmp_path / "o.jsonl", "interventions": [5]}, r"interventions\[0\] is a int"),
+        (
+            {"output": tmp_path / "o.jsonl", "interventions": [ForceDecision("n_workers", 10**9)]},
+            "over the run's max_agents",
+        ),
+    ]
+    for kw, says in cases:
+        with pytest.raises(ConfigError, match=says):
+            run("debate", "arith-mapreduce-v0", agents=3, **kw)
+        assert os.listdir(tmp_path) == [], kw
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: __import__("orchestrace.runtime.interventions", fromlist=["x"]).ForceDecision(
+            "n_workers", "x"
+        ),
+        lambda: __import__("orchestrace.runtime.interventions", fromlist=["x"]).ForceDecision(
+            "n_workers", 0
+        ),
+        lambda: __import__("orchestrace.runtime.interventions", fromlist=["x"]).ForceStop(step=1.5),
+        lambda: __import__("orchestrace.runtime.interventions", fromlist=["x"]).ForceStop(step="x"),
+        lambda: __import__("orchestrace.masbench", fromlist=["x"]).DropMessages(_NAN),
+        lambda: __import__("orchestrace.masbench", fromlist=["x"]).DropMessages(2),
+    ],
+    ids=["n_workers x", "n_workers 0", "stop 1.5", "stop x", "drop nan", "drop 2"],
+)
+def test_interventions_refuse_values_they_cannot_apply(make):
+    with pytest.raises(ConfigError):
+        make()
+
+
+def test_schedules_weights_and_advantages_refuse_nan_and_infinity(good):
+    from orchestrace import rewards as R
+    from orchestrace.credit import group_relative
+    from orchestrace.learn.env import make_env
+
+    with pytest.raises(ConfigError, match="finite"):
+        R.Anneal(start=_NAN)
+    with pytest.raises(ConfigError, match="steps must be >= 1"):
+        R.Anneal(1.0, steps=_NAN)
+    with pytest.raises(ConfigError, match="finite"):
+        R.Composite({"t": (R.make("team"), _NAN)})
+
+    def one(traces, **_):
+        return [1.0] * len(traces)
+
+    huge = R.Composite({"a": (one, 1e308), "b": (one, 1e308)})
+    with pytest.raises(ConfigError, match="is inf"):
+        huge([good])
+    with pytest.raises(ConfigError, match="latency_weight"):
+        R.parl_components(good, latency_weight=_NAN, steps_budget=3)
+    with pytest.raises(ConfigError, match="latency_weight"):
+        R.parl_components(good, latency_weight=-5, steps_budget=3)
+    with pytest.raises(ConfigError, match="steps_budget"):
+        R.parl_components(good, steps_budget=0)
+    with pytest.raises(ConfigError, match="finite rewards"):
+        group_relative([1.0, _NAN, 2.0])
+    for kw in ({"token_cost": _NAN}, {"lambda1": _NAN}, {"lambda2": math.inf}, {"reward_fn": 5}):
+        with pytest.raises(ConfigError):
+            make_env("orchestrate-v1", **kw)
+
+
+def test_file_readers_refuse_a_number_for_a_path(tmp_path):
+    from orchestrace.rewards import load_spec
+    from orchestrace.runtime._keys import RunSecret
+    from orchestrace.runtime.security import CapabilityPolicy
+
+    spec = tmp_path / "s.toml"
+    spec.write_text("[reward.team]\nweight = 1.0\n")
+    with open(spec, "rb") as fh:
+        for read in (load_spec, RunSecret.from_file, CapabilityPolicy.from_toml):
+            with pytest.raises(ConfigError, match="path"):
+                read(fh.fileno())  # type: ignore[arg-type]
+        assert fh.read()  # the caller's file is still open
+    assert Path(spec).exists()
+
+
+def test_caps_on_sizes_that_would_not_finish():
+    from orchestrace.credit.shapley import shapley_mc
+    from orchestrace.learn import VectorEnv
+
+    with pytest.raises(ConfigError, match="samples"):
+        shapley_mc(["a", "b"], lambda s: float(len(s)), 10**7)
+    with pytest.raises(ConfigError, match="evaluate the value function"):
+        shapley_mc(list(range(10**6)), lambda s: float(len(s)), 1000)
+    with pytest.raises(ConfigError, match="samples"):
+        shapley_mc(["a"], lambda s: 1.0, 1.5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="num_envs"):
+        VectorEnv(10**6)
