@@ -203,3 +203,58 @@ def test_caps_on_sizes_that_would_not_finish():
         shapley_mc(["a"], lambda s: 1.0, 1.5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="num_envs"):
         VectorEnv(10**6)
+
+
+def test_unknown_names_and_types_are_refused_with_the_known_ones():
+    from orchestrace import Edge, Trace, check_trace, critical_path, generate_trace
+    from orchestrace import rewards as R
+
+    ev = (
+        Event(id="e1", t=0.0, type="message", agent="a"),
+        Event(id="e2", t=1.0, type="message", agent="a"),
+    )
+    bad_edge = Trace(trace_id="t", task_id="k", events=ev, edges=(Edge("e1", "e2", "bogus"),))
+    with pytest.raises(TraceValidationError, match=r"\$\.edges\[0\]\.type.*use one of: aggr"):
+        critical_path(bad_edge)
+    bad_event = Trace(
+        trace_id="t", task_id="k", events=(Event(id="e1", t=0.0, type="bogus", agent="a"),)
+    )
+    with pytest.raises(TraceValidationError, match=r"\$\.events\[0\]\.type"):
+        critical_path(bad_event)
+    assert "unknown-type" in [p.code for p in check_trace(bad_edge)]  # listed, not raised
+    with pytest.raises(ConfigError, match="check_trace takes a Trace, not a int"):
+        check_trace(5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="named by a string"):
+        R.make(5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="seed must be an integer"):
+        generate_trace(seed="x")  # type: ignore[arg-type]
+    b = TraceBuilder(task_id="k")
+    with pytest.raises(ConfigError, match="unknown event type 'bogus'; use one of"):
+        b.add("bogus", "a")
+    first = b.add("message", "a")
+    with pytest.raises(ConfigError, match=r"write after=\['e1'\]"):
+        b.add("message", "a", after=first)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown edge type"):
+        b.add("message", "a", after=[(first, "bogus")])
+    with pytest.raises(ConfigError, match="unknown topology 'bogus'"):
+        TraceBuilder(task_id="k", topology="bogus")
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda S, run: S("x", agents=0), "agents must be an integer >= 1"),
+        (lambda S, run: S("x", topologies=("bogus",)), "unknown topologies"),
+        (lambda S, run: S("x", faults=("bogus",)), "unknown faults"),
+        (lambda S, run: S("x", fault_rate=5), "fault rate must be a probability"),
+        (lambda S, run: run("smoke-v2", backend="bogus"), "unknown backend 'bogus'"),
+        (lambda S, run: run("smoke-v2", backend_options={"zz": 1}), "has no option 'zz'"),
+        (lambda S, run: run("smoke-v2", jobs=0), "jobs must be an integer >= 1"),
+    ],
+    ids=["agents", "topology", "fault", "rate", "backend", "option", "jobs"],
+)
+def test_a_suite_refuses_settings_it_cannot_run_instead_of_reporting_every_run_missing(make, says):
+    from orchestrace.masbench.suite import Suite, run_suite
+
+    with pytest.raises(ConfigError, match=says):
+        make(Suite, run_suite)

@@ -41,9 +41,9 @@ from orchestrace._version import __version__
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.executors import Executor, JobFailure, failures, make_executor
 from orchestrace.masbench.envelope import ENVELOPE_POINTS, envelope_point, measure_point
-from orchestrace.masbench.faults import DropMessages, WrongAnswers
+from orchestrace.masbench.faults import FAULTS, DropMessages, WrongAnswers, check_rate
 from orchestrace.masbench.metrics import run_metrics
-from orchestrace.runtime import run
+from orchestrace.runtime import TOPOLOGIES, run
 from orchestrace.runtime.backends import BackendError, LLMRequest, make_backend
 from orchestrace.stats import mean_ci, wilson_interval
 from orchestrace.tasks import make_task
@@ -99,6 +99,26 @@ class Suite:
     envelope_industry: bool = False
     #: Run each envelope point in a fresh process and record its peak memory.
     envelope_isolate: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.topologies if t not in TOPOLOGIES]
+        if unknown:
+            raise ConfigError(
+                f"suite {self.id!r}: unknown topologies {unknown}; use any of: "
+                + ", ".join(sorted(TOPOLOGIES))
+            )
+        unknown = [f for f in self.faults if f not in FAULTS]
+        if unknown:
+            raise ConfigError(
+                f"suite {self.id!r}: unknown faults {unknown}; use any of: {', '.join(FAULTS)}"
+            )
+        for name in ("agents", "seeds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"suite {self.id!r}: {name} must be an integer >= 1, got {value!r}"
+                )
+        check_rate(self.fault_rate, f"suite {self.id!r}: fault")
 
 
 #: Registered suites by versioned id.
@@ -437,9 +457,17 @@ def run_suite(
     """
     suite = name if isinstance(name, Suite) else get_suite(name)
     if seeds is not None:
-        if seeds < 1:
-            raise ConfigError(f"seeds must be >= 1, got {seeds}")
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
         suite = dataclasses.replace(suite, seeds=seeds)
+    if backend not in ("sim", "openai", "hf"):
+        raise ConfigError(f"unknown backend {str(backend)[:80]!r}; use sim, openai or hf")
+    if backend_options is not None and not isinstance(backend_options, dict):
+        raise ConfigError(f"backend_options must be a dict, got a {type(backend_options).__name__}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
+    if backend == "sim":  # its options are checked here once, not in every run
+        make_backend("sim", **{**suite.sim_options, **(backend_options or {})})
     suite, notes = _available_tasks(suite)
     if backend == "openai":  # a server: one call tells whether it answers
         _check_backend(backend, backend_options)

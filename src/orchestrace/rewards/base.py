@@ -100,6 +100,11 @@ def make(name: str, **params: Any) -> RewardFn:
     Raises:
         ConfigError: Unknown name or bad parameters.
     """
+    if not isinstance(name, str):
+        raise ConfigError(
+            f"a reward is named by a string, not a {type(name).__name__}; use one of: "
+            f"{', '.join(sorted(REGISTRY))}"
+        )
     factory = REGISTRY.get(name) or REGISTRY.get(name.lower())
     if factory is None:
         raise ConfigError(f"unknown reward {name!r}; use one of: {', '.join(sorted(REGISTRY))}")

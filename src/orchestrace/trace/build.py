@@ -113,6 +113,15 @@ def _costs_of_totals(
     return out
 
 
+def _member(enum: Any, value: Any, what: str) -> Any:
+    """``enum(value)``, or a ConfigError listing the known values."""
+    try:
+        return enum(value)
+    except ValueError:
+        known = ", ".join(m.value for m in enum)
+        raise ConfigError(f"unknown {what} {str(value)[:80]!r}; use one of: {known}") from None
+
+
 class TraceBuilder:
     """Build a valid :class:`~orchestrace.trace.model.Trace` event by event.
 
@@ -138,7 +147,9 @@ class TraceBuilder:
         self.task_id = task_id
         self.trace_id = trace_id
         self.system = system
-        self.topology = Topology(topology).value if topology is not None else None
+        self.topology = (
+            _member(Topology, topology, "topology").value if topology is not None else None
+        )
         self.meta = dict(meta or {})
         self.chain = chain
         self.events: list[Event] = []
@@ -175,19 +186,33 @@ class TraceBuilder:
             **fields: Other :class:`~orchestrace.trace.model.Event` fields (``to``, ``tool``...).
 
         Raises:
-            ConfigError: ``after`` names an unknown event, or the id is taken.
+            ConfigError: An unknown event or edge type, ``after`` names an unknown event (or
+                is a single string, not a list), or the id is taken.
         """
-        etype = EventType(type)
+        etype = _member(EventType, type, "event type")
+        if isinstance(after, str):
+            raise ConfigError(
+                f"after= takes a list of event ids, got the string {after!r}: "
+                f"write after=[{after!r}]"
+            )
         eid = id if id is not None else f"e{len(self.events) + 1}"
         if eid in self._by_id:
             raise ConfigError(f"event id {eid!r} is already used; pass a unique id=")
         deps: list[tuple[str, EdgeType]] = []
         for item in after:
-            src, kind = (item, None) if isinstance(item, str) else (item[0], EdgeType(item[1]))
+            src, kind = (
+                (item, None)
+                if isinstance(item, str)
+                else (item[0], _member(EdgeType, item[1], "edge type"))
+            )
             if src not in self._by_id:
                 raise ConfigError(f"after= names unknown event {src!r}; add that event first")
             if kind is None:
-                kind = EdgeType(edge) if edge is not None else self._infer(self._by_id[src], etype)
+                kind = (
+                    _member(EdgeType, edge, "edge type")
+                    if edge is not None
+                    else self._infer(self._by_id[src], etype)
+                )
             deps.append((src, kind))
         use_chain = self.chain if chain is None else chain
         prev = self._last.get(agent)
@@ -315,7 +340,7 @@ class TraceBuilder:
             rewards={k: float(v) for k, v in (rewards or {}).items()},
             costs=all_costs,
             system=self.system,
-            topology=self.topology,  # type: ignore[arg-type]
+            topology=self.topology,
             metrics={k: float(v) for k, v in (metrics or {}).items()},
             schema_version=SCHEMA_VERSION,
             meta=self.meta,

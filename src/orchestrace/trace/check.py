@@ -186,9 +186,14 @@ def check_trace(
         Problems, each naming the place and the fix. Empty for a good trace.
 
     Raises:
-        ConfigError: An unknown ``level``.
+        ConfigError: An unknown ``level``, or ``trace`` is not a Trace.
         CheckInternalError: A check failed with an exception (a bug in orchestrace).
     """
+    if not isinstance(trace, Trace):
+        raise ConfigError(
+            f"check_trace takes a Trace, not a {type(trace).__name__}; read one with "
+            "orchestrace.io.load or build one with TraceBuilder"
+        )
     audit = None if level is None else _level_checker(level)
     out = _run(trace, partial=partial, known_ids=frozenset(known_ids), imported=imported)
     if audit is not None and not any(p.severity == "error" for p in out):

@@ -101,6 +101,8 @@ def generate_trace(
         raise ConfigError(f"depth must be <= {_MAX_DEPTH}, got {depth}")
     if agents > 1 and depth == 0:
         raise ConfigError("depth 0 means a lone agent: use --agents 1, or --depth >= 1")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     llm_type, llm_tool = ("llm_call", "sim") if llm_events else ("tool_call", "llm")
     levels = _levels(agents, depth)

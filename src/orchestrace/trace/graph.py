@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Protocol
@@ -169,6 +169,33 @@ class NameTable(dict[str, int]):
         return self[name]
 
 
+def _unknown_type(records: Sequence[Any], where: str, codes: Mapping[Any, int]) -> Exception:
+    """The error for the first record whose ``type`` has no code (``check_trace`` lists all)."""
+    for i, r in enumerate(records):
+        kind = getattr(r, "type", None)
+        if not isinstance(kind, str) or kind not in codes:
+            return TraceValidationError(
+                [
+                    Problem(
+                        "unknown-type",
+                        f"type is {str(kind)[:80]!r}, not a known {where[:-1]} type",
+                        "use one of: " + ", ".join(sorted(k for k in codes if isinstance(k, str))),
+                        path=f"$.{where}[{i}].type",
+                    )
+                ]
+            )
+    return TraceValidationError(
+        [
+            Problem(
+                "unknown-type",
+                f"an {where[:-1]} type is unknown",
+                "run check_trace",
+                path=f"$.{where}",
+            )
+        ]
+    )
+
+
 def _overflow(events: Sequence[Any], name: str, dtype: Any = np.int64) -> Exception:
     """The error for an event field too large for its column (int64, or float64)."""
     floating = np.dtype(dtype).kind == "f"
@@ -276,11 +303,15 @@ class TraceGraph:
             t = np.fromiter(map(_get_t, events), dtype=np.float64, count=n)
         except OverflowError:
             raise _overflow(events, "t", np.float64) from None
+        try:
+            type_code = np.fromiter(
+                map(EVENT_CODE.__getitem__, map(_get_type, events)), dtype=np.int8, count=n
+            )
+        except (KeyError, TypeError):
+            raise _unknown_type(events, "events", EVENT_CODE) from None
         cols: dict[str, np.ndarray] = {
             "t": t,
-            "type_code": np.fromiter(
-                map(EVENT_CODE.__getitem__, map(_get_type, events)), dtype=np.int8, count=n
-            ),
+            "type_code": type_code,
             "agent_code": np.fromiter(
                 map(names.__getitem__, map(_get_agent, events)), dtype=np.int32, count=n
             ),
@@ -291,9 +322,12 @@ class TraceGraph:
         both, unique, lookup = map_ids(ids, refs)
         del refs
         m = len(edges)
-        edge_code = np.fromiter(
-            map(EDGE_CODE.__getitem__, map(_get_type, edges)), dtype=np.int8, count=m
-        )
+        try:
+            edge_code = np.fromiter(
+                map(EDGE_CODE.__getitem__, map(_get_type, edges)), dtype=np.int8, count=m
+            )
+        except (KeyError, TypeError):
+            raise _unknown_type(edges, "edges", EDGE_CODE) from None
         return cls(
             ids,
             cols,
