@@ -31,11 +31,9 @@ def good():
 
 def _bad_traces(good):
     first, rest = good.events[0], good.events[1:]
-    b = TraceBuilder(task_id="t")
-    b.llm("a", dur=_NAN)
     return {
         "reward inf": good.replace(rewards={"x": math.inf}),
-        "dur nan": b.build(),
+        "dur nan": good.replace(events=(msgspec.structs.replace(first, dur=_NAN), *rest)),
         "cost inf": good.replace(events=(msgspec.structs.replace(first, cost=math.inf), *rest)),
         "t wrong type": good.replace(events=(msgspec.structs.replace(first, t="soon"), *rest)),
     }
@@ -258,3 +256,39 @@ def test_a_suite_refuses_settings_it_cannot_run_instead_of_reporting_every_run_m
 
     with pytest.raises(ConfigError, match=says):
         make(Suite, run_suite)
+
+
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        ({"dur": _NAN}, "dur must be a finite number >= 0"),
+        ({"dur": -100.0}, "dur must be a finite number >= 0"),
+        ({"t": math.inf}, "t must be a finite number >= 0"),
+        ({"cost": _NAN}, "cost must be a finite number >= 0"),
+        ({"tokens_in": -5}, "tokens_in must be an integer"),
+        ({"tokens_in": 2.5}, "tokens_in must be an integer"),
+    ],
+    ids=["dur nan", "dur negative", "t inf", "cost nan", "tokens negative", "tokens float"],
+)
+def test_trace_builder_refuses_numbers_an_event_cannot_hold(kw, says):
+    b = TraceBuilder(task_id="k")
+    with pytest.raises(ConfigError, match=says):
+        b.add("message", "a", **kw)
+    with pytest.raises(ConfigError, match="agent must be a non-empty string"):
+        b.add("message", 5)  # type: ignore[arg-type]
+    assert b.events == []  # nothing was added
+
+
+def test_env_papers_envelope_and_credit_refuse_what_they_cannot_use():
+    from orchestrace.credit.normalize import agentwise
+    from orchestrace.learn.env import make_env
+    from orchestrace.masbench.envelope import envelope_point
+    from orchestrace.papers import check_pool
+
+    with pytest.raises(ConfigError, match=r"unknown settings \['zz'\]"):
+        make_env("orchestrate-v1", zz=1)
+    assert [p.code for p in check_pool(None)] == ["bad-path"]  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="agents must be an integer >= 1"):
+        envelope_point(0, 10)
+    with pytest.raises(ConfigError, match="eps must be a finite number > 0"):
+        agentwise([], eps=0)

@@ -66,7 +66,18 @@ def by_task(traces: Sequence[Trace], values: Sequence[float | None], **kw: objec
 def agentwise(
     tables: Sequence[CreditTable], unit: str = "agent", eps: float = 1e-6
 ) -> list[CreditTable]:
-    """Normalise each id's credit at ``unit`` with its own mean and std across ``tables``."""
+    """Normalise each id's credit at ``unit`` with its own mean and std across ``tables``.
+
+    Raises:
+        ConfigError: ``eps`` is not a finite number > 0 (it keeps the division defined).
+    """
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, int | float)
+        or not math.isfinite(eps)
+        or eps <= 0
+    ):
+        raise ConfigError(f"eps must be a finite number > 0, got {eps!r}")
     series: dict[str, list[tuple[int, float]]] = {}
     for t_i, t in enumerate(tables):
         for r in t.rows:

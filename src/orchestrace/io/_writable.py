@@ -12,9 +12,9 @@ not checked here: a file holding such a trace reads back exactly, and ``validate
 Example:
     >>> from orchestrace import TraceBuilder
     >>> b = TraceBuilder(task_id="t")
-    >>> _ = b.llm("a", dur=float("nan"))
+    >>> _ = b.llm("a", dur=1.0)
     >>> try:
-    ...     require_writable([b.build()])
+    ...     require_writable([b.build().replace(rewards={"score": float("nan")})])
     ... except Exception as err:
     ...     print(type(err).__name__, "nothing was written" in str(err))
     TraceValidationError True

@@ -60,6 +60,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,12 +98,17 @@ def make_env(env_id: str, **kw: Any) -> OrchestrationEnv:
     Raises:
         ConfigError: Unknown id or settings.
     """
-    if env_id in ("orchestrate-v0", "orchestrate-v1"):
-        return OrchestrationEnv(EnvConfig(**kw), env_id)
+    if env_id not in ("orchestrate-v0", "orchestrate-v1", "stop-v0"):
+        raise ConfigError(f"unknown environment {env_id!r}; use one of: {', '.join(ENV_IDS)}")
     if env_id == "stop-v0":
         kw.setdefault("learn", ("O5",))
-        return OrchestrationEnv(EnvConfig(**kw), env_id)
-    raise ConfigError(f"unknown environment {env_id!r}; use one of: {', '.join(ENV_IDS)}")
+    known = {f.name for f in dataclasses.fields(EnvConfig)}
+    unknown = sorted(set(kw) - known)
+    if unknown:
+        raise ConfigError(
+            f"{env_id}: unknown settings {unknown}; EnvConfig takes: {', '.join(sorted(known))}"
+        )
+    return OrchestrationEnv(EnvConfig(**kw), env_id)
 
 
 class RolloutsFailed(RuntimeError_):

@@ -160,7 +160,13 @@ def envelope_point(
     Returns:
         The point's row, or ``None`` when the run cannot be that short (every agent needs a
         few events).
+
+    Raises:
+        ConfigError: ``agents`` or ``length`` is not an integer >= 1.
     """
+    for name, value in (("agents", agents), ("length", length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
     per_agent = length / agents
     if per_agent < 4:
         return None

@@ -485,6 +485,17 @@ def check_pool(papers: PathLike, excluded: PathLike | None = None) -> list[Probl
         >>> [str(p) for p in check_pool("no/such/papers.csv")]
         ['no/such/papers.csv: file: no such file; check the path']
     """
+    for name, value in (("papers", papers), ("excluded", excluded)):
+        if not (value is None and name == "excluded") and not isinstance(value, str | os.PathLike):
+            what = type(value).__name__
+            return [
+                Problem(
+                    "bad-path",
+                    f"{name} is a {what}, not a path",
+                    "pass the path of the CSV file",
+                    path=name,
+                )
+            ]
     return _read_pool(papers, excluded)[2]
 
 

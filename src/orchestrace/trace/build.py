@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from functools import reduce
 from itertools import chain
@@ -111,6 +112,27 @@ def _costs_of_totals(
     if money:
         out["cost"] = money
     return out
+
+
+def _check_values(eid: str, agent: Any, values: Mapping[str, Any]) -> None:
+    """Refuse an agent that is not a name and numbers an event cannot hold (before adding it)."""
+    if not isinstance(agent, str) or not agent:
+        raise ConfigError(f"event {eid!r}: agent must be a non-empty string, got {agent!r}")
+    for name in ("t", "dur", "cost"):
+        value = values.get(name, 0.0)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ConfigError(f"event {eid!r}: {name} must be a finite number >= 0, got {value!r}")
+    for name in ("tokens_in", "tokens_out"):
+        value = values.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+            raise ConfigError(
+                f"event {eid!r}: {name} must be an integer from 0 to 2^63-1, got {value!r}"
+            )
 
 
 def _member(enum: Any, value: Any, what: str) -> Any:
@@ -230,7 +252,8 @@ class TraceBuilder:
                 t = max(t, self._by_id[prev].end)
             t = round(t, 9)
         if fields.get("decision") is not None:
-            fields["decision"] = Decision(fields["decision"]).value
+            fields["decision"] = _member(Decision, fields["decision"], "decision").value
+        _check_values(eid, agent, {"t": t, "dur": dur, **fields})
         ev = Event(id=eid, t=t, type=etype.value, agent=agent, dur=dur, **fields)
         self.events.append(ev)
         self._by_id[eid] = ev
