@@ -292,3 +292,79 @@ def test_env_papers_envelope_and_credit_refuse_what_they_cannot_use():
         envelope_point(0, 10)
     with pytest.raises(ConfigError, match="eps must be a finite number > 0"):
         agentwise([], eps=0)
+
+
+def test_credit_and_forks_refuse_what_is_not_a_trace_or_an_intervention():
+    from orchestrace.credit import make_assigner
+    from orchestrace.runtime import run
+    from orchestrace.runtime.replay import fork, fork_many, replay
+
+    for method in ("uniform", "loo", "shapley", "discounted", "counterfactual"):
+        with pytest.raises(ConfigError, match="not a NoneType"):
+            make_assigner(method).assign(None)  # type: ignore[arg-type]
+    tr = run("debate", "arith", agents=2, seed=1, task_size=8).trace
+    with pytest.raises(ConfigError, match="a credit unit is a name"):
+        make_assigner("uniform").assign(tr, unit=None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="takes a Trace recorded by the runtime"):
+        replay(None)  # type: ignore[arg-type]
+    for bad, says in (
+        (None, "must be a list"),
+        ([5], r"interventions\[0\] is a int"),
+        ("drop", "got a str"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            fork(tr, bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="jobs must be a list"):
+        fork_many(tr, None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"jobs\[0\] must be an \(interventions, backend\) pair"):
+        fork_many(tr, [([],)])  # type: ignore[list-item]
+
+
+def test_review_of_the_checks_numpy_numbers_aliases_lists_and_iterators(tmp_path, good):
+    """What the checks must still take: numpy scalars, topology aliases, list pairs..."""
+    import dataclasses
+
+    import numpy as np
+
+    from orchestrace import rewards as R
+    from orchestrace.learn._orchestration_env import EnvConfig
+    from orchestrace.masbench import DropMessages
+    from orchestrace.masbench.suite import SUITES, Suite
+    from orchestrace.runtime import run
+    from orchestrace.runtime.interventions import ForceDecision, ForceStop
+
+    fd = ForceDecision("n_workers", np.int64(3), step=np.int64(1))
+    assert (fd.value, fd.step) == (3, 1) and type(fd.value) is int
+    assert type(ForceStop(np.int64(2)).step) is int
+    assert R.Anneal(np.float32(1), 0, np.int64(10))(5) == pytest.approx(0.5)
+    assert EnvConfig(lambda1=np.float32(0.25), token_cost=np.int64(1)).token_cost == 1.0
+    assert DropMessages(np.float32(0.5)).rate == 0.5
+    assert R.Composite({"a": [lambda trs, **_: [1.0] * len(trs), np.float32(2)]})([good]) == [2.0]
+    assert isinstance(dataclasses.replace(SUITES["sim-v2"], topologies=("committee",)), Suite)
+    assert generate_trace(agents=np.int64(2), steps=np.int64(10), seed=np.int64(3)).n_events
+    b = TraceBuilder(task_id="k")
+    b.llm("a", dur=np.float32(1.5), tokens_in=np.int64(5))
+    tr = b.build()
+    assert type(tr.events[0].dur) is float and type(tr.events[0].tokens_in) is int
+    dumps(tr)  # writable: the numpy numbers became Python's
+    assert len(export_bytes(iter([good, good]), format="otlp")) > 1000  # an iterator is exported
+    # an upper-case suffix is what the other commands take too
+    res = run("swarm", "arith", agents=2, output=tmp_path / "x.JSONL")
+    assert (tmp_path / "x.JSONL").read_bytes().startswith(b'{"header"') and res.trace.n_events
+
+
+def test_a_negative_custom_cost_is_written_in_every_format(tmp_path, good):
+    # a meaning rule (listed by validate), not a value a file cannot hold
+    tr = good.replace(costs={**good.costs, "latency_ms": -3.0})
+    for fmt in ("json", "upstream.json", "jsonl", "parquet"):
+        dump(tr, tmp_path / f"o.{fmt}")
+
+
+def test_stream_writer_refuses_footer_numbers_json_cannot_hold(tmp_path):
+    w = StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k")
+    w.event(Event(id="e1", t=0.0, type="message", agent="a"))
+    for kw in ({"rewards": {"r": _NAN}}, {"costs": {"c": math.inf}}, {"metrics": {"m": "x"}}):
+        with pytest.raises(ConfigError, match="finite numbers"):
+            w.close(**kw)
+    w.close(rewards={"r": 1.0})
+    assert (tmp_path / "s.jsonl").read_text().splitlines()[-1] == '{"footer":{"rewards":{"r":1.0}}}'

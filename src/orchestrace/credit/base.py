@@ -112,12 +112,30 @@ class CreditAssigner(Protocol):
         ...
 
 
+def check_assign_args(trace: Any, unit: Any) -> str:
+    """The unit of an ``assign`` call, after refusing a trace that is not one.
+
+    Raises:
+        ConfigError: ``trace`` is not a Trace, or ``unit`` is not a known unit.
+    """
+    if not isinstance(trace, Trace):
+        raise ConfigError(
+            f"credit is assigned on a Trace, not a {type(trace).__name__}; read one with "
+            "orchestrace.io.load"
+        )
+    return check_unit(unit)
+
+
 def check_unit(unit: str) -> str:
     """Validate a unit name.
 
     Raises:
         ConfigError: Unknown unit.
     """
+    if not isinstance(unit, str):
+        raise ConfigError(
+            f"a credit unit is a name, not a {type(unit).__name__}; use one of: {', '.join(UNITS)}"
+        )
     u = unit.lower()
     if u not in UNITS:
         raise ConfigError(f"unknown credit unit {unit!r}; use one of: {', '.join(UNITS)}")

@@ -22,7 +22,7 @@ from collections import deque
 
 import numpy as np
 
-from orchestrace.credit.base import CreditTable, check_unit, table, unit_members
+from orchestrace.credit.base import CreditTable, check_assign_args, table, unit_members
 from orchestrace.credit.target import RewardLike, resolve_reward
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Trace
@@ -80,7 +80,7 @@ class DiscountedCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table of ``trace`` at ``unit`` (all 0, reward ``None``, when it is unknown)."""
-        unit = check_unit(unit)
+        unit = check_assign_args(trace, unit)
         known = resolve_reward(trace, reward, self.reward_fn, rerun_checks=self.rerun_checks)
         r = 0.0 if known is None else known
         dist = hop_distance(trace)

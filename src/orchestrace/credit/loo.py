@@ -36,7 +36,13 @@ from orchestrace.credit._draws import (
     unit_starts,
 )
 from orchestrace.credit._forks import ForkContext, _ok, missing_note, missing_rows, run_forks
-from orchestrace.credit.base import CreditTable, check_unit, root_agents, table, unit_members
+from orchestrace.credit.base import (
+    CreditTable,
+    check_assign_args,
+    root_agents,
+    table,
+    unit_members,
+)
 from orchestrace.credit.target import RewardLike, counterfactual_reward, finite_reward
 from orchestrace.errors import ConfigError
 from orchestrace.executors import Executor
@@ -89,7 +95,7 @@ class LeaveOneOutCredit:
         """Credit table at ``agent`` or ``message``, with an estimate per row."""
         from orchestrace.credit.counterfactual import CounterfactualTable  # noqa: PLC0415  import cycle: orchestrace.credit.counterfactual imports this module
 
-        unit = check_unit(unit)
+        unit = check_assign_args(trace, unit)
         check_replayable(trace)
         if unit not in ("agent", "message"):
             raise ConfigError(

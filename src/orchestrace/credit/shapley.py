@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._numbers import is_int
 from orchestrace.credit._draws import (
     MAX_SAMPLES,
     SampleBackends,
@@ -54,7 +55,7 @@ from orchestrace.credit._draws import (
 from orchestrace.credit._forks import ForkContext, _ok, run_forks
 from orchestrace.credit.base import (
     CreditTable,
-    check_unit,
+    check_assign_args,
     root_agents,
     table,
     unit_members,
@@ -132,7 +133,7 @@ def shapley_mc(
         ConfigError: ``samples`` is not an integer from 1 to :data:`MAX_SAMPLES`, or the
             permutations would evaluate ``v`` more than :data:`MAX_EVALUATIONS` times.
     """
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+    if not is_int(samples) or not 1 <= samples <= MAX_SAMPLES:
         raise ConfigError(f"samples must be an integer from 1 to {MAX_SAMPLES:,}, got {samples!r}")
     if samples * (len(players) + 1) > MAX_EVALUATIONS:
         raise ConfigError(
@@ -229,7 +230,7 @@ class TraceGame:
         samples: int = 1,
         assume_deterministic: bool = False,
     ) -> None:
-        unit = check_unit(unit)
+        unit = check_assign_args(trace, unit)
         if unit not in ("agent", "message"):
             raise ConfigError(
                 "trace games are played by agents or messages; for other units "

@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from orchestrace.credit.base import CreditTable, check_unit, table, unit_members
+from orchestrace.credit.base import CreditTable, check_assign_args, table, unit_members
 from orchestrace.credit.target import RewardLike, resolve_reward
 from orchestrace.trace.model import Trace
 
@@ -35,7 +35,7 @@ class UniformCredit:
 
     def assign(self, trace: Trace, unit: str = "agent", reward: float | None = None) -> CreditTable:
         """Credit table of ``trace`` at ``unit`` (all 0, reward ``None``, when it is unknown)."""
-        unit = check_unit(unit)
+        unit = check_assign_args(trace, unit)
         r = resolve_reward(trace, reward, self.reward_fn, rerun_checks=self.rerun_checks)
         ids = list(unit_members(trace, unit))
         share = (r or 0.0) / len(ids) if ids else 0.0

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from orchestrace._numbers import as_real, is_finite
 from orchestrace.errors import ConfigError, TraceFormatError
 from orchestrace.io._common import PathLike, atomic_write
 from orchestrace.io._output import OutputError, StreamTarget, write_error
@@ -74,8 +75,8 @@ def write_jsonl(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = Fa
     """
     n = 0
     with atomic_write(path, force=overwrite) as fh:
-        for tr in traces:
-            require_writable([tr])  # (the temporary file is dropped when it refuses)
+        for i, tr in enumerate(traces):
+            require_writable([tr], first=i)  # (the temporary file is dropped when it refuses)
             fh.write(_ENC.encode(tr))
             fh.write(b"\n")
             n += 1
@@ -100,6 +101,23 @@ def _checked_header(trace_id: Any, task_id: Any, system: Any, topology: Any, met
 
 
 _isfinite = math.isfinite
+
+
+def _finite_totals(name: str, given: Any) -> dict[str, float]:
+    """``given`` (rewards, costs or metrics) as a dict of finite floats, or a ConfigError."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"{name} is a {type(given).__name__}: give a dict of numbers")
+    out = {}
+    for key, value in given.items():
+        if not isinstance(key, str) or not is_finite(value):
+            raise ConfigError(
+                f"{name}[{str(key)[:60]!r}] is {str(value)[:40]}: give finite numbers under "
+                "string keys (JSON cannot hold NaN or infinity)"
+            )
+        out[key] = as_real(value)
+    return out
 
 
 def _bad_numbers(event: Event) -> ConfigError:
@@ -262,19 +280,18 @@ class StreamWriter:
         Raises:
             OutputError: The footer could not be written (the recording is removed, and a
                 file it was to replace is kept).
+            ConfigError: A reward, cost or metric is not a finite number, or ``meta`` is not
+                a dict (nothing is written: the writer stays open, so close it again).
         """
         if self.closed:
             return
-        self._write(
-            _Line(
-                footer=_Footer(
-                    rewards=dict(rewards or {}),
-                    costs=dict(costs or {}),
-                    metrics=dict(metrics or {}),
-                    meta=dict(meta or {}),
-                )
-            )
-        )
+        totals = {
+            name: _finite_totals(name, given)
+            for name, given in (("rewards", rewards), ("costs", costs), ("metrics", metrics))
+        }
+        if meta is not None and not isinstance(meta, Mapping):
+            raise ConfigError(f"meta is a {type(meta).__name__}: give a dict of run information")
+        self._write(_Line(footer=_Footer(**totals, meta=dict(meta or {}))))
         self.closed = True
         self._target.commit()
 

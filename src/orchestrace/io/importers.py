@@ -313,6 +313,7 @@ def export_bytes(traces: Sequence[Trace], *, format: str) -> bytes:
     Raises:
         TraceValidationError: A trace holds a value the format cannot hold exactly.
     """
+    traces = list(traces)  # (an iterator is read once: by the check, then by the exporter)
     require_writable(traces)
     data: bytes = _load(_EXPORTERS, format, "export")(traces)
     return data

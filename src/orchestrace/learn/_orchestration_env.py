@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._numbers import is_finite
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
@@ -114,12 +115,15 @@ class EnvConfig:
             raise ConfigError("max_rounds and max_workers must be >= 1")
         if not _finite_number(self.token_cost) or self.token_cost < 0:
             raise ConfigError(f"token_cost must be a finite number >= 0, got {self.token_cost!r}")
+        self.token_cost = float(self.token_cost)
         for name in ("lambda1", "lambda2"):
             value = getattr(self, name)
             if not isinstance(value, Anneal) and not _finite_number(value):
                 raise ConfigError(
                     f"{name} must be a finite number or an Anneal schedule, got {value!r}"
                 )
+            if not isinstance(value, Anneal):
+                setattr(self, name, float(value))
         if self.reward_fn is not None and not callable(self.reward_fn):
             raise ConfigError(
                 f"reward_fn must be callable as fn([trace], step=) -> [value], got a "
@@ -135,7 +139,7 @@ class EnvConfig:
 
 
 def _finite_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return is_finite(value)
 
 
 class OrchestrationEnv:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._numbers import is_int
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn._orchestration_env import _jsonable, _rewind
 from orchestrace.learn.env import OrchestrationEnv, make_env
@@ -68,11 +69,7 @@ class VectorEnv:
     """
 
     def __init__(self, num_envs: int, env_id: str = "stop-v0", **kw: Any) -> None:
-        if (
-            isinstance(num_envs, bool)
-            or not isinstance(num_envs, int)
-            or not 1 <= num_envs <= MAX_ENVS
-        ):
+        if not is_int(num_envs) or not 1 <= num_envs <= MAX_ENVS:
             raise ConfigError(
                 f"num_envs must be an integer from 1 to {MAX_ENVS:,}, got {num_envs!r} "
                 "(each holds a live run; use several VectorEnvs or worker processes for more)"

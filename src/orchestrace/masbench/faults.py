@@ -24,10 +24,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrace._numbers import is_finite
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.replay import Intervention
 
@@ -72,6 +72,7 @@ class WrongAnswers:
 
     def __init__(self, backend: Any, rate: float, seed: int = 0) -> None:
         check_rate(rate, "WrongAnswers")
+        rate = float(rate)
         self.inner = backend
         self.rate = rate
         self.seed = seed
@@ -103,12 +104,7 @@ def check_rate(rate: Any, who: str) -> None:
     Raises:
         ConfigError: ``rate`` is not a number from 0 to 1.
     """
-    if (
-        isinstance(rate, bool)
-        or not isinstance(rate, int | float)
-        or not math.isfinite(rate)
-        or not 0 <= rate <= 1
-    ):
+    if not is_finite(rate) or not 0 <= rate <= 1:
         raise ConfigError(f"{who} rate must be a probability from 0 to 1, got {rate!r}")
 
 
@@ -123,6 +119,7 @@ class DropMessages(Intervention):
 
     def __post_init__(self) -> None:
         check_rate(self.rate, "DropMessages")
+        self.rate = float(self.rate)
 
     def message(
         self, sender: str, step: int, index: int, to: str, content: str, data: Any

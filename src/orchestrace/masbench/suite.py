@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._numbers import is_int
 from orchestrace._safe import redact, redact_url
 from orchestrace._version import __version__
 from orchestrace.errors import ConfigError, RuntimeError_
@@ -45,6 +46,7 @@ from orchestrace.masbench.faults import FAULTS, DropMessages, WrongAnswers, chec
 from orchestrace.masbench.metrics import run_metrics
 from orchestrace.runtime import TOPOLOGIES, run
 from orchestrace.runtime.backends import BackendError, LLMRequest, make_backend
+from orchestrace.runtime.topologies import get_topology
 from orchestrace.stats import mean_ci, wilson_interval
 from orchestrace.tasks import make_task
 
@@ -75,6 +77,15 @@ ALL_TASKS = ("arith-mapreduce-v0", "wide-search-v1", "multihop-v1", "math-v0", "
 V1_TASKS = ("arith-mapreduce-v0", "wide-search-v0", "multihop-v0", "math-v0", "humaneval-v0")
 
 
+def _is_topology(name: Any) -> bool:
+    """Whether ``run`` takes ``name`` as a topology (its aliases too)."""
+    try:
+        get_topology(name)
+    except ConfigError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Suite:
     """What a suite runs (see the module docstring)."""
@@ -101,7 +112,7 @@ class Suite:
     envelope_isolate: bool = False
 
     def __post_init__(self) -> None:
-        unknown = [t for t in self.topologies if t not in TOPOLOGIES]
+        unknown = [t for t in self.topologies if not _is_topology(t)]
         if unknown:
             raise ConfigError(
                 f"suite {self.id!r}: unknown topologies {unknown}; use any of: "
@@ -114,7 +125,7 @@ class Suite:
             )
         for name in ("agents", "seeds"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ConfigError(
                     f"suite {self.id!r}: {name} must be an integer >= 1, got {value!r}"
                 )
@@ -457,14 +468,14 @@ def run_suite(
     """
     suite = name if isinstance(name, Suite) else get_suite(name)
     if seeds is not None:
-        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        if not is_int(seeds) or seeds < 1:
             raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
         suite = dataclasses.replace(suite, seeds=seeds)
     if backend not in ("sim", "openai", "hf"):
         raise ConfigError(f"unknown backend {str(backend)[:80]!r}; use sim, openai or hf")
     if backend_options is not None and not isinstance(backend_options, dict):
         raise ConfigError(f"backend_options must be a dict, got a {type(backend_options).__name__}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    if not is_int(jobs) or jobs < 1:
         raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
     if backend == "sim":  # its options are checked here once, not in every run
         make_backend("sim", **{**suite.sim_options, **(backend_options or {})})

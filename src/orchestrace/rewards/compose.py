@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrace._numbers import is_finite
 from orchestrace.errors import ConfigError
 from orchestrace.rewards.base import REGISTRY, RewardFn, make
 from orchestrace.rewards.parl import Anneal
@@ -166,18 +167,20 @@ class Composite:
     def __init__(self, rewards: Mapping[str, tuple[RewardFn, float]]) -> None:
         if not rewards:
             raise ConfigError("a composite reward needs at least one reward")
+        parts: dict[str, tuple[RewardFn, float]] = {}
         for name, part in rewards.items():
-            weight = part[1] if isinstance(part, tuple) and len(part) == 2 else None
-            if not (isinstance(part, tuple) and len(part) == 2 and callable(part[0])):
+            if not (isinstance(part, tuple | list) and len(part) == 2 and callable(part[0])):
                 raise ConfigError(
                     f"composite part {name!r}: give (reward function, weight), got "
                     f"{type(part).__name__}"
                 )
-            if not _is_number(weight) or not math.isfinite(weight):
+            weight = part[1]
+            if not is_finite(weight):
                 raise ConfigError(
                     f"composite part {name!r}: weight must be a finite number, got {weight!r}"
                 )
-        self.rewards = dict(rewards)
+            parts[name] = (part[0], float(weight))
+        self.rewards = parts
 
     @classmethod
     def from_spec(

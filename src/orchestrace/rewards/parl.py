@@ -57,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrace._numbers import as_real, is_finite, is_int, is_real
 from orchestrace.errors import ConfigError
 from orchestrace.rewards.base import RewardFn, _Fn, orchestrators, register, team_reward
 from orchestrace.trace.graph import DEPENDENCY_EDGES
@@ -93,18 +94,15 @@ class Anneal:
     def __post_init__(self) -> None:
         for name in ("start", "end"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if not is_real(value):
                 raise ConfigError(f"Anneal {name} must be a number, got {value!r}")
             if not math.isfinite(value):
                 raise ConfigError(f"Anneal {name} must be a finite number, got {value!r}")
+            object.__setattr__(self, name, as_real(value))  # (numpy scalars too)
         steps = self.steps
-        if (
-            isinstance(steps, bool)
-            or not isinstance(steps, int | float)
-            or not math.isfinite(steps)
-            or steps < 1
-        ):
+        if not is_finite(steps) or steps < 1:
             raise ConfigError(f"Anneal steps must be >= 1 (a finite number), got {steps!r}")
+        object.__setattr__(self, "steps", as_real(steps))
         if self.kind not in ("linear", "cosine", "exp"):
             raise ConfigError(f"Anneal kind must be linear, cosine or exp, got {self.kind!r}")
 
@@ -487,12 +485,7 @@ def parl_reward(
 
 def _check_latency(latency_weight: Any, steps_budget: Any) -> None:
     """Refuse a latency term that cannot be computed (see :func:`parl_reward`)."""
-    if (
-        isinstance(latency_weight, bool)
-        or not isinstance(latency_weight, int | float)
-        or not math.isfinite(latency_weight)
-        or latency_weight < 0
-    ):
+    if not is_finite(latency_weight) or latency_weight < 0:
         raise ConfigError(f"latency_weight must be a finite number >= 0, got {latency_weight!r}")
     _check_budget(steps_budget)
     if latency_weight and steps_budget is None:
@@ -503,9 +496,7 @@ def _check_latency(latency_weight: Any, steps_budget: Any) -> None:
 
 
 def _check_budget(steps_budget: int | None) -> None:
-    if steps_budget is not None and (
-        not isinstance(steps_budget, int) or isinstance(steps_budget, bool) or steps_budget < 1
-    ):
+    if steps_budget is not None and (not is_int(steps_budget) or steps_budget < 1):
         raise ConfigError(
             f"steps_budget must be an integer >= 1 (Critical Steps), got {steps_budget!r}"
         )

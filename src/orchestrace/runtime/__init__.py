@@ -114,7 +114,7 @@ def _check_parts(backend: Any, processors: Any, output: Any) -> None:
             )
     if output is not None:
         name = os.fspath(output) if isinstance(output, str | os.PathLike) else None
-        if not isinstance(name, str) or not name.endswith((".jsonl", ".parquet")):
+        if not isinstance(name, str) or not name.lower().endswith((".jsonl", ".parquet")):
             raise ConfigError(
                 f"output {str(output)[:200]!r}: a run streams its trace to a .jsonl file or a "
                 ".parquet dataset; name it so, or write result.trace with "
@@ -183,7 +183,7 @@ def run(
             process, cannot be created, or writing it failed during the run.
     """
     _check_parts(backend, processors, output)
-    parquet = output is not None and str(output).endswith(".parquet")
+    parquet = output is not None and str(output).lower().endswith(".parquet")
     if output is not None:
         check_output(output, force=overwrite, kind="dataset" if parquet else "file")
     spec = get_topology(topology)

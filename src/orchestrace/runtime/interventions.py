@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrace._numbers import as_int, is_int
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime.core import ROOT
@@ -458,7 +459,7 @@ class ResampleMessage(Intervention):
 def _check_step(step: Any, what: str, *, optional: bool) -> None:
     if step is None and optional:
         return
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    if not is_int(step) or step < 0:
         raise ConfigError(
             f"{what} must be an integer >= 0 (an agent's step), got {display(repr(step), 60)}"
         )
@@ -490,6 +491,7 @@ class ForceStop(Intervention):
     def __post_init__(self) -> None:
         _check_step(self.step, "ForceStop step", optional=False)
         _check_name(self.agent, "ForceStop agent")
+        self.step = as_int(self.step)  # (numpy integers too; recorded in the fork's meta)
 
     @classmethod
     def of(cls, trace: Trace, event_id: str) -> ForceStop:
@@ -558,13 +560,15 @@ class ForceDecision(Intervention):
         _check_name(self.name, "ForceDecision name")
         _check_name(self.agent, "ForceDecision agent")
         _check_step(self.step, "ForceDecision step", optional=True)
-        if self.name == "n_workers" and (
-            isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1
-        ):
+        if self.step is not None:
+            self.step = as_int(self.step)
+        if self.name == "n_workers" and (not is_int(self.value) or self.value < 1):
             raise ConfigError(
                 f"ForceDecision n_workers must be an integer >= 1 (a team size), got "
                 f"{display(repr(self.value), 60)}"
             )
+        if self.name == "n_workers":
+            self.value = as_int(self.value)
 
     def decision(self, agent: str, name: str, value: Any) -> Any:
         """The forced value for the targeted decision."""

@@ -347,6 +347,11 @@ def check_replayable(trace: Trace) -> None:
         >>> from orchestrace.runtime import run
         >>> check_replayable(run("debate", "arith", agents=2, seed=1, task_size=8).trace)
     """
+    if not isinstance(trace, Trace):
+        raise ConfigError(
+            f"re-executing takes a Trace recorded by the runtime, not a {type(trace).__name__}; "
+            "read one with orchestrace.io.load"
+        )
     meta = trace.meta if isinstance(trace.meta, dict) else {}
     for name in ("runner", "task", "config"):
         if name not in meta:
@@ -437,7 +442,9 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
     Raises:
         TraceError: The trace lacks the run description, or the re-execution asks for a call
             the trace does not hold (the message says which).
+        ConfigError: ``trace`` is not a Trace.
     """
+    check_replayable(trace)
     recorded = trace.meta.get("backend")
     recorded = dict(recorded) if isinstance(recorded, dict) else {}
     cache = ReplayCache.from_trace(trace)
@@ -525,6 +532,43 @@ class ForkSetup:
         return _fork_with(self, interventions, backend, rerun_checks)
 
 
+def _interventions(interventions: Any) -> list[Intervention]:
+    """``interventions`` as a list of interventions, or a ConfigError naming what is not one."""
+    if isinstance(interventions, str | bytes) or not hasattr(interventions, "__iter__"):
+        raise ConfigError(
+            f"interventions must be a list of interventions, got a {type(interventions).__name__}"
+            " (e.g. [DropMessage(event_id)])"
+        )
+    items = list(interventions)
+    for i, iv in enumerate(items):
+        if not isinstance(iv, Intervention):
+            raise ConfigError(
+                f"interventions[{i}] is a {type(iv).__name__}: give intervention objects "
+                "(DropMessage, ForceDecision, ForceStop... from orchestrace.runtime.interventions)"
+            )
+    return items
+
+
+def _jobs(jobs: Any) -> list[tuple[list[Intervention], Any]]:
+    """``jobs`` checked: each an ``(interventions, backend)`` pair (a ConfigError names which)."""
+    if isinstance(jobs, str | bytes) or not hasattr(jobs, "__iter__"):
+        raise ConfigError(
+            f"jobs must be a list of (interventions, backend), got {type(jobs).__name__}"
+        )
+    out = []
+    for i, job in enumerate(jobs):
+        if not (isinstance(job, tuple | list) and len(job) == 2):
+            raise ConfigError(
+                f"jobs[{i}] must be an (interventions, backend) pair, got {job!r:.80}"
+            )
+        if not isinstance(job[1], Backend):
+            raise ConfigError(
+                f"jobs[{i}]: the backend is a {type(job[1]).__name__}, not a backend object"
+            )
+        out.append((_interventions(job[0]), job[1]))
+    return out
+
+
 def _fork_of(
     trace: Trace, interventions: Sequence[Intervention], answering: Any
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -545,6 +589,7 @@ def _fork_with(
     rerun_checks: bool,
 ) -> ForkResult:
     """One fork, re-executed in full (the cache copied from ``setup``)."""
+    interventions = _interventions(interventions)
     trace = setup.trace
     cache = setup.cache.copy()
     for iv in interventions:
@@ -654,6 +699,7 @@ def fork_many(
         True
     """
     setup = setup if setup is not None else ForkSetup(trace)
+    jobs = _jobs(jobs)
     keep: Callable[[ForkResult], Any] = report if report is not None else _whole
     served = snapshot_forks(setup, jobs, keep, rerun_checks=rerun_checks) if snapshots else {}
     return [

@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Mapping
 from functools import reduce
 from itertools import chain
@@ -34,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from orchestrace._numbers import as_int, as_real, is_finite, is_int
 from orchestrace.errors import ConfigError
 from orchestrace.trace.model import (
     SCHEMA_VERSION,
@@ -114,25 +114,32 @@ def _costs_of_totals(
     return out
 
 
-def _check_values(eid: str, agent: Any, values: Mapping[str, Any]) -> None:
-    """Refuse an agent that is not a name and numbers an event cannot hold (before adding it)."""
+def _check_values(eid: str, agent: Any, values: dict[str, Any]) -> None:
+    """Refuse an agent that is not a name and numbers an event cannot hold (before adding it).
+
+    numpy scalars are taken as the Python numbers they equal (``values`` is updated).
+    """
     if not isinstance(agent, str) or not agent:
         raise ConfigError(f"event {eid!r}: agent must be a non-empty string, got {agent!r}")
     for name in ("t", "dur", "cost"):
-        value = values.get(name, 0.0)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise ConfigError(f"event {eid!r}: {name} must be a finite number >= 0, got {value!r}")
+        if name not in values:
+            continue
+        value = values[name]
+        if not is_finite(value) or value < 0:
+            raise ConfigError(
+                f"event {eid!r}: {name} must be a finite number >= 0, got {value!r}"
+                + (" (it starts when the events before it end)" if name == "t" else "")
+            )
+        values[name] = as_real(value)
     for name in ("tokens_in", "tokens_out"):
-        value = values.get(name, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        if name not in values:
+            continue
+        value = values[name]
+        if not is_int(value) or not 0 <= value < 2**63:
             raise ConfigError(
                 f"event {eid!r}: {name} must be an integer from 0 to 2^63-1, got {value!r}"
             )
+        values[name] = as_int(value)
 
 
 def _member(enum: Any, value: Any, what: str) -> Any:
@@ -253,8 +260,9 @@ class TraceBuilder:
             t = round(t, 9)
         if fields.get("decision") is not None:
             fields["decision"] = _member(Decision, fields["decision"], "decision").value
-        _check_values(eid, agent, {"t": t, "dur": dur, **fields})
-        ev = Event(id=eid, t=t, type=etype.value, agent=agent, dur=dur, **fields)
+        fields = {"t": t, "dur": dur, **fields}
+        _check_values(eid, agent, fields)
+        ev = Event(id=eid, type=etype.value, agent=agent, **fields)
         self.events.append(ev)
         self._by_id[eid] = ev
         if etype != "tool_result" or ev.tool != agent:

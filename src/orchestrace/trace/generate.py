@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from orchestrace._collector import paused
+from orchestrace._numbers import as_int, is_int
 from orchestrace.errors import ConfigError
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.model import (
@@ -89,8 +90,9 @@ def generate_trace(
         ConfigError: An argument is out of range (the message says the allowed range).
     """
     for name, value, lo in (("agents", agents, 1), ("steps", steps, 1), ("depth", depth, 0)):
-        if not isinstance(value, int) or value < lo:
+        if not is_int(value) or value < lo:
             raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    agents, steps, depth = as_int(agents), as_int(steps), as_int(depth)
     for name, value, hi in (("agents", agents, _MAX_AGENTS), ("steps", steps, _MAX_EVENTS)):
         if value > hi:
             raise ConfigError(
@@ -101,8 +103,9 @@ def generate_trace(
         raise ConfigError(f"depth must be <= {_MAX_DEPTH}, got {depth}")
     if agents > 1 and depth == 0:
         raise ConfigError("depth 0 means a lone agent: use --agents 1, or --depth >= 1")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
+    seed = as_int(seed)
     rng = np.random.default_rng(seed)
     llm_type, llm_tool = ("llm_call", "sim") if llm_events else ("tool_call", "llm")
     levels = _levels(agents, depth)

@@ -133,9 +133,9 @@ def _write_tables(traces: Iterable[Trace], tmp: Path) -> None:
     rows: dict[str, list[Any]] = {f.name: [] for f in tr_schema}
     tok_rows: dict[str, list[Any]] = {c: [] for c in ("trace_id", "event_id", *TOKEN_FIELDS)}
     try:
-        for tr in traces:  # (the caller's iterable runs outside the pause)
+        for i, tr in enumerate(traces):  # (the caller's iterable runs outside the pause)
             with paused():
-                require_writable([tr])  # (the temporary dataset is dropped when it refuses)
+                require_writable([tr], first=i)  # (the temporary dataset is dropped on refusal)
                 _write_trace(tr, enc, ev_writer, ed_writer, rows, tok_rows)
     finally:
         ev_writer.close()
