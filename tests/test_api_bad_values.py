@@ -368,3 +368,53 @@ def test_stream_writer_refuses_footer_numbers_json_cannot_hold(tmp_path):
             w.close(**kw)
     w.close(rewards={"r": 1.0})
     assert (tmp_path / "s.jsonl").read_text().splitlines()[-1] == '{"footer":{"rewards":{"r":1.0}}}'
+
+
+def test_nan_nested_in_meta_or_attrs_is_refused_not_written_as_null(tmp_path, good):
+    first, rest = good.events[0], good.events[1:]
+    in_attrs = good.replace(
+        events=(
+            *rest[:3],
+            msgspec.structs.replace(first, attrs={"x": [1.0, {"y": _NAN}]}),
+            *rest[3:],
+        )
+    )
+    with pytest.raises(TraceValidationError, match=r"\$\.events\[3\]\.attrs.*NaN or infinity"):
+        dump(in_attrs, tmp_path / "a.json")
+    with pytest.raises(TraceValidationError, match=r"\$\.meta"):
+        dump(good.replace(meta={"run": {"score": math.inf}}), tmp_path / "m.jsonl")
+    with pytest.raises(ConfigError, match="NaN or infinity"):
+        StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k", meta={"x": _NAN})
+    w = StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k")
+    with pytest.raises(ConfigError, match="NaN or infinity"):
+        w.close(meta={"x": [math.inf]})
+    w.close()
+    assert sorted(os.listdir(tmp_path)) == ["s.jsonl"]
+    dump(good.replace(meta={"ok": None, "text": "NaN"}), tmp_path / "fine.json")  # None is fine
+
+
+def test_audit_metrics_and_reports_refuse_what_is_not_theirs(tmp_path):
+    from orchestrace.masbench.metrics import run_metrics
+    from orchestrace.masbench.report import write_report
+    from orchestrace.safety.audit import audit_trace
+
+    with pytest.raises(ConfigError, match="audit_trace takes a Trace"):
+        audit_trace(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="run_metrics takes a Trace"):
+        run_metrics("x")  # type: ignore[arg-type]
+    for bad in (None, {}, {"suite": 5, "runs": []}):
+        with pytest.raises(ConfigError, match="write_report takes the report"):
+            write_report(bad, tmp_path / "r")  # type: ignore[arg-type]
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_parquet_stream_writer_refuses_records_it_cannot_write(tmp_path):
+    from orchestrace.io.parquet_stream import ParquetStreamWriter
+
+    w = ParquetStreamWriter(tmp_path / "s.parquet", trace_id="t")
+    with pytest.raises(ConfigError, match="takes an Event"):
+        w.event(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="dur is nan"):
+        w.event(Event(id="e1", t=0.0, type="message", agent="a", dur=_NAN))
+    assert w.n_events == 0
+    w.abort()

@@ -181,7 +181,7 @@ def test_python_writers_check_their_directory(tmp_path: Path) -> None:
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep")
     with pytest.raises(OutputError, match="did not write"):
-        write_report({}, foreign)
+        write_report({"suite": {}, "runs": []}, foreign)
     with pytest.raises(OutputError, match="did not write"):
         write_study({}, foreign)
     assert os.listdir(foreign) == ["notes.txt"]

@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -27,7 +26,7 @@ from orchestrace._numbers import as_real, is_finite
 from orchestrace.errors import ConfigError, TraceFormatError
 from orchestrace.io._common import PathLike, atomic_write
 from orchestrace.io._output import OutputError, StreamTarget, write_error
-from orchestrace.io._writable import require_writable
+from orchestrace.io._writable import check_record, json_finite, require_writable
 from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, TopologyName, Trace
 
 __all__ = ["StreamWriter", "write_jsonl"]
@@ -92,15 +91,14 @@ def _checked_header(trace_id: Any, task_id: Any, system: Any, topology: Any, met
         header = msgspec.convert(fields, _Header)
         header.meta = dict(meta or {})
         _ENC.encode(header)
+        if not json_finite(header.meta):
+            raise ValueError("meta holds NaN or infinity, which JSON writes as null")
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as err:
         raise ConfigError(
             f"StreamWriter header: {str(err)[:200]}; give trace_id and task_id as strings, a "
             "known topology or None, and JSON-serialisable meta"
         ) from None
     return header
-
-
-_isfinite = math.isfinite
 
 
 def _finite_totals(name: str, given: Any) -> dict[str, float]:
@@ -118,18 +116,6 @@ def _finite_totals(name: str, given: Any) -> dict[str, float]:
             )
         out[key] = as_real(value)
     return out
-
-
-def _bad_numbers(event: Event) -> ConfigError:
-    """The error for an event whose time, duration or cost JSON cannot hold."""
-    for name in ("t", "dur", "cost"):
-        value = getattr(event, name)
-        if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value)):
-            return ConfigError(
-                f"event {str(event.id)[:80]!r}: {name} is {str(value)[:40]}; record a finite "
-                "number (JSON cannot hold this one)"
-            )
-    return ConfigError(f"event {str(event.id)[:80]!r}: a number JSON cannot hold")
 
 
 class StreamWriter:
@@ -247,14 +233,7 @@ class StreamWriter:
             ConfigError: ``event`` is not an :class:`~orchestrace.trace.model.Event`, or its
                 time, duration or cost is not a finite number (JSON would write ``null``).
         """
-        if type(event) is not Event and not isinstance(event, Event):
-            raise ConfigError(f"StreamWriter.event takes an Event, not a {type(event).__name__}")
-        try:  # (one test per number on the path every recorded event takes)
-            finite = _isfinite(event.t) and _isfinite(event.dur) and _isfinite(event.cost)
-        except TypeError:
-            finite = False
-        if not finite:
-            raise _bad_numbers(event)
+        check_record(event, "StreamWriter.event")
         self._write(_Line(event=event))
 
     def edge(self, edge: Edge) -> None:
@@ -291,6 +270,11 @@ class StreamWriter:
         }
         if meta is not None and not isinstance(meta, Mapping):
             raise ConfigError(f"meta is a {type(meta).__name__}: give a dict of run information")
+        if meta and not json_finite(dict(meta)):
+            raise ConfigError(
+                "meta holds NaN or infinity, which JSON would write as null; record finite "
+                "numbers (or strings) there"
+            )
         self._write(_Line(footer=_Footer(**totals, meta=dict(meta or {}))))
         self.closed = True
         self._target.commit()

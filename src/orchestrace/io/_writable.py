@@ -22,16 +22,18 @@ Example:
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from orchestrace.errors import ConfigError, TraceValidationError
-from orchestrace.trace.model import Trace
+from orchestrace.errors import ConfigError, Problem, TraceValidationError
+from orchestrace.trace.model import Event, Trace
 
-__all__ = ["require_writable"]
+__all__ = ["check_record", "json_finite", "require_writable"]
 
 
 def require_writable(items: Sequence[Any], first: int = 0) -> None:
@@ -81,7 +83,59 @@ def _check(trace: Trace) -> None:
         errors = [p for p in check_numbers(trace, partial=True) if p.severity == "error"]
         if errors:
             raise _not_written(TraceValidationError(errors))
+    if not trace.decoded:  # (a decoded trace came from JSON or JSON text: no NaN in it)
+        nested = _nested_non_finite(trace)
+        if nested:
+            raise _not_written(TraceValidationError(nested))
     trace._mark_writable()
+
+
+def _nested_non_finite(trace: Trace) -> list[Problem]:
+    """NaN or infinity inside ``meta`` or an event's ``attrs`` (JSON would write ``null``)."""
+    if not json_finite(trace.meta):
+        return [_nested_problem("$.meta", None)]
+    with_attrs = [(i, e) for i, e in enumerate(trace.events) if e.attrs is not None]
+    if json_finite([e.attrs for _, e in with_attrs]):  # one C-level pass over all of them
+        return []
+    for i, e in with_attrs:
+        if not json_finite(e.attrs):
+            return [_nested_problem(f"$.events[{i}].attrs", e.id)]
+    return []
+
+
+def _nested_problem(path: str, event_id: Any) -> Problem:
+    return Problem(
+        "non-finite",
+        "holds NaN or infinity, which JSON cannot hold (it would be written as null)",
+        "record a finite number there, or None or a string for a missing or infinite value",
+        path=path,
+        event_id=event_id if isinstance(event_id, str) else None,
+    )
+
+
+def json_finite(value: Any) -> bool:
+    """Whether ``value`` holds no NaN or infinity at any depth (C-level, via ``json``).
+
+    Values JSON has no form for are skipped here (the encoder that writes them decides).
+
+    Example:
+        >>> json_finite({"a": [1.0, {"b": 2}]}), json_finite({"a": [float("nan")]})
+        (True, False)
+    """
+    try:
+        _STRICT.encode(value)
+    except ValueError as err:
+        return "JSON compliant" not in str(err)
+    except (TypeError, RecursionError):
+        return True
+    return True
+
+
+def _skip(_value: Any) -> None:
+    return None
+
+
+_STRICT = json.JSONEncoder(allow_nan=False, default=_skip, check_circular=False)
 
 
 def _numbers_fine(trace: Trace) -> bool:
@@ -109,3 +163,38 @@ _VALUE_CODES = frozenset({"non-finite", "wrong-type", "out-of-range"})
 def _not_written(err: TraceValidationError) -> TraceValidationError:
     err.args = (f"{err.args[0]}\nnothing was written: fix these values and write again",)
     return err
+
+
+_isfinite = math.isfinite
+
+
+def check_record(event: Any, who: str) -> None:
+    """Refuse, on a streaming writer's path, what is not an event or holds a non-finite time.
+
+    Three ``isfinite`` calls per event: streamed records are not checked in full (see
+    :func:`require_writable` for what ``dump`` checks).
+
+    Raises:
+        ConfigError: ``event`` is not an Event, or its ``t``, ``dur`` or ``cost`` is not a
+            finite number.
+    """
+    if type(event) is not Event and not isinstance(event, Event):
+        raise ConfigError(f"{who} takes an Event, not a {type(event).__name__}")
+    try:
+        finite = _isfinite(event.t) and _isfinite(event.dur) and _isfinite(event.cost)
+    except TypeError:
+        finite = False
+    if not finite:
+        raise _bad_numbers(event)
+
+
+def _bad_numbers(event: Event) -> ConfigError:
+    """The error for an event whose time, duration or cost JSON cannot hold."""
+    for name in ("t", "dur", "cost"):
+        value = getattr(event, name)
+        if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value)):
+            return ConfigError(
+                f"event {str(event.id)[:80]!r}: {name} is {str(value)[:40]}; record a finite "
+                "number (JSON cannot hold this one)"
+            )
+    return ConfigError(f"event {str(event.id)[:80]!r}: a number JSON cannot hold")

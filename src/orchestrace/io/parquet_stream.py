@@ -31,6 +31,7 @@ import msgspec
 from orchestrace.errors import RuntimeError_
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir, write_error
+from orchestrace.io._writable import check_record
 from orchestrace.io.parquet import (
     _ATTR,
     _FILES,
@@ -103,7 +104,13 @@ class ParquetStreamWriter:
             raise
 
     def event(self, event: Event, edges: list[Edge] | tuple[Edge, ...] = ()) -> None:
-        """Append one event and the edges into it."""
+        """Append one event and the edges into it.
+
+        Raises:
+            ConfigError: ``event`` is not an Event, or a time, duration or cost is not
+                finite (nothing of it is kept).
+        """
+        check_record(event, "ParquetStreamWriter.event")
         cols = self._ev
         for c in EVENT_COLUMNS:
             cols[c].append(getattr(event, _ATTR[c]))

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrace.credit import make_assigner
+from orchestrace.credit.base import check_unit
+from orchestrace.errors import ConfigError
 from orchestrace.masbench.taxonomy import detect, taxonomy_counts
 from orchestrace.trace.analyze import summarize
 from orchestrace.trace.model import Trace
@@ -50,7 +52,13 @@ def run_metrics(trace: Trace, *, credit_unit: str = "agent") -> dict[str, Any]:
         trace: The run.
         credit_unit: The credit unit this cell exercises; uniform credit is assigned at it and
             the number of units recorded.
+
+    Raises:
+        ConfigError: ``trace`` is not a Trace, or ``credit_unit`` is not a credit unit.
     """
+    if not isinstance(trace, Trace):
+        raise ConfigError(f"run_metrics takes a Trace, not a {type(trace).__name__}")
+    check_unit(credit_unit)
     s = summarize(trace)
     workers = max(1, int(s["team_size"]) - 1)  # everyone but the root orchestrator
     speedup = float(s["speedup"])

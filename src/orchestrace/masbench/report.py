@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from orchestrace.errors import ConfigError
 from orchestrace.io._output import report_dir, report_file, report_json
 from orchestrace.masbench.envelope import envelope_markdown, scale_gap_figure
 
@@ -217,7 +218,15 @@ def write_report(report: dict[str, Any], out: str | Path, *, force: bool = False
 
     Raises:
         orchestrace.io._output.OutputError: ``out`` may not be written, or a write failed.
+        ConfigError: ``report`` is not a suite report (what :func:`run_suite` returns).
     """
+    if not (
+        isinstance(report, dict) and isinstance(report.get("suite"), dict) and "runs" in report
+    ):
+        raise ConfigError(
+            "write_report takes the report run_suite returns (a dict with 'suite' and 'runs'), "
+            f"got {type(report).__name__}"
+        )
     with report_dir(out, force=force, report="bench") as target:
         with report_file(target / "report.json", "w") as fh:
             fh.write(report_json(report))

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any, cast
 
-from orchestrace.errors import Problem
+from orchestrace.errors import ConfigError, Problem
 from orchestrace.runtime.aggregate import AGGREGATORS, text_of
 from orchestrace.runtime.security import ROOT_ROLE, CapabilityPolicy, RunSecret
 from orchestrace.safety._audit_view import _actions, _attrs, _View, _view
@@ -530,8 +530,14 @@ def audit_trace(
         source: Where the trace came from (named in errors).
 
     Raises:
-        ConfigError: The recorded defenses (``meta.config.defenses``) are malformed.
+        ConfigError: The recorded defenses (``meta.config.defenses``) are malformed, or
+            ``trace`` is not a Trace.
     """
+    if not isinstance(trace, Trace):
+        raise ConfigError(
+            f"audit_trace takes a Trace, not a {type(trace).__name__}; read one with "
+            "orchestrace.io.load"
+        )
     v = _View(trace, secret, policy, source)
     out = [p for check in AUDIT_CHECKS for p in check(v)]
     out.sort(key=lambda p: v.index.get(p.event_id or "", -1))
