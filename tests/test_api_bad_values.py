@@ -418,3 +418,22 @@ def test_the_parquet_stream_writer_refuses_records_it_cannot_write(tmp_path):
         w.event(Event(id="e1", t=0.0, type="message", agent="a", dur=_NAN))
     assert w.n_events == 0
     w.abort()
+
+
+def test_env_reset_options_and_the_shapley_confidence_are_checked():
+    from orchestrace.credit.shapley import ShapleyCredit
+    from orchestrace.learn.env import make_env
+
+    env = make_env("stop-v0")
+    for options, says in (
+        ({"size": 0}, "size must be an integer >= 1"),
+        ({"size": "x"}, "size must be an integer >= 1"),
+        ({"size": 2.7}, "size must be an integer >= 1"),
+        ({"zz": 1}, r"unknown reset options \['zz'\]"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            env.reset(seed=0, options=options)
+    env.reset(seed=0, options={"size": 4})
+    for delta in (7, _NAN, 0):
+        with pytest.raises(ConfigError, match="delta must be a probability"):
+            ShapleyCredit(permutations=5, delta=delta)

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace._numbers import is_int
+from orchestrace._numbers import is_finite, is_int
 from orchestrace.credit._draws import (
     MAX_SAMPLES,
     SampleBackends,
@@ -421,7 +421,12 @@ class ShapleyCredit:
         self.exact_limit = exact_limit
         self.reward_fn = reward_fn
         self.seed = seed
-        self.delta = delta
+        if not is_finite(delta) or not 0 < delta < 1:
+            raise ConfigError(
+                f"delta must be a probability between 0 and 1 (the bound holds with 1 - delta), "
+                f"got {delta!r}"
+            )
+        self.delta = float(delta)
         self.backend = backend
 
     def _coalitions(self, players: Sequence[Any], samples: int) -> list[frozenset[Any]]:

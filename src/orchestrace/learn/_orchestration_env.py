@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace._numbers import is_finite
+from orchestrace._numbers import is_finite, is_int
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.learn.spaces import Box, Discrete, MultiDiscrete
 from orchestrace.rewards.parl import Anneal, parl_components
@@ -231,8 +231,18 @@ class OrchestrationEnv:
             seed = int(seed)
             self.np_random = np.random.default_rng(seed)
         rng = np.random.default_rng([seed, 7])
+        unknown = sorted(set(opts) - {"size", "latency_weight", "latency_norm", "steps_budget"})
+        if unknown:
+            raise ConfigError(
+                f"unknown reset options {unknown}; use size, latency_weight, latency_norm or "
+                "steps_budget"
+            )
+        size = opts.get("size")
+        if size is not None and (not is_int(size) or size < 1):
+            raise ConfigError(f"reset option size must be an integer >= 1, got {size!r}")
         self.episodes += 1
-        size = opts.get("size") or int(rng.integers(self.size_range[0], self.size_range[1] + 1))
+        if size is None:
+            size = int(rng.integers(self.size_range[0], self.size_range[1] + 1))
         task = make_task(self.task_name, seed=seed, size=int(size))
         self.seed = seed
         self.task = task
