@@ -437,3 +437,17 @@ def test_env_reset_options_and_the_shapley_confidence_are_checked():
     for delta in (7, _NAN, 0):
         with pytest.raises(ConfigError, match="delta must be a probability"):
             ShapleyCredit(permutations=5, delta=delta)
+
+
+def test_failure_detection_refuses_modes_it_does_not_have(good):
+    from orchestrace.masbench.taxonomy import detect
+
+    with pytest.raises(ConfigError, match=r"unknown failure modes \['bogus'\]"):
+        detect(good, ["bogus"])
+    with pytest.raises(ConfigError, match="must be a list"):
+        detect(good, "premature_termination")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="detect takes a Trace"):
+        detect(None)  # type: ignore[arg-type]
+    assert detect(good, ["premature_termination"]) == [
+        f for f in detect(good) if f.mode == "premature_termination"
+    ]

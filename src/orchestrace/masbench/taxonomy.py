@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrace.credit.base import root_agents
+from orchestrace.errors import ConfigError
 from orchestrace.trace.model import Event, Trace
 
 __all__ = ["CATEGORIES", "DETECTORS", "Finding", "detect", "taxonomy_counts"]
@@ -335,7 +336,22 @@ DETECTORS: dict[str, Callable[[Trace], list[Finding]]] = {
 
 
 def detect(trace: Trace, modes: list[str] | None = None) -> list[Finding]:
-    """Run the detectors (all, or ``modes``) on one trace."""
+    """Run the detectors (all, or ``modes``) on one trace.
+
+    Raises:
+        ConfigError: ``trace`` is not a Trace, or ``modes`` names an unknown failure mode.
+    """
+    if not isinstance(trace, Trace):
+        raise ConfigError(f"detect takes a Trace, not a {type(trace).__name__}")
+    if modes is not None:
+        given: Any = modes
+        if isinstance(given, str) or not hasattr(given, "__iter__"):
+            raise ConfigError(f"modes must be a list of failure modes, got {given!r:.80}")
+        unknown = [m for m in modes if m not in DETECTORS]
+        if unknown:
+            raise ConfigError(
+                f"unknown failure modes {unknown}; use any of: {', '.join(DETECTORS)}"
+            )
     out: list[Finding] = []
     for mode, fn in DETECTORS.items():
         if modes is None or mode in modes:
