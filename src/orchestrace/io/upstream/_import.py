@@ -343,24 +343,13 @@ class _RawTop(Protocol):
     meta: msgspec.Raw
 
 
-class _Probed(msgspec.Struct):
-    """What :func:`_probe` found: the top level's raw values and the events' numeric fields."""
+def _probe(data: Any, top: _RawTop | None) -> tuple[list[Any], bool, Any] | None:
+    """Probe ``data`` for explicit zeros, or ``None`` when its events do not decode as probes.
 
-    events: list[_NoZeroProbe] | list[_EventProbe]
-    edges: msgspec.Raw
-    rewards: msgspec.Raw
-    costs: msgspec.Raw
-    metrics: msgspec.Raw
-    schema_version: msgspec.Raw
-    meta: msgspec.Raw
-
-
-def _probe(data: Any, top: _RawTop | None) -> tuple[Any, bool] | None:
-    """Probe ``data`` for explicit zeros: ``(probe, some event writes one)``, or ``None``.
-
-    ``top``, the raw top level when the caller decoded it already, spares a second pass over
-    everything but the events. ``None`` when the events do not decode as probes (the
-    field-by-field import then reports why).
+    Returns:
+        ``(event probes, some event writes a default zero, the top level)``: the top level is
+        ``top`` when given (the raw top level the caller decoded already: only the events
+        are read again), else the whole-document probe (the same top-level fields, raw).
     """
     if top is not None:
         raw = top.events
@@ -368,30 +357,20 @@ def _probe(data: Any, top: _RawTop | None) -> tuple[Any, bool] | None:
             if not len(raw):
                 return None
             try:
-                return _with_events(top, _PROBE_EVENTS.decode(raw)), False
+                return _PROBE_EVENTS.decode(raw), False, top
             except msgspec.ValidationError:  # some event writes a default zero
-                return _with_events(top, _ZEROS_EVENTS.decode(raw)), True
+                return _ZEROS_EVENTS.decode(raw), True, top
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
     try:
-        return _PROBE.decode(data), False
+        probe: _TraceProbe | _ZeroProbe = _PROBE.decode(data)
+        return probe.events, False, probe
     except msgspec.ValidationError:  # some event writes a default zero (or the top is odd)
         try:
-            return _ZEROS.decode(data), True
+            probe = _ZEROS.decode(data)
         except msgspec.ValidationError:
             return None
-
-
-def _with_events(top: _RawTop, events: list[Any]) -> _Probed:
-    return _Probed(
-        events,
-        top.edges,
-        top.rewards,
-        top.costs,
-        top.metrics,
-        top.schema_version,
-        top.meta,
-    )
+        return probe.events, True, probe
 
 
 _NOT_NONE = partial(is_not, None)
@@ -454,8 +433,8 @@ def from_typed(
     probed = _probe(data, top)
     if probed is None:
         return None
-    probe, has_zeros = probed
-    written: list[_EventProbe] | None = probe.events if has_zeros else None
+    events_probe, has_zeros, probe = probed
+    written: list[_EventProbe] | None = events_probe if has_zeros else None
     if len(probe.schema_version) or len(probe.meta):
         return None
     if not (len(probe.edges) and len(probe.rewards) and len(probe.costs)):
@@ -477,9 +456,7 @@ def from_typed(
                     several.append(i)
         _in_document_order(data, zeros, several)
     # only events with attrs or an explicit zero change (the others are skipped in C)
-    attrs = list(map(attrgetter("attrs"), events))
-    with_attrs = compress(count(), map(_NOT_NONE, attrs)) if attrs.count(None) < len(attrs) else ()
-    del attrs
+    with_attrs = compress(count(), map(_NOT_NONE, map(attrgetter("attrs"), events)))
     for i in sorted({*with_attrs, *zeros}):
         e = events[i]
         if i in zeros:
