@@ -113,33 +113,6 @@ _FIELDS = frozenset(_ORDER) - {"id", "t", "type", "agent", "dur", "step"}
 ROOT = "orchestrator"
 
 
-def _check_interventions(interventions: list[Any], max_agents: int) -> None:
-    """Refuse, before the run, what no intervention is, and teams beyond the run's cap.
-
-    Raises:
-        ConfigError: An item has none of the intervention hooks, or forces a team
-            (``n_workers``) larger than ``max_agents``.
-    """
-    from orchestrace.runtime.interventions import Intervention  # noqa: PLC0415  (it imports this)
-
-    hooks = ("forces_stop", "decision", "message", "returned", "redraws")
-    for i, iv in enumerate(interventions):
-        if not isinstance(iv, Intervention) and not all(
-            callable(getattr(iv, h, None)) for h in hooks
-        ):
-            raise ConfigError(
-                f"interventions[{i}] is a {type(iv).__name__}: give intervention objects "
-                "(DropMessage, ForceDecision, ForceStop... from orchestrace.runtime.interventions)"
-            )
-        if getattr(iv, "name", None) == "n_workers":
-            value = getattr(iv, "value", None)
-            if isinstance(value, int) and value > max_agents:
-                raise ConfigError(
-                    f"interventions[{i}] forces a team of {value:,} workers, over the run's "
-                    f"max_agents ({max_agents:,}); force a smaller team or raise max_agents"
-                )
-
-
 class Runtime:
     """Runs one orchestration and records its trace.
 
@@ -188,8 +161,11 @@ class Runtime:
         # a Recorder without processors does nothing per event: its call is skipped (unless
         # a subclass records events its own way)
         self._custom_recorder = type(self.recorder).event is not Recorder.event
-        self.interventions = list(interventions)
-        _check_interventions(self.interventions, self.config.max_agents)
+        from orchestrace.runtime.interventions import (  # noqa: PLC0415  (it imports this)
+            check_interventions,
+        )
+
+        self.interventions = check_interventions(interventions, max_agents=self.config.max_agents)
         if cache is not None and not isinstance(cache, ReplayCache):
             raise ConfigError(
                 f"cache must be a ReplayCache (ReplayCache.from_trace(trace)), got "

@@ -94,6 +94,52 @@ class Intervention:
         return described
 
 
+#: What the runtime calls on an intervention (an object with all of them may stand in for one).
+_RUN_HOOKS = ("forces_stop", "decision", "message", "returned", "redraws")
+
+
+def check_interventions(
+    interventions: Any, *, max_agents: int | None = None, duck_typed: bool = True
+) -> list[Any]:
+    """``interventions`` as a list, after refusing what no intervention is.
+
+    Args:
+        interventions: What was given.
+        max_agents: Refuse a forced team (``n_workers``) larger than this (a run's cap).
+        duck_typed: Also take an object with every hook the runtime calls (a run does; a
+            fork also describes its interventions, so it takes :class:`Intervention` only).
+
+    Raises:
+        ConfigError: Not a list, an item that is no intervention, or a team over ``max_agents``.
+    """
+    if isinstance(interventions, str | bytes) or not hasattr(interventions, "__iter__"):
+        raise ConfigError(
+            f"interventions must be a list of interventions, got a {type(interventions).__name__}"
+            " (e.g. [DropMessage(event_id)])"
+        )
+    items = list(interventions)
+    for i, iv in enumerate(items):
+        if not isinstance(iv, Intervention) and not (
+            duck_typed and all(callable(getattr(iv, h, None)) for h in _RUN_HOOKS)
+        ):
+            raise ConfigError(
+                f"interventions[{i}] is a {type(iv).__name__}: give intervention objects "
+                "(DropMessage, ForceDecision, ForceStop... from orchestrace.runtime.interventions)"
+            )
+        value = getattr(iv, "value", None)
+        if (
+            max_agents is not None
+            and getattr(iv, "name", None) == "n_workers"
+            and isinstance(value, int)
+            and value > max_agents
+        ):
+            raise ConfigError(
+                f"interventions[{i}] forces a team of {value:,} workers, over the run's "
+                f"max_agents ({max_agents:,}); force a smaller team or raise max_agents"
+            )
+    return items
+
+
 def json_native(value: Any) -> Any:
     """``value`` as JSON gives it back: tuples as lists, sets as sorted lists, mappings as dicts.
 

@@ -83,6 +83,7 @@ from orchestrace.runtime.interventions import (
     ReplaceMessage,
     ResampleMessage,
     Silence,
+    check_interventions,
     find_event,
     message_readers,
     sender_call,
@@ -532,23 +533,6 @@ class ForkSetup:
         return _fork_with(self, interventions, backend, rerun_checks)
 
 
-def _interventions(interventions: Any) -> list[Intervention]:
-    """``interventions`` as a list of interventions, or a ConfigError naming what is not one."""
-    if isinstance(interventions, str | bytes) or not hasattr(interventions, "__iter__"):
-        raise ConfigError(
-            f"interventions must be a list of interventions, got a {type(interventions).__name__}"
-            " (e.g. [DropMessage(event_id)])"
-        )
-    items = list(interventions)
-    for i, iv in enumerate(items):
-        if not isinstance(iv, Intervention):
-            raise ConfigError(
-                f"interventions[{i}] is a {type(iv).__name__}: give intervention objects "
-                "(DropMessage, ForceDecision, ForceStop... from orchestrace.runtime.interventions)"
-            )
-    return items
-
-
 def _jobs(jobs: Any) -> list[tuple[list[Intervention], Any]]:
     """``jobs`` checked: each an ``(interventions, backend)`` pair (a ConfigError names which)."""
     if isinstance(jobs, str | bytes) or not hasattr(jobs, "__iter__"):
@@ -565,7 +549,7 @@ def _jobs(jobs: Any) -> list[tuple[list[Intervention], Any]]:
             raise ConfigError(
                 f"jobs[{i}]: the backend is a {type(job[1]).__name__}, not a backend object"
             )
-        out.append((_interventions(job[0]), job[1]))
+        out.append((check_interventions(job[0], duck_typed=False), job[1]))
     return out
 
 
@@ -589,7 +573,7 @@ def _fork_with(
     rerun_checks: bool,
 ) -> ForkResult:
     """One fork, re-executed in full (the cache copied from ``setup``)."""
-    interventions = _interventions(interventions)
+    interventions = check_interventions(interventions, duck_typed=False)
     trace = setup.trace
     cache = setup.cache.copy()
     for iv in interventions:
