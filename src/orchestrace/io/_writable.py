@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from operator import attrgetter
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrace._safe import strict_json
 from orchestrace.errors import ConfigError, Problem, TraceValidationError
 from orchestrace.trace.model import Event, Trace
 
@@ -68,38 +68,40 @@ def _check(trace: Trace) -> None:
         check_totals,
     )
 
-    checks = [check_header, check_totals]
-    if not trace.decoded:  # (a loader checked every event field already)
-        checks.append(check_fields)
-    for check in checks:
-        errors = [
-            p
-            for p in check(trace, partial=True)
-            if p.severity == "error" and (check is not check_totals or p.code in _VALUE_CODES)
-        ]
-        if errors:
-            raise _not_written(TraceValidationError(errors))
-    if not trace.decoded and not _numbers_fine(trace):  # then say which (the slower check)
-        errors = [p for p in check_numbers(trace, partial=True) if p.severity == "error"]
-        if errors:
-            raise _not_written(TraceValidationError(errors))
-    if not trace.decoded:  # (a decoded trace came from JSON or JSON text: no NaN in it)
-        nested = _nested_non_finite(trace)
-        if nested:
-            raise _not_written(TraceValidationError(nested))
+    errors = _errors(check_header, trace) or _errors(check_totals, trace, _VALUE_CODES)
+    if not errors and not trace.decoded:  # (a loader checked every event value already)
+        errors = (
+            _errors(check_fields, trace)
+            # the numbers in C passes first; the slower check says which
+            or (_errors(check_numbers, trace) if not _numbers_fine(trace) else [])
+            or _nested_non_finite(trace)
+        )
+    if errors:
+        raise _not_written(TraceValidationError(errors))
     trace._mark_writable()
+
+
+def _errors(check: Any, trace: Trace, codes: frozenset[str] | None = None) -> list[Problem]:
+    """The errors ``check`` finds (only those of ``codes``, when given)."""
+    return [
+        p
+        for p in check(trace, partial=True)
+        if p.severity == "error" and (codes is None or p.code in codes)
+    ]
 
 
 def _nested_non_finite(trace: Trace) -> list[Problem]:
     """NaN or infinity inside ``meta`` or an event's ``attrs`` (JSON would write ``null``)."""
-    if not json_finite(trace.meta):
-        return [_nested_problem("$.meta", None)]
+    found = non_finite_paths(trace.meta)
+    if found:
+        return [_nested_problem(f"$.meta.{found[0]}", None)]
     with_attrs = [(i, e) for i, e in enumerate(trace.events) if e.attrs is not None]
-    if json_finite([e.attrs for _, e in with_attrs]):  # one C-level pass over all of them
+    if not non_finite_paths([e.attrs for _, e in with_attrs]):  # one C-level pass over all
         return []
     for i, e in with_attrs:
-        if not json_finite(e.attrs):
-            return [_nested_problem(f"$.events[{i}].attrs", e.id)]
+        found = non_finite_paths(e.attrs)
+        if found:
+            return [_nested_problem(f"$.events[{i}].attrs.{found[0]}", e.id)]
     return []
 
 
@@ -113,29 +115,34 @@ def _nested_problem(path: str, event_id: Any) -> Problem:
     )
 
 
-def json_finite(value: Any) -> bool:
-    """Whether ``value`` holds no NaN or infinity at any depth (C-level, via ``json``).
+def non_finite_paths(value: Any) -> list[str]:
+    """Where ``value`` holds NaN or infinity, at any depth (``_safe.strict_json``'s paths).
 
     Values JSON has no form for are skipped here (the encoder that writes them decides).
+
+    Example:
+        >>> non_finite_paths({"a": [1.0, {"b": 2}]}), non_finite_paths({"a": [float("nan")]})
+        ([], ['a[0]'])
+    """
+    try:
+        found = strict_json(value, default=_skip)[1]
+    except (ValueError, TypeError, RecursionError):  # (a circular or odd value: not ours)
+        return []
+    return [f.split(" = ")[0] for f in found]
+
+
+def json_finite(value: Any) -> bool:
+    """Whether ``value`` holds no NaN or infinity at any depth (see :func:`non_finite_paths`).
 
     Example:
         >>> json_finite({"a": [1.0, {"b": 2}]}), json_finite({"a": [float("nan")]})
         (True, False)
     """
-    try:
-        _STRICT.encode(value)
-    except ValueError as err:
-        return "JSON compliant" not in str(err)
-    except (TypeError, RecursionError):
-        return True
-    return True
+    return not non_finite_paths(value)
 
 
 def _skip(_value: Any) -> None:
     return None
-
-
-_STRICT = json.JSONEncoder(allow_nan=False, default=_skip, check_circular=False)
 
 
 def _numbers_fine(trace: Trace) -> bool:

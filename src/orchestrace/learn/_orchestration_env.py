@@ -113,12 +113,12 @@ class EnvConfig:
             raise ConfigError(f"learn must be a non-empty subset of O1..O5, got {self.learn}")
         if self.max_rounds < 1 or self.max_workers < 1:
             raise ConfigError("max_rounds and max_workers must be >= 1")
-        if not _finite_number(self.token_cost) or self.token_cost < 0:
+        if not is_finite(self.token_cost) or self.token_cost < 0:
             raise ConfigError(f"token_cost must be a finite number >= 0, got {self.token_cost!r}")
         self.token_cost = float(self.token_cost)
         for name in ("lambda1", "lambda2"):
             value = getattr(self, name)
-            if not isinstance(value, Anneal) and not _finite_number(value):
+            if not isinstance(value, Anneal) and not is_finite(value):
                 raise ConfigError(
                     f"{name} must be a finite number or an Anneal schedule, got {value!r}"
                 )
@@ -136,10 +136,6 @@ class EnvConfig:
             raise ConfigError(
                 f"size_range must be (lo, hi) with 1 <= lo <= hi, got {self.size_range}"
             )
-
-
-def _finite_number(value: Any) -> bool:
-    return is_finite(value)
 
 
 class OrchestrationEnv:
