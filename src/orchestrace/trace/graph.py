@@ -35,14 +35,15 @@ Example:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
 
-from orchestrace.errors import Problem, TraceError, TraceValidationError
+from orchestrace.errors import TraceError
+from orchestrace.trace._column_errors import _overflow, _unknown_type
 from orchestrace.trace._ids import map_ids
 from orchestrace.trace.enums import (
     DECISION_CODE,
@@ -167,77 +168,6 @@ class NameTable(dict[str, int]):
     def code(self, name: str) -> int:
         """The code of ``name`` (added when new)."""
         return self[name]
-
-
-def _unknown_type(records: Sequence[Any], where: str, codes: Mapping[Any, int]) -> Exception:
-    """The error for the first record whose ``type`` has no code (``check_trace`` lists all)."""
-    for i, r in enumerate(records):
-        kind = getattr(r, "type", None)
-        if not isinstance(kind, str) or kind not in codes:
-            return TraceValidationError(
-                [
-                    Problem(
-                        "unknown-type",
-                        f"type is {str(kind)[:80]!r}, not a known {where[:-1]} type",
-                        "use one of: " + ", ".join(sorted(k for k in codes if isinstance(k, str))),
-                        path=f"$.{where}[{i}].type",
-                    )
-                ]
-            )
-    return TraceValidationError(
-        [
-            Problem(
-                "unknown-type",
-                f"an {where[:-1]} type is unknown",
-                "run check_trace",
-                path=f"$.{where}",
-            )
-        ]
-    )
-
-
-def _overflow(events: Sequence[Any], name: str, dtype: Any = np.int64) -> Exception:
-    """The error for an event field too large for its column (int64, or float64)."""
-    floating = np.dtype(dtype).kind == "f"
-    if floating:
-        beyond, fix = "beyond the largest float", f"record {name} as a finite number >= 0"
-    else:
-        beyond, fix = (
-            "beyond the largest count 2^63-1",
-            f"record {name} as an integer from 0 to 2^63-1",
-        )
-    for i, e in enumerate(events):
-        value = getattr(e, name, None)
-        if isinstance(value, int) and (
-            abs(value) > _FLOAT_MAX if floating else not -(2**63) <= value < 2**63
-        ):
-            # (a long integer is not printed whole: str() refuses over 4,300 digits)
-            digits = int(value.bit_length() * 0.30103) + 1
-            shown = str(value) if digits < 60 else f"an integer of about {digits:,} digits"
-            return TraceValidationError(
-                [
-                    Problem(
-                        "out-of-range",
-                        f"{name} is {shown}, {beyond}",
-                        fix,
-                        path=f"$.events[{i}].{name}",
-                        event_id=e.id if isinstance(e.id, str) else None,
-                    )
-                ]
-            )
-    return TraceValidationError(
-        [
-            Problem(
-                "out-of-range",
-                f"an event's {name} does not fit a 64-bit " + ("float" if floating else "integer"),
-                fix,
-                path="$.events",
-            )
-        ]
-    )
-
-
-_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 class TraceGraph:
