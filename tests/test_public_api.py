@@ -201,6 +201,7 @@ PINNED: dict[str, list[str]] = {
         "read_tables",
         "read_token_tables",
         "trace_ids",
+        "write_generated",
         "write_parquet",
     ],
     "orchestrace.io.upstream": [

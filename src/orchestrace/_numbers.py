@@ -17,7 +17,12 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["as_int", "as_real", "is_finite", "is_int", "is_real"]
+from orchestrace.errors import ConfigError
+
+__all__ = ["MAX_INT", "as_int", "as_real", "check_seed", "is_finite", "is_int", "is_real"]
+
+#: Largest count, budget or seed (the trace format's integer range).
+MAX_INT = 2**63 - 1
 
 
 def is_int(value: Any) -> bool:
@@ -43,3 +48,22 @@ def as_int(value: Any) -> int:
 def as_real(value: Any) -> int | float:
     """``value`` (a real, see :func:`is_real`) as a Python int or float (ints stay ints)."""
     return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """Check a seed: an integer from 0 to 2**63 - 1.
+
+    Raises:
+        ConfigError: Not an integer, negative, or too large (the message names ``name``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise ConfigError(
+            f"{name} must be an integer from 0 to 2**63-1 (got {_shown(value)}); "
+            "seeds are non-negative, e.g. --seed 0"
+        )
+    return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -76,7 +76,7 @@ def test_c_code_failing_at_the_memory_limit_is_out_of_memory(
     def boom(*a: object, **k: object) -> None:
         raise SystemError("error return without exception set")
 
-    monkeypatch.setattr(gen, "generate_trace", boom)
+    monkeypatch.setattr(gen, "generate_columns", boom)
     monkeypatch.setattr(cli, "_near_memory_limit", lambda: near)
     code = cli.main(["generate", "-k", "3", "-l", "10", "-o", str(tmp_path / "x.json")])
     err = capsys.readouterr().err

@@ -19,8 +19,12 @@ def _scrambled(seed: int) -> Trace:
     tr = generate_trace(agents=12, steps=600, depth=2, seed=seed)
     rng = random.Random(seed)
     events = list(tr.events)
-    for i in rng.sample(range(len(events)), 60):
-        events[i] = msgspec.structs.replace(events[i], t=events[i].t - rng.uniform(0, 5))
+    first: dict[str, int] = {}  # each agent's first event: at its spawn
+    for i, e in enumerate(events):
+        first.setdefault(e.agent, i)
+    spawned = [first[a] for a in sorted(first) if a.startswith("agent_")]
+    for i in {*rng.sample(range(len(events)), 60), *rng.sample(spawned, 3)}:
+        events[i] = msgspec.structs.replace(events[i], t=events[i].t - rng.uniform(0.5, 5))
     return tr.replace(events=tuple(events))
 
 

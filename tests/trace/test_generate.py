@@ -48,3 +48,76 @@ def test_edges_point_forward_and_times_are_sorted():
 def test_bad_arguments(kw, msg):
     with pytest.raises(ConfigError, match=msg):
         generate_trace(**kw)
+
+
+@pytest.mark.parametrize(
+    "agents,steps,depth,seed,llm_events",
+    [
+        (1, 1, 0, 0, True),
+        (1, 50, 0, 3, False),
+        (5, 60, 2, 1, True),
+        (30, 500, 2, 11, False),
+        (7, 70_000, 1, 2, True),  # two row groups
+    ],
+)
+def test_the_columns_write_the_dataset_the_trace_writes(
+    tmp_path, agents, steps, depth, seed, llm_events
+):
+    from orchestrace.io.parquet import read_parquet, write_generated, write_parquet
+    from orchestrace.trace.generate import generate_columns
+
+    gen = generate_columns(agents, steps, depth, seed, llm_events=llm_events)
+    tr = generate_trace(agents, steps, depth, seed, llm_events=llm_events)
+    assert gen.trace() == tr and dumps(gen.trace()) == dumps(tr)
+    write_generated(gen, tmp_path / "columns.parquet")
+    write_parquet([tr], tmp_path / "trace.parquet")
+    for name in ("events.parquet", "edges.parquet", "traces.parquet"):
+        a = (tmp_path / "columns.parquet" / name).read_bytes()
+        assert a == (tmp_path / "trace.parquet" / name).read_bytes(), name
+    back = read_parquet(tmp_path / "columns.parquet")
+    assert dumps(back[0]) == dumps(tr)  # the fields left at their defaults too
+
+
+def test_generate_writes_parquet_from_the_columns(tmp_path):
+    from orchestrace.cli import main
+    from orchestrace.io.parquet import read_parquet
+
+    assert (
+        main(
+            [
+                "generate",
+                "-k",
+                "9",
+                "-l",
+                "300",
+                "-d",
+                "2",
+                "-s",
+                "4",
+                "-o",
+                str(tmp_path / "g.parquet"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "generate",
+                "-k",
+                "9",
+                "-l",
+                "300",
+                "-d",
+                "2",
+                "-s",
+                "4",
+                "-o",
+                str(tmp_path / "g.json"),
+            ]
+        )
+        == 0
+    )
+    want = dumps(generate_trace(9, 300, 2, 4))
+    assert dumps(read_parquet(tmp_path / "g.parquet")[0]) == want
+    assert (tmp_path / "g.json").read_bytes().rstrip(b"\n") == want.rstrip(b"\n")

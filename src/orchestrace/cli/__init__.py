@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrace import __version__, _startup
+from orchestrace._numbers import check_seed
 from orchestrace._safe import StreamWriteError, bounded, guarded_output, redact
 from orchestrace.errors import ConfigError, OrchestraceError
 from orchestrace.io._output import FORCE_HINT
@@ -360,8 +361,6 @@ def _check_seeds(args: argparse.Namespace) -> None:
     for name in ("seed", "task_seed", "train_seed"):
         value = getattr(args, name, None)
         if value is not None:
-            from orchestrace.runtime.config import check_seed  # noqa: PLC0415  the runtime package is heavy: only commands with a seed load it
-
             check_seed(value, "--" + name.replace("_", "-"))
     # every other integer option is a count, size, budget, index or year: none is negative,
     # and none goes beyond what a 64-bit field holds

@@ -8,7 +8,8 @@ from typing import Any
 
 from orchestrace.io import check_dump_target, dump
 from orchestrace.io._columnar import skip_pandas_probe
-from orchestrace.trace.generate import generate_trace
+from orchestrace.io.parquet import write_generated
+from orchestrace.trace.generate import generate_columns
 
 
 def add_parser(sub: Any) -> None:
@@ -35,19 +36,22 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Generate and write the trace."""
-    skip_pandas_probe()  # a Parquet output converts Python values: no pandas import for it
+    skip_pandas_probe()  # Arrow converts the columns: no pandas import for it
     fmt = check_dump_target(args.output, format=args.format, overwrite=args.force)
-    trace = generate_trace(args.agents, args.steps, args.depth, args.seed)
-    if trace.n_events > args.steps:  # the team's shape needs more events than asked for
+    gen = generate_columns(args.agents, args.steps, args.depth, args.seed)
+    n_events, n_edges = gen.n_events, len(gen.edge_src)
+    if n_events > args.steps:  # the team's shape needs more events than asked for
         print(
             f"note: {args.agents:,} agents at spawn depth {args.depth} need at least "
-            f"{trace.n_events:,} events, so the trace has {trace.n_events:,}, not {args.steps:,}",
+            f"{n_events:,} events, so the trace has {n_events:,}, not {args.steps:,}",
             file=sys.stderr,
         )
-    dump(trace, args.output, format=fmt, overwrite=args.force)
+    if fmt == "parquet":  # the columns as they are: no event objects
+        write_generated(gen, args.output, overwrite=args.force)
+    else:
+        dump(gen.trace(), args.output, format=fmt, overwrite=args.force)
     print(
-        f"wrote {args.output}: {trace.n_events} events, {len(trace.edges)} edges, "
-        f"{args.agents} agents",
+        f"wrote {args.output}: {n_events} events, {n_edges} edges, {args.agents} agents",
         file=sys.stderr,
     )
     return 0

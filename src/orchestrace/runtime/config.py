@@ -21,32 +21,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orchestrace._numbers import MAX_INT, _shown, check_seed
 from orchestrace.errors import ConfigError
 from orchestrace.runtime.security import Defenses
 
 __all__ = ["MAX_INT", "RunConfig", "check_seed"]
-
-#: Largest count, budget or seed (the trace format's integer range).
-MAX_INT = 2**63 - 1
-
-
-def check_seed(value: object, name: str = "seed") -> int:
-    """Check a seed: an integer from 0 to 2**63 - 1.
-
-    Raises:
-        ConfigError: Not an integer, negative, or too large (the message names ``name``).
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
-        raise ConfigError(
-            f"{name} must be an integer from 0 to 2**63-1 (got {_shown(value)}); "
-            "seeds are non-negative, e.g. --seed 0"
-        )
-    return value
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass

@@ -36,12 +36,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from orchestrace._collector import paused
 from orchestrace.io._common import PathLike
@@ -51,6 +52,7 @@ from orchestrace.io.parquet._check import header_of
 from orchestrace.io.parquet._layout import _ATTR as _ATTR  # the streaming writer's too
 from orchestrace.io.parquet._layout import (
     _DEFAULTS_COLUMN,
+    _ZERO_DEFAULTS,
     EVENT_COLUMNS,
     _defaults_of_columns,
     _repeated,
@@ -73,6 +75,7 @@ from orchestrace.io.parquet._read import (
     read_token_tables,
     trace_ids,
 )
+from orchestrace.trace.generate import GeneratedColumns
 from orchestrace.trace.model import Event, Trace
 from orchestrace.trace.tokens import TOKEN_FIELDS, TOKENS_KEY, is_token_table
 
@@ -85,6 +88,7 @@ __all__ = [
     "read_tables",
     "read_token_tables",
     "trace_ids",
+    "write_generated",
     "write_parquet",
 ]
 
@@ -110,10 +114,41 @@ def write_parquet(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = 
             hold it, or writing failed (the temporary directory is removed and the previous
             dataset kept).
     """
+    _write_dataset(path, overwrite, lambda tmp: _write_tables(traces, tmp))
+
+
+def write_generated(gen: GeneratedColumns, path: PathLike, *, overwrite: bool = False) -> None:
+    """Write a generated trace's columns as a Parquet dataset, without event objects.
+
+    The dataset is the one :func:`write_parquet` writes for ``gen``'s trace, byte for byte,
+    and is put in place the same way.
+
+    Args:
+        gen: The columns of :func:`~orchestrace.trace.generate.generate_columns`.
+        path: The dataset directory (conventionally ``*.parquet``).
+        overwrite: Replace an existing dataset (one orchestrace wrote).
+
+    Raises:
+        OutputError: As for :func:`write_parquet`.
+
+    Example:
+        >>> import tempfile, os
+        >>> from orchestrace.trace.generate import generate_columns
+        >>> gen = generate_columns(agents=4, steps=40, seed=2)
+        >>> path = os.path.join(tempfile.mkdtemp(), "run.parquet")
+        >>> write_generated(gen, path)
+        >>> read_parquet(path)[0].n_events
+        40
+    """
+    _write_dataset(path, overwrite, lambda tmp: _write_generated_tables(gen, tmp))
+
+
+def _write_dataset(path: PathLike, overwrite: bool, write: Callable[[Path], None]) -> None:
+    """Run ``write`` on a temporary directory put in place at ``path`` when it returns."""
     pa, _ = _pa()
     with replace_dir(path, force=overwrite) as tmp:
         try:
-            _write_tables(traces, tmp)
+            write(tmp)
         except pa.ArrowException as err:
             if isinstance(err, OSError):
                 raise
@@ -205,6 +240,13 @@ def _write_trace(
         ),
         row_group_size=_ROW_GROUP,
     )
+    _add_trace_row(rows, tr, enc.encode(meta).decode(), len(ev), len(ed))
+
+
+def _add_trace_row(
+    rows: dict[str, list[Any]], tr: Trace, meta: str, n_events: int, n_edges: int
+) -> None:
+    """Add ``tr``'s row of the traces table (its header, ``meta`` as JSON text) to ``rows``."""
     for key, value in (
         ("trace_id", tr.trace_id),
         ("task_id", tr.task_id),
@@ -214,8 +256,71 @@ def _write_trace(
         ("rewards", list(tr.rewards.items())),
         ("costs", list(tr.costs.items())),
         ("metrics", list(tr.metrics.items())),
-        ("meta", enc.encode(meta).decode()),
-        ("n_events", len(ev)),
-        ("n_edges", len(ed)),
+        ("meta", meta),
+        ("n_events", n_events),
+        ("n_edges", n_edges),
     ):
         rows[key].append(value)
+
+
+def _write_generated_tables(gen: GeneratedColumns, tmp: Path) -> None:
+    """The three tables of a generated trace, from its columns (see :func:`write_generated`)."""
+    pa, pq = _pa()
+    import pyarrow.compute as pc  # noqa: PLC0415  loaded with pyarrow, on first use
+
+    ev_schema, ed_schema, tr_schema = _schemas()
+    tr = gen.header
+    n, n_ed = gen.n_events, len(gen.edge_src)
+    strings = pa.array([*gen.strings, None], pa.string())
+    null_code = len(gen.strings)
+
+    def text(codes: Any) -> Any:
+        return strings.take(np.where(codes < 0, null_code, codes))
+
+    ids = pc.binary_join_element_wise("e", pc.cast(pa.array(np.arange(1, n + 1)), pa.string()), "")
+    nothing = pa.nulls(_ROW_GROUP, pa.string())
+    with pq.ParquetWriter(tmp / _FILES[0], ev_schema) as writer:
+        for lo in range(0, max(n, 1), _ROW_GROUP):
+            hi = min(n, lo + _ROW_GROUP)
+            part = slice(lo, hi)
+            defaults = np.zeros(hi - lo, dtype=np.int8)
+            for k, c in enumerate(_ZERO_DEFAULTS):
+                defaults |= getattr(gen, f"{c}_default")[part].astype(np.int8) << k
+            step = gen.step[part]
+            cols = {
+                "trace_id": _repeated(tr.trace_id, hi - lo),
+                "id": ids[lo:hi],
+                "t": gen.t[part],
+                "type": text(gen.type[part]),
+                "agent": text(gen.agent[part]),
+                "dur": gen.dur[part],
+                "role": text(gen.role[part]),
+                "from": text(gen.from_[part]),
+                "to": text(gen.to[part]),
+                "tool": text(gen.tool[part]),
+                "decision": text(gen.decision[part]),
+                "step": pa.array(step, pa.int64(), mask=step < 0),
+                "content": text(gen.content[part]),
+                "content_ref": nothing[: hi - lo],
+                "trusted": pa.array(
+                    np.zeros(hi - lo, dtype=bool), pa.bool_(), mask=~gen.has_trusted[part]
+                ),
+                "tokens_in": gen.tokens_in[part],
+                "tokens_out": gen.tokens_out[part],
+                "cost": gen.cost[part],
+                "error": nothing[: hi - lo],
+                "attrs": nothing[: hi - lo],
+                _DEFAULTS_COLUMN: defaults,
+            }
+            writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
+    edges = {
+        "trace_id": _repeated(tr.trace_id, n_ed),
+        "src": ids.take(gen.edge_src),
+        "dst": ids.take(gen.edge_dst),
+        "type": text(gen.edge_type),
+    }
+    with pq.ParquetWriter(tmp / _FILES[1], ed_schema) as writer:
+        writer.write_table(pa.table(edges, schema=ed_schema), row_group_size=_ROW_GROUP)
+    rows: dict[str, list[Any]] = {f.name: [] for f in tr_schema}
+    _add_trace_row(rows, tr, msgspec.json.encode(tr.meta).decode(), n, n_ed)
+    pq.write_table(pa.table(rows, schema=tr_schema), tmp / _FILES[2])
