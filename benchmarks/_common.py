@@ -33,10 +33,11 @@ def cached_trace_file(
     llm_events: bool = True,
     seed: int = 3,
 ) -> Path:
-    """Generate (once) and return a trace file for the benchmarks."""
+    """Generate (once per generator version) and return a trace file for the benchmarks."""
     from orchestrace import dump, generate_trace
+    from orchestrace.trace.generate import GENERATOR_VERSION
 
-    path = data_path(name)
+    path = data_path(f"gen{GENERATOR_VERSION}-{name}")
     if not path.exists():
         tr = generate_trace(agents, steps, depth, seed, llm_events=llm_events)
         dump(tr, path, format=fmt)

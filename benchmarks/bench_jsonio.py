@@ -125,7 +125,7 @@ def bench_write(repeat: int) -> None:
     src = cached_trace_file("native-1000000.json", 1000, 1_000_000, 3)
     out = data_path("bench-convert-out.parquet")
     gen_out = data_path("bench-generate-out.parquet")
-    tables = data_path("bench-tables.parquet")
+    tables = data_path(f"{src.stem}-tables.parquet")  # (the generator's version in the name)
     if not tables.exists():
         subprocess.run([*_cli("convert", str(src), "-o", str(tables))], check=True)
     # the floor: pyarrow writing the same three tables, already in memory
@@ -187,10 +187,10 @@ def bench_write(repeat: int) -> None:
 
 def _stream(n: int) -> Path:
     """A record stream of ``n`` events (1,000,000 tiled ``n / 1,000,000`` times)."""
-    path = data_path(f"stream-{n}.jsonl")
+    src = cached_trace_file("native-1000000.json", 1000, 1_000_000, 3)
+    path = data_path(f"{src.stem}-stream-{n}.jsonl")
     if path.exists():
         return path
-    src = cached_trace_file("native-1000000.json", 1000, 1_000_000, 3)
     copies = n // 1_000_000
     subprocess.run(_py(_TILE.format(src=str(src), out=str(path), copies=copies)), check=True)
     return path
@@ -275,8 +275,9 @@ def main(big: bool = False, repeat: int = 3, clean: bool = False, quick: bool = 
     bench_stream(big, repeat)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if clean:
-        for name in ("stream-10000000.jsonl", "stream-1000000.jsonl", "bench-tables.parquet"):
-            p = data_path(name)
+        stem = cached_trace_file("native-1000000.json", 1000, 1_000_000, 3).stem
+        for name in ("stream-10000000.jsonl", "stream-1000000.jsonl", "tables.parquet"):
+            p = data_path(f"{stem}-{name}")
             if p.is_dir():
                 shutil.rmtree(p)
             elif p.exists():

@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -38,7 +38,18 @@ from orchestrace.trace.model import (
     Trace,
 )
 
-__all__ = ["GeneratedColumns", "generate_columns", "generate_trace", "min_events"]
+__all__ = [
+    "GENERATOR_VERSION",
+    "GeneratedColumns",
+    "generate_columns",
+    "generate_trace",
+    "min_events",
+]
+
+#: The simulation's version, recorded in each trace's ``meta["generator"]``: the same arguments
+#: give the same trace within a version (version 2 draws in batches; version 1 drew one number
+#: at a time, so its traces differ for the same seed).
+GENERATOR_VERSION = 2
 
 _TOOLS = ("search", "python", "browser")
 CAUSAL, SPAWN, AGGREGATE, TOOL_DEPENDENCY = "causal", "spawn", "aggregate", "tool_dependency"
@@ -83,7 +94,7 @@ def min_events(agents: int, depth: int) -> int:
 class GeneratedColumns:
     """A generated trace as columns, in event order (what :func:`generate_trace` holds).
 
-    String fields are ``int32`` codes into :attr:`strings` (``-1``: the field is ``None``);
+    String fields are integer codes into :attr:`strings` (``-1``: the field is ``None``);
     ``step`` is ``-1`` where an event has none, and ``trusted`` is ``False`` where
     ``has_trusted`` is set and ``None`` elsewhere. ``dur_default``/``cost_default`` mark the
     events that leave ``dur``/``cost`` at the field's default (native JSON omits them).
@@ -177,10 +188,9 @@ class GeneratedColumns:
 
     def edges(self) -> tuple[Edge, ...]:
         """The edges as :class:`~orchestrace.trace.model.Edge` objects."""
-        ids = self.ids()
-        kinds = [self.strings[k] for k in range(len(self.strings))]
+        ids, strings = self.ids(), self.strings
         return tuple(
-            Edge(ids[s], ids[d], kinds[k])
+            Edge(ids[s], ids[d], strings[k])
             for s, d, k in zip(
                 self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_type.tolist(), strict=True
             )
@@ -216,6 +226,148 @@ def _segment_start_values(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(np.where(first, values, values.dtype.type(0)))
 
 
+_I = np.int64  # positions and counts (a trace holds at most _MAX_EVENTS events)
+
+
+class _Tree(NamedTuple):
+    """The spawn tree: agents numbered level by level, the root first."""
+
+    parent: np.ndarray  # -1 for the root
+    n_children: np.ndarray
+    is_manager: np.ndarray
+    managers: np.ndarray
+    workers: np.ndarray
+    levels: list[np.ndarray]  # the agents of each level
+
+
+def _spawn_tree(rng: np.random.Generator, agents: int, depth: int) -> _Tree:
+    """Each agent of a level picks a parent on the level above, every parent one child first."""
+    levels = _levels(agents, depth)
+    bounds = np.cumsum([0, *levels])
+    parent = np.full(agents, -1, dtype=_I)
+    for lv in range(1, len(levels)):
+        p0, n_prev, c0, n_lv = bounds[lv - 1], levels[lv - 1], bounds[lv], levels[lv]
+        firsts = min(n_prev, n_lv)
+        parent[c0 : c0 + firsts] = np.arange(p0, p0 + firsts)
+        if n_lv > n_prev:
+            parent[c0 + n_prev : c0 + n_lv] = p0 + rng.integers(n_prev, size=n_lv - n_prev)
+    n_children = np.bincount(parent[1:], minlength=agents).astype(_I)
+    is_manager = n_children > 0
+    return _Tree(
+        parent,
+        n_children,
+        is_manager,
+        np.flatnonzero(is_manager),
+        np.flatnonzero(~is_manager),
+        [np.arange(bounds[lv], bounds[lv + 1]) for lv in range(len(levels))],
+    )
+
+
+def _worker_turns(
+    rng: np.random.Generator, n_work: np.ndarray, can_message: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each worker's turns (blocks), worker by worker: ``(worker of each, kind of each)``.
+
+    Turns are drawn until they cover the worker's events; the last one that does not fit is
+    dropped and the 0-2 events left become LLM calls that end its turns.
+    """
+    n_w = len(n_work)
+    blk_w = np.repeat(np.arange(n_w, dtype=np.int32), n_work)
+    w_first = np.cumsum(n_work) - n_work
+    may_message = can_message[blk_w]
+    may_message[w_first] = False  # a worker starts with an LLM call
+    u = rng.random(len(blk_w))
+    kind = np.full(len(blk_w), _LLM, dtype=np.int8)
+    kind[(u < _P_LLM_TOOL + _P_MSG) & may_message] = _MSG
+    kind[u < _P_LLM_TOOL] = _LLM_TOOL
+    del u, may_message
+    size = np.where(kind == _LLM_TOOL, 3, 1).astype(_I)
+    ends = np.cumsum(size)
+    base = (ends - size)[w_first]
+    keep = ends - base[blk_w] <= n_work[blk_w]
+    del ends
+    left = n_work - np.add.reduceat(np.where(keep, size, 0), w_first)
+    blk_w = np.concatenate([blk_w[keep], np.repeat(np.arange(n_w, dtype=np.int32), left)])
+    kind = np.concatenate([kind[keep], np.full(int(left.sum()), _LLM, dtype=np.int8)])
+    order = np.argsort(blk_w, kind="stable")
+    return blk_w[order], kind[order]
+
+
+class _WorkerEvents(NamedTuple):
+    """The workers' events, worker by worker, with their draws."""
+
+    worker: np.ndarray  # index into the tree's workers
+    step: np.ndarray
+    kind: np.ndarray  # _E_LLM, _E_CALL, _E_RESULT or _E_MSG
+    dur: np.ndarray
+    tokens_in: np.ndarray
+    tokens_out: np.ndarray
+    tool: np.ndarray  # index into _TOOLS (calls and results)
+    n_blocks: np.ndarray  # turns per worker
+
+
+def _worker_events(
+    rng: np.random.Generator, n_work: np.ndarray, can_message: np.ndarray
+) -> _WorkerEvents:
+    blk_w, kind = _worker_turns(rng, n_work, can_message)
+    n_blocks = np.bincount(blk_w, minlength=len(n_work)).astype(_I)
+    blk_step = (
+        np.arange(len(kind), dtype=_I) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
+    ).astype(np.int32)
+    size = np.where(kind == _LLM_TOOL, 3, 1).astype(_I)
+    ev_blk = np.repeat(np.arange(len(kind), dtype=_I), size)
+    ev_kind = kind[ev_blk]  # a message, an LLM call, or (_LLM_TOOL) the event's place in it
+    llm_tool = ev_kind == _LLM_TOOL
+    ev_kind[ev_kind == _MSG] = _E_MSG
+    ev_kind[ev_kind == _LLM] = _E_LLM
+    within = np.arange(len(ev_blk), dtype=_I) - np.repeat(np.cumsum(size) - size, size)
+    ev_kind[llm_tool] = within[llm_tool]
+    del within, llm_tool
+    worker, step = blk_w[ev_blk], blk_step[ev_blk]
+    del ev_blk, blk_step
+    n = len(ev_kind)
+    is_llm, is_call = ev_kind == _E_LLM, ev_kind == _E_CALL
+    is_result, is_msg = ev_kind == _E_RESULT, ev_kind == _E_MSG
+    n_llm, n_call, n_msg = int(is_llm.sum()), int(is_call.sum()), int(is_msg.sum())
+    dur = np.zeros(n)
+    dur[is_llm] = _r6(rng.lognormal(0.0, 0.5, n_llm))
+    tokens_in = np.zeros(n, dtype=np.int32)
+    tokens_out = np.zeros(n, dtype=np.int32)
+    tokens_in[is_llm] = rng.integers(300, 4000, n_llm)
+    tokens_out[is_llm] = rng.integers(20, 600, n_llm)
+    tool = np.full(n, -1, dtype=np.int8)
+    tool[is_call] = rng.integers(len(_TOOLS), size=n_call)
+    tool[is_result] = tool[np.flatnonzero(is_result) - 1]  # the result of the call before
+    dur[is_call] = _r6(rng.exponential(0.4, n_call))
+    dur[is_msg] = 0.01
+    tokens_out[is_msg] = rng.integers(10, 100, n_msg)
+    return _WorkerEvents(worker, step, ev_kind, dur, tokens_in, tokens_out, tool, n_blocks)
+
+
+def _record_order(tree: _Tree, own: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each agent's first position in recording order, subtree size and rank among siblings.
+
+    Recording is depth first: an agent's own events come first, its children's between its
+    spawns and its aggregate. Returns ``(offset, subtree events, rank)`` per agent.
+    """
+    parent, n_children = tree.parent, tree.n_children
+    sub = own.copy()
+    for a in tree.levels[:0:-1]:
+        np.add.at(sub, parent[a], sub[a])
+    off = np.zeros(len(parent), dtype=_I)
+    rank = np.zeros(len(parent), dtype=_I)
+    for a in tree.levels[1:]:
+        a = a[np.argsort(parent[a], kind="stable")]
+        p = parent[a]
+        grp = np.ones(len(a), dtype=bool)
+        grp[1:] = p[1:] != p[:-1]
+        before = np.cumsum(sub[a]) - sub[a]
+        pos = np.arange(len(a), dtype=_I)
+        rank[a] = pos - _segment_start_values(pos, grp)
+        off[a] = off[p] + 1 + n_children[p] + before - _segment_start_values(before, grp)
+    return off, sub, rank
+
+
 def generate_columns(
     agents: int = 8,
     steps: int = 200,
@@ -236,29 +388,18 @@ def generate_columns(
     agents, steps, depth, seed = _check_args(agents, steps, depth, seed)
     rng = np.random.default_rng(seed)
     llm_type, llm_tool = ("llm_call", "sim") if llm_events else ("tool_call", "llm")
-    i64 = np.int64
+    tree = _spawn_tree(rng, agents, depth)
+    parent, is_manager, managers, workers = (
+        tree.parent,
+        tree.is_manager,
+        tree.managers,
+        tree.workers,
+    )
 
-    # the spawn tree: agents are numbered level by level; each agent of a level picks a parent
-    # on the level above, every parent getting one child first
-    levels = _levels(agents, depth)
-    bounds = np.cumsum([0, *levels])
-    parent = np.full(agents, -1, dtype=i64)
-    for lv in range(1, len(levels)):
-        p0, n_prev, c0, n_lv = bounds[lv - 1], levels[lv - 1], bounds[lv], levels[lv]
-        firsts = min(n_prev, n_lv)
-        parent[c0 : c0 + firsts] = np.arange(p0, p0 + firsts)
-        if n_lv > n_prev:
-            parent[c0 + n_prev : c0 + n_lv] = p0 + rng.integers(n_prev, size=n_lv - n_prev)
-    n_children = np.bincount(parent[1:], minlength=agents).astype(i64)
-    is_manager = n_children > 0
-    managers = np.flatnonzero(is_manager)
-    workers = np.flatnonzero(~is_manager)
-    level_agents = [np.arange(bounds[lv], bounds[lv + 1]) for lv in range(len(levels))]
-
-    # how many events each worker does, then the managers' draws
+    # how many events each worker does, the managers' draws, then the workers' events
     n_min = min_events(agents, depth)
     budget = max(steps, n_min) - n_min
-    n_work = rng.multinomial(budget, np.full(len(workers), 1 / len(workers))).astype(i64) + 1
+    n_work = rng.multinomial(budget, np.full(len(workers), 1 / len(workers))).astype(_I) + 1
     if agents == 1:
         n_work[0] = max(steps - 1, 1)
     n_mgr = len(managers)
@@ -268,102 +409,38 @@ def generate_columns(
     plan_out = rng.integers(20, 600, n_mgr)
     agg_dur = np.zeros(agents)
     agg_dur[managers] = _r6(rng.uniform(0.05, 0.5, n_mgr))
-
-    # each worker's turns (blocks): drawn until they cover its events, the last one that
-    # does not fit dropped and the events left made LLM calls
-    n_w = len(workers)
-    n_draw = int(n_work.sum())
-    blk_w = np.repeat(np.arange(n_w), n_work)
-    w_first = np.cumsum(n_work) - n_work
-    first = np.zeros(n_draw, dtype=bool)
-    first[w_first] = True
-    may_message = (parent[workers] >= 0)[blk_w] & ~first
-    u = rng.random(n_draw)
-    kind = np.where(
-        u < _P_LLM_TOOL, _LLM_TOOL, np.where((u < _P_LLM_TOOL + _P_MSG) & may_message, _MSG, _LLM)
-    )
-    size = np.where(kind == _LLM_TOOL, 3, 1).astype(i64)
-    ends = np.cumsum(size)
-    base = (ends - size)[w_first]
-    keep = ends - base[blk_w] <= n_work[blk_w]
-    kept_size = np.add.reduceat(np.where(keep, size, 0), w_first)
-    left = n_work - kept_size  # 0, 1 or 2 events: that many LLM calls end the worker's turns
-    blk_w = np.concatenate([blk_w[keep], np.repeat(np.arange(n_w), left)])
-    kind = np.concatenate([kind[keep], np.full(int(left.sum()), _LLM)])
-    order = np.argsort(blk_w, kind="stable")
-    blk_w, kind = blk_w[order], kind[order]
-    n_blocks = np.bincount(blk_w, minlength=n_w).astype(i64)
-    blk_first = np.cumsum(n_blocks) - n_blocks
-    blk_step = np.arange(len(kind)) - np.repeat(blk_first, n_blocks)
-    size = np.where(kind == _LLM_TOOL, 3, 1).astype(i64)
-    # the workers' events, worker by worker
-    ev_blk = np.repeat(np.arange(len(kind)), size)
-    ev_in_blk = np.arange(len(ev_blk)) - np.repeat(np.cumsum(size) - size, size)
-    ev_kind = np.where(
-        kind[ev_blk] == _MSG, _E_MSG, np.where(kind[ev_blk] == _LLM, _E_LLM, ev_in_blk)
-    )
-    ev_w = blk_w[ev_blk]
-    ev_step = blk_step[ev_blk]
-    is_llm, is_call = ev_kind == _E_LLM, ev_kind == _E_CALL
-    is_result, is_msg = ev_kind == _E_RESULT, ev_kind == _E_MSG
-    n_llm, n_call, n_msg = int(is_llm.sum()), int(is_call.sum()), int(is_msg.sum())
-    ev_dur = np.zeros(len(ev_kind))
-    ev_dur[is_llm] = _r6(rng.lognormal(0.0, 0.5, n_llm))
-    ev_in = np.zeros(len(ev_kind), dtype=i64)
-    ev_out = np.zeros(len(ev_kind), dtype=i64)
-    ev_in[is_llm] = rng.integers(300, 4000, n_llm)
-    ev_out[is_llm] = rng.integers(20, 600, n_llm)
-    ev_tool = np.full(len(ev_kind), -1, dtype=i64)
-    ev_tool[is_call] = rng.integers(len(_TOOLS), size=n_call)  # an index into _TOOLS
-    ev_tool[is_result] = ev_tool[np.flatnonzero(is_result) - 1]  # the result of the call before
-    ev_dur[is_call] = _r6(rng.exponential(0.4, n_call))
-    ev_dur[is_msg] = 0.01
-    ev_out[is_msg] = rng.integers(10, 100, n_msg)
+    wev = _worker_events(rng, n_work, parent[workers] >= 0)
+    is_llm, is_call = wev.kind == _E_LLM, wev.kind == _E_CALL
+    is_result, is_msg = wev.kind == _E_RESULT, wev.kind == _E_MSG
 
     # start times, top down: a child starts when its parent's planning call ends
     start = np.zeros(agents)
-    for lv in range(1, len(levels)):
-        a = level_agents[lv]
+    for a in tree.levels[1:]:
         start[a] = start[parent[a]] + plan_dur[parent[a]]
     # a worker's events follow one another; a tool result comes when its call ends
-    adv = np.where(is_result, 0.0, ev_dur)
-    done = np.cumsum(adv)
+    adv = np.where(is_result, 0.0, wev.dur)
+    done = np.cumsum(adv)  # the time spent up to each event's end, from the first worker's start
     ev_first = np.cumsum(n_work) - n_work
-    w_base = (done - adv)[ev_first]
-    ev_t = start[workers][ev_w] + ((done - adv) - w_base[ev_w])
+    w_base = done[ev_first] - adv[ev_first]
     end = np.zeros(agents)
     end[workers] = start[workers] + (done[ev_first + n_work - 1] - w_base)
+    done -= adv  # up to each event's start
+    done -= w_base[wev.worker]
+    ev_t = start[workers][wev.worker] + done
+    del adv, done
     # end times, bottom up: a manager aggregates when its last child returns
     t_agg = np.full(agents, -np.inf)
-    for lv in range(len(levels) - 1, -1, -1):
-        a = level_agents[lv]
+    for a in tree.levels[::-1]:
         m = a[is_manager[a]]
         end[m] = t_agg[m] + agg_dur[m]
-        if lv:
+        if a[0] > 0:
             np.maximum.at(t_agg, parent[a], end[a])
 
-    # the order events are recorded in (depth first), which breaks ties of time: each agent's
-    # events, its children's between its spawns and its aggregate
-    own = np.where(is_manager, n_children + 3, 0)
+    # the order events are recorded in, which breaks ties of time
+    own = np.where(is_manager, tree.n_children + 3, 0)
     own[workers] = n_work + 1
-    sub = own.copy()
-    for lv in range(len(levels) - 1, 0, -1):
-        a = level_agents[lv]
-        np.add.at(sub, parent[a], sub[a])
-    off = np.zeros(agents, dtype=i64)
-    rank = np.zeros(agents, dtype=i64)  # position among its parent's children
-    for lv in range(1, len(levels)):
-        a = level_agents[lv]
-        a = a[np.argsort(parent[a], kind="stable")]
-        p = parent[a]
-        grp = np.ones(len(a), dtype=bool)
-        grp[1:] = p[1:] != p[:-1]
-        before = np.cumsum(sub[a]) - sub[a]
-        pos = np.arange(len(a), dtype=i64)
-        rank[a] = pos - _segment_start_values(pos, grp)
-        off[a] = off[p] + 1 + n_children[p] + before - _segment_start_values(before, grp)
+    off, sub, rank = _record_order(tree, own)
     n = int(sub[0])
-
     # the strings every column codes into
     names = ["orchestrator", *(f"agent_{k}" for k in range(1, agents))]
     words = [
@@ -385,12 +462,13 @@ def generate_columns(
         CAUSAL,
         TOOL_DEPENDENCY,
     ]
-    strings = tuple(dict.fromkeys([*names, *words]))
-    code = {s: k for k, s in enumerate(strings)}
-    tool_code = np.array([code[x] for x in _TOOLS], dtype=np.int32)
-    role_of = np.where(is_manager, code["manager"], code["worker"])
+    strings = (*words, *names)  # the words' codes fit an int8, an agent's is len(words) + index
+    code = {s: k for k, s in enumerate(words)}
+    name_code = np.arange(len(words), len(words) + agents, dtype=np.int32)
+    tool_code = np.array([code[x] for x in _TOOLS], dtype=np.int8)
+    role_of = np.where(is_manager, code["manager"], code["worker"]).astype(np.int8)
     role_of[0] = code["orchestrator"]
-    spawn_role = np.where(is_manager, code["manager"], code["worker"])
+    spawn_role = np.where(is_manager, code["manager"], code["worker"]).astype(np.int8)
 
     # each event's position in recording order, and its time
     kids = np.arange(1, agents)
@@ -399,36 +477,38 @@ def generate_columns(
     sp = off[kid_parent] + 1 + rank[kids]
     agg = off[managers] + sub[managers] - 2
     last = off + sub - 1  # each agent's last event: its return, or the stop
-    work = off[workers][ev_w] + (np.arange(len(ev_w)) - ev_first[ev_w])
+    work = off[workers][wev.worker] + (np.arange(len(wev.worker)) - ev_first[wev.worker])
     t_rec = np.zeros(n)
     t_rec[plan], t_rec[sp], t_rec[agg] = start[managers], start[kids], t_agg[managers]
     t_rec[last], t_rec[work] = end, ev_t
     t_rec = _r6(t_rec)
     # by time, ties in recording order: every column is filled at the events' final positions
     order = np.argsort(t_rec, kind="stable")
-    new = np.empty(n, dtype=i64)
-    new[order] = np.arange(n, dtype=i64)
+    new = np.empty(n, dtype=_I)
+    new[order] = np.arange(n, dtype=_I)
     t = t_rec[order]
+    del t_rec, order, ev_t
 
-    typ = np.full(n, -1, dtype=np.int32)
+    typ = np.full(n, -1, dtype=np.int8)
     agent = np.full(n, -1, dtype=np.int32)
     dur = np.zeros(n)
     dur_default = np.zeros(n, dtype=bool)
-    role = np.full(n, -1, dtype=np.int32)
+    role = np.full(n, -1, dtype=np.int8)
     from_ = np.full(n, -1, dtype=np.int32)
     to = np.full(n, -1, dtype=np.int32)
-    tool = np.full(n, -1, dtype=np.int32)
-    decision = np.full(n, -1, dtype=np.int32)
-    step = np.full(n, -1, dtype=i64)
-    content = np.full(n, -1, dtype=np.int32)
+    tool = np.full(n, -1, dtype=np.int8)
+    decision = np.full(n, -1, dtype=np.int8)
+    step = np.full(n, -1, dtype=np.int32)
+    content = np.full(n, -1, dtype=np.int8)
     has_trusted = np.zeros(n, dtype=bool)
-    tokens_in = np.zeros(n, dtype=i64)
-    tokens_out = np.zeros(n, dtype=i64)
+    tokens_in = np.zeros(n, dtype=np.int32)
+    tokens_out = np.zeros(n, dtype=np.int32)
     cost = np.zeros(n)
     cost_default = np.ones(n, dtype=bool)
 
     def llm(at: np.ndarray, who: np.ndarray, tin: np.ndarray, tout: np.ndarray) -> None:
-        typ[at], agent[at], role[at], tool[at] = code[llm_type], who, role_of[who], code[llm_tool]
+        typ[at], agent[at], role[at] = code[llm_type], name_code[who], role_of[who]
+        tool[at] = code[llm_tool]
         tokens_in[at], tokens_out[at] = tin, tout
         cost[at] = np.round((tin * 0.5 + tout * 2.0) * 1e-6, 9)
         cost_default[at] = False
@@ -438,39 +518,40 @@ def generate_columns(
     dur[at], step[at] = plan_dur[managers], 0
     llm(at, managers, plan_in, plan_out)
     at = new[sp]
-    typ[at], agent[at], to[at] = code["spawn"], kid_parent, kids
+    typ[at], agent[at], to[at] = code["spawn"], name_code[kid_parent], name_code[kids]
     role[at], step[at], decision[at] = spawn_role[kids], 1, code["spawn"]
     at = new[agg]
-    typ[at], agent[at], dur[at] = code["aggregate"], managers, agg_dur[managers]
+    typ[at], agent[at], dur[at] = code["aggregate"], name_code[managers], agg_dur[managers]
     role[at], step[at], decision[at] = role_of[managers], 2, code["aggregate"]
     last_step = np.where(is_manager, 3, 0)
-    last_step[workers] = n_blocks
+    last_step[workers] = wev.n_blocks
     at = new[last]
-    agent[at], role[at], step[at] = np.arange(agents), role_of, last_step
+    agent[at], role[at], step[at] = name_code, role_of, last_step
     at = at[1:]  # the returns
-    typ[at], to[at], from_[at] = code["return"], kid_parent, kids
+    typ[at], to[at], from_[at] = code["return"], name_code[kid_parent], name_code[kids]
     at = new[last[0]]  # the stop
     typ[at], decision[at], content[at] = code["orchestrator_decision"], code["stop"], code["done"]
     dur_default[at] = True
     # workers' events
     at = new[work]
-    who = workers[ev_w]
-    step[at], dur[at] = ev_step, ev_dur
-    llm(at[is_llm], who[is_llm], ev_in[is_llm], ev_out[is_llm])
-    x, used, by = at[is_call], tool_code[ev_tool[is_call]], who[is_call]
-    typ[x], agent[x], role[x], tool[x] = code["tool_call"], by, role_of[by], used
-    x, used = at[is_result], tool_code[ev_tool[is_result]]
+    who = workers[wev.worker]
+    step[at], dur[at] = wev.step, wev.dur
+    llm(at[is_llm], who[is_llm], wev.tokens_in[is_llm], wev.tokens_out[is_llm])
+    x, used, by = at[is_call], tool_code[wev.tool[is_call]], who[is_call]
+    typ[x], agent[x], role[x], tool[x] = code["tool_call"], name_code[by], role_of[by], used
+    x, used = at[is_result], tool_code[wev.tool[is_result]]
     typ[x], agent[x], tool[x] = code["tool_result"], used, used
     step[x], dur_default[x], has_trusted[x] = -1, True, True
     x, by = at[is_msg], who[is_msg]
-    typ[x], agent[x], role[x] = code["message"], by, role_of[by]
-    to[x], from_[x], tokens_out[x] = parent[by], by, ev_out[is_msg]
+    typ[x], agent[x], role[x] = code["message"], name_code[by], role_of[by]
+    to[x], from_[x] = name_code[parent[by]], name_code[by]
+    tokens_out[x] = wev.tokens_out[is_msg]
 
     # edges, sorted by destination, then source
     src = [
         sp,  # a spawn to the child's first event
         off[kid_parent],  # the plan to each spawn
-        off[managers] + n_children[managers],  # the last spawn to the aggregate
+        off[managers] + tree.n_children[managers],  # the last spawn to the aggregate
         last[kids],  # each child's return to its parent's aggregate
         agg,  # the aggregate to the return (or the stop)
         work,  # a worker's event to the next (its return after the last)
@@ -485,7 +566,7 @@ def generate_columns(
         np.where(is_call, code[TOOL_DEPENDENCY], code[CAUSAL]),
     ]
     e_src, e_dst = new[np.concatenate(src)], new[np.concatenate(dst)]
-    e_type = np.concatenate(kinds).astype(np.int32)
+    e_type = np.concatenate(kinds).astype(np.int8)
     by = np.argsort(e_dst * n + e_src, kind="stable")
     cols: dict[str, np.ndarray] = {
         "t": t,
@@ -527,7 +608,15 @@ def generate_columns(
         topology="hierarchical" if depth > 1 else "centralized",
         metrics={},
         schema_version=SCHEMA_VERSION,
-        meta={"generator": {"agents": agents, "steps": steps, "depth": depth, "seed": seed}},
+        meta={
+            "generator": {
+                "version": GENERATOR_VERSION,
+                "agents": agents,
+                "steps": steps,
+                "depth": depth,
+                "seed": seed,
+            }
+        },
     )
     return GeneratedColumns(
         header=header,

@@ -275,7 +275,9 @@ def _write_generated_tables(gen: GeneratedColumns, tmp: Path) -> None:
     null_code = len(gen.strings)
 
     def text(codes: Any) -> Any:
-        return strings.take(np.where(codes < 0, null_code, codes))
+        at = codes.astype(np.int32)  # (a copy: the codes of None become the null's)
+        at[at < 0] = null_code
+        return strings.take(at)
 
     ids = pc.binary_join_element_wise("e", pc.cast(pa.array(np.arange(1, n + 1)), pa.string()), "")
     nothing = pa.nulls(_ROW_GROUP, pa.string())
@@ -299,14 +301,14 @@ def _write_generated_tables(gen: GeneratedColumns, tmp: Path) -> None:
                 "to": text(gen.to[part]),
                 "tool": text(gen.tool[part]),
                 "decision": text(gen.decision[part]),
-                "step": pa.array(step, pa.int64(), mask=step < 0),
+                "step": pa.array(step.astype(np.int64), pa.int64(), mask=step < 0),
                 "content": text(gen.content[part]),
                 "content_ref": nothing[: hi - lo],
                 "trusted": pa.array(
                     np.zeros(hi - lo, dtype=bool), pa.bool_(), mask=~gen.has_trusted[part]
                 ),
-                "tokens_in": gen.tokens_in[part],
-                "tokens_out": gen.tokens_out[part],
+                "tokens_in": gen.tokens_in[part].astype(np.int64),
+                "tokens_out": gen.tokens_out[part].astype(np.int64),
                 "cost": gen.cost[part],
                 "error": nothing[: hi - lo],
                 "attrs": nothing[: hi - lo],
