@@ -196,9 +196,12 @@ def tiled(base: Path, copies: int, out: Path) -> None:
 def inputs(events: int, with_json: bool) -> dict[str, Path]:
     DATA.mkdir(exist_ok=True)
     agents = 100 if events >= 10_000 else 10
-    out = {"parquet": DATA / f"columnar-{events}.parquet"}
+    from orchestrace.trace.generate import GENERATOR_VERSION
+
+    stem = f"columnar-gen{GENERATOR_VERSION}-{events}"  # inputs of one generator version
+    out = {"parquet": DATA / f"{stem}.parquet"}
     if with_json:
-        out["json"] = DATA / f"columnar-{events}.json"
+        out["json"] = DATA / f"{stem}.json"
     for path in out.values():
         if not path.exists():
             print(f"generating {path} ...", flush=True)
@@ -266,7 +269,7 @@ def main() -> int:
             args.reps,
         )
     if args.tile > 1:
-        big = DATA / f"columnar-{args.events}x{args.tile}.parquet"
+        big = files["parquet"].with_name(f"{files['parquet'].stem}x{args.tile}.parquet")
         if not big.exists():
             print(f"writing {big} ...", flush=True)
             tiled(files["parquet"], args.tile, big)
