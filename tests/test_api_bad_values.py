@@ -451,3 +451,57 @@ def test_failure_detection_refuses_modes_it_does_not_have(good):
     assert detect(good, ["premature_termination"]) == [
         f for f in detect(good) if f.mode == "premature_termination"
     ]
+
+
+def _numpy_traces(good):
+    np = pytest.importorskip("numpy")
+    first, rest = good.events[0], good.events[1:]
+    edge = good.edges[0]
+
+    def ev(**kw):
+        return good.replace(events=(msgspec.structs.replace(first, **kw), *rest))
+
+    return {
+        "dur float64": (ev(dur=np.float64(1.5)), r"\$\.events\[0\]\.dur"),
+        "agent str_": (ev(agent=np.str_(first.agent)), r"\$\.events\[0\]\.agent"),
+        "role str_": (ev(role=np.str_("worker")), r"\$\.events\[0\]\.role"),
+        "type str_": (ev(type=np.str_(first.type)), r"\$\.events\[0\]\.type"),
+        "attrs float32": (ev(attrs={"x": [1, {"y": np.float32(2)}]}), r"attrs\.x\[1\]\.y"),
+        "edge str_": (
+            good.replace(edges=(msgspec.structs.replace(edge, src=np.str_(edge.src)),)),
+            r"\$\.edges\[0\]\.src",
+        ),
+        "reward float64": (good.replace(rewards={"r": np.float64(1.0)}), r"\$\.rewards\.r"),
+        "trace_id str_": (good.replace(trace_id=np.str_("t")), r"\$\.trace_id"),
+        "meta int64": (good.replace(meta={"a": {"b": np.int64(1)}}), r"\$\.meta\.a\.b"),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "parquet"])
+def test_numpy_values_in_a_trace_are_named_not_a_raw_encoder_error(tmp_path, good, fmt):
+    """numpy's scalars equal plain values but JSON cannot write them: every writer refuses
+    them alike, naming where they are, and check_trace reports them too."""
+    from orchestrace import check_trace
+
+    for name, (bad, where) in _numpy_traces(good).items():
+        out = tmp_path / f"{name.replace(' ', '_')}.{fmt}"
+        with pytest.raises(TraceValidationError, match=where) as err:
+            dump(bad, out)
+        assert "nothing was written" in str(err.value), name
+        assert "plain Python" in str(err.value) or "JSON cannot write" in str(err.value), name
+        assert not out.exists() and os.listdir(tmp_path) == [], name
+        if "attrs" not in name and "meta" not in name:  # (nested values are the writers' to check)
+            assert [p.code for p in check_trace(bad) if p.severity == "error"], name
+
+
+def test_stream_writer_refuses_a_record_it_cannot_encode_and_keeps_the_others(tmp_path):
+    np = pytest.importorskip("numpy")
+    from orchestrace.io import load
+
+    w = StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k")
+    w.event(Event(id="e1", t=0.0, type="llm_call", agent="a", dur=1.0))
+    with pytest.raises(ConfigError, match="plain Python values"):
+        w.event(Event(id="e2", t=1.0, type="llm_call", agent="a", dur=np.float64(1.0)))
+    w.event(Event(id="e3", t=2.0, type="llm_call", agent="a", dur=1.0))
+    w.close()
+    assert [e.id for e in load(tmp_path / "s.jsonl").events] == ["e1", "e3"]

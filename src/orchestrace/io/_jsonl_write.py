@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from orchestrace._numbers import as_real, is_finite
-from orchestrace.errors import ConfigError, TraceFormatError
+from orchestrace.errors import ConfigError, TraceFormatError, _short
 from orchestrace.io._common import PathLike, atomic_write
 from orchestrace.io._output import OutputError, StreamTarget, write_error
 from orchestrace.io._writable import check_record, json_finite, require_writable
@@ -179,7 +179,13 @@ class StreamWriter:
                 "writer is closed",
                 "open a new StreamWriter to record another trace",
             )
-        data = _ENC.encode(rec) + b"\n"
+        try:
+            data = _ENC.encode(rec) + b"\n"
+        except TypeError as err:  # (nothing of this record was written)
+            raise ConfigError(
+                f"cannot write this record: {_short(str(err), 100)}; record plain Python "
+                "values (float(x), int(x), str(x)), not numpy's or other objects"
+            ) from None
         view = memoryview(data)
         try:
             while view:

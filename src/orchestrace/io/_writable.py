@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from operator import attrgetter
+from functools import partial
+from itertools import compress, count
+from operator import attrgetter, is_not
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from orchestrace._safe import strict_json
@@ -75,6 +78,7 @@ def _check(trace: Trace) -> None:
             # the numbers in C passes first; the slower check says which
             or (_errors(check_numbers, trace) if not _numbers_fine(trace) else [])
             or _nested_non_finite(trace)
+            or _nested_unencodable(trace)
         )
     if errors:
         raise _not_written(TraceValidationError(errors))
@@ -95,7 +99,7 @@ def _nested_non_finite(trace: Trace) -> list[Problem]:
     found = non_finite_paths(trace.meta)
     if found:
         return [_nested_problem(f"$.meta.{found[0]}", None)]
-    with_attrs = [(i, e) for i, e in enumerate(trace.events) if e.attrs is not None]
+    with_attrs = _with_attrs(trace)
     if not non_finite_paths([e.attrs for _, e in with_attrs]):  # one C-level pass over all
         return []
     for i, e in with_attrs:
@@ -103,6 +107,78 @@ def _nested_non_finite(trace: Trace) -> list[Problem]:
         if found:
             return [_nested_problem(f"$.events[{i}].attrs.{found[0]}", e.id)]
     return []
+
+
+def _with_attrs(trace: Trace) -> list[tuple[int, Event]]:
+    """The events that hold ``attrs``, with their positions (found in C-level passes)."""
+    events = trace.events
+    at = list(compress(count(), map(_is_not_none, map(_get_attrs, events))))
+    return [(i, events[i]) for i in at]
+
+
+_get_attrs = attrgetter("attrs")
+_is_not_none = partial(is_not, None)
+_ENCODER = msgspec.json.Encoder()
+
+
+def _nested_unencodable(trace: Trace) -> list[Problem]:
+    """A value inside ``meta`` or an event's ``attrs`` the JSON encoder refuses (numpy's)."""
+    if not encodable(trace.meta):
+        return [_unencodable_problem(f"$.meta{unencodable_path(trace.meta)}", None)]
+    with_attrs = _with_attrs(trace)
+    if encodable([e.attrs for _, e in with_attrs]):  # one C-level pass over all
+        return []
+    for i, e in with_attrs:
+        if not encodable(e.attrs):
+            path = f"$.events[{i}].attrs{unencodable_path(e.attrs)}"
+            return [_unencodable_problem(path, e.id)]
+    return []
+
+
+def encodable(value: Any) -> bool:
+    """Whether the writers' JSON encoder takes ``value`` (plain JSON values only).
+
+    Example:
+        >>> import numpy as np
+        >>> encodable({"a": [1.0, "x"]}), encodable({"a": np.float64(1.0)})
+        (True, False)
+    """
+    try:
+        _ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def unencodable_path(value: Any) -> str:
+    """Where in ``value`` the first value the encoder refuses lies (``""``: ``value`` itself).
+
+    Example:
+        >>> import numpy as np
+        >>> unencodable_path({"a": [1, {"b": np.int64(2)}]})
+        '.a[1].b'
+    """
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if type(k) is not str:
+                return ""  # the key itself
+            if not encodable(v):
+                return f".{k}{unencodable_path(v)}"
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            if not encodable(v):
+                return f"[{i}]{unencodable_path(v)}"
+    return ""
+
+
+def _unencodable_problem(path: str, event_id: Any) -> Problem:
+    return Problem(
+        "wrong-type",
+        "holds a value JSON cannot write (a numpy number or string, or another object)",
+        "convert it to a plain Python value (float(x), int(x), str(x)) or a list or dict of them",
+        path=path,
+        event_id=event_id if isinstance(event_id, str) else None,
+    )
 
 
 def _nested_problem(path: str, event_id: Any) -> Problem:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -126,20 +127,57 @@ def wrong(value: object) -> str:
     return _short(repr(value), 40)
 
 
-def is_number(value: object) -> TypeGuard[int | float]:
+def numeric(value: object) -> TypeGuard[int | float]:
+    """Any int or float (numpy's float64 included), never a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A number the writers can write: a Python int or float, or a member of a number enum.
+
+    numpy's scalars and other subclasses are not: the JSON encoder refuses them.
+    """
+    return type(value) is int or type(value) is float or (numeric(value) and _enum(value))
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """A string the writers can write: a ``str``, or a member of a string enum (its value).
+
+    ``numpy.str_`` and other subclasses are not: the JSON encoder refuses them.
+    """
+    return type(value) is str or (isinstance(value, str) and _enum(value))
+
+
+_NONE = type(None)
+
+
+def _enum(value: object) -> bool:
+    return isinstance(value, enum.Enum)
+
+
+def not_plain(value: object, what: str) -> str:
+    """The end of a message for a value of a subclass the writers cannot encode."""
+    kind = type(value)
+    return f"a {kind.__module__}.{kind.__qualname__}, not a plain Python {what}"
+
+
 def known(value: object, members: frozenset[Any]) -> bool:
-    return isinstance(value, str) and value in members
+    return is_text(value) and value in members
 
 
 def all_known(values: Iterable[object], members: frozenset[Any]) -> bool:
-    """Fast path: every value is a known name (values of any type, hashable or not)."""
+    """Fast path: every value is a known name (values of any type, hashable or not).
+
+    A name is a plain ``str`` or a string enum's member (a ``numpy.str_`` equal to a name is
+    not: the writers cannot encode it).
+    """
+    values = values if isinstance(values, list) else list(values)
     try:
-        return set(values) <= members
+        if not set(values) <= members:
+            return False
     except TypeError:  # an unhashable value: not a name; the slow path reports it
         return False
+    return all(t is str or t is _NONE or issubclass(t, enum.Enum) for t in set(map(type, values)))
 
 
 def capped(problems: Iterable[Problem], code: str) -> Iterator[Problem]:

@@ -36,7 +36,10 @@ from orchestrace.trace._check_base import (
     ev_path,
     event_id,
     is_number,
+    is_text,
     known,
+    not_plain,
+    numeric,
     run_alone,
     wrong,
 )
@@ -81,10 +84,10 @@ def _header(ctx: Ctx) -> Iterator[Problem]:
     tr = ctx.trace
     for name in ("trace_id", "task_id"):
         value = getattr(tr, name)
-        if not isinstance(value, str):
+        if not is_text(value):
             yield Problem(
                 "wrong-type",
-                f"{name} is {wrong(value)}, not a string",
+                f"{name} is {wrong(value)}, {_not_a_string(value)}",
                 f"set {name} to a non-empty string",
                 path=f"$.{name}",
             )
@@ -101,10 +104,11 @@ def _header(ctx: Ctx) -> Iterator[Problem]:
         ("meta", dict, "a dict (a JSON object)"),
     ):
         value = getattr(tr, name)
-        if not isinstance(value, kind):
+        if not isinstance(value, kind) or (isinstance(value, str) and not is_text(value)):
             yield Problem(
                 "wrong-type",
-                f"{name} is {wrong(value)}, not {what}",
+                f"{name} is {wrong(value)}, "
+                + (not_plain(value, "string") if isinstance(value, str) else f"not {what}"),
                 f"make {name} {what}",
                 path=f"$.{name}",
             )
@@ -120,8 +124,7 @@ def _header(ctx: Ctx) -> Iterator[Problem]:
     if tr.topology is not None and not known(tr.topology, TOPOLOGY_NAMES):
         yield Problem(
             "unknown-value",
-            f"unknown topology {_short(str(tr.topology))!r}",
-            f"use one of: {', '.join(Topology)}",
+            *_unknown_name("topology", tr.topology, TOPOLOGY_NAMES, Topology),
             path="$.topology",
         )
 
@@ -241,27 +244,26 @@ def _fields(ctx: Ctx) -> Iterator[Problem]:
 
 def _event_fields(events: Iterable[Event]) -> Iterator[Problem]:
     events = list(events)
-    if not all_known((e.type for e in events), EVENT_NAMES):
+    if not all_known(list(map(_get_type, events)), EVENT_NAMES):
         for i, e in enumerate(events):
             if not known(e.type, EVENT_NAMES):
                 yield Problem(
                     "unknown-type",
-                    f"unknown event type {_short(str(e.type))!r}",
-                    f"use one of: {', '.join(EventType)}",
+                    *_unknown_name("event type", e.type, EVENT_NAMES, EventType),
                     path=ev_path(i, "type"),
                     event_id=event_id(e),
                 )
-    if not all_known((e.decision for e in events if e.decision is not None), DECISION_NAMES):
+    if not all_known(list(map(_get_decision, events)), _DECISIONS_OR_NONE):
         for i, e in enumerate(events):
             if e.decision is not None and not known(e.decision, DECISION_NAMES):
                 yield Problem(
                     "unknown-value",
-                    f"unknown decision {_short(str(e.decision))!r}",
-                    f"use one of: {', '.join(Decision)}",
+                    *_unknown_name("decision", e.decision, DECISION_NAMES, Decision),
                     path=ev_path(i, "decision"),
                     event_id=event_id(e),
                 )
-    suspect = set() if _shaped(events, list[_EventShape]) else _suspect_fields(events)
+    plain = _shaped(events, list[_EventShape]) and _encodes(events)
+    suspect = set() if plain else _suspect_fields(events)
     if not suspect:
         return
     for i, e in enumerate(events):
@@ -272,10 +274,10 @@ def _event_fields(events: Iterable[Event]) -> Iterator[Problem]:
             if name not in suspect:
                 continue
             value = getattr(e, name)
-            if not isinstance(value, str):
+            if not is_text(value):
                 yield Problem(
                     "wrong-type",
-                    f"event {name} is {wrong(value)}, not a string",
+                    f"event {name} is {wrong(value)}, {_not_a_string(value)}",
                     fix,
                     path=ev_path(i, name),
                     event_id=event_id(e) if name != "id" else None,
@@ -343,6 +345,40 @@ _FIELD_GROUPS: tuple[tuple[tuple[str, ...], frozenset[type]], ...] = (
 )
 
 
+_get_type, _get_decision = attrgetter("type"), attrgetter("decision")
+_DECISIONS_OR_NONE = DECISION_NAMES | {None}
+
+
+def _unknown_name(what: str, value: object, members: frozenset[Any], kind: Any) -> tuple[str, str]:
+    """The message and the fix for a value that is not one of the names of ``kind``."""
+    if isinstance(value, str) and value in members:  # a name, as a str subclass
+        return f"{what} {wrong(value)} is {not_plain(value, 'string')}", "record it as str(value)"
+    return f"unknown {what} {_short(str(value))!r}", f"use one of: {', '.join(kind)}"
+
+
+def _not_a_string(value: object) -> str:
+    return not_plain(value, "string") if isinstance(value, str) else "not a string"
+
+
+_ENCODER = msgspec.json.Encoder()
+_ENCODE_SLICE = 1 << 16
+
+
+def _encodes(records: list[Any]) -> bool:
+    """Every record encodes as JSON: no ``numpy.str_`` where msgspec's fast path took a str.
+
+    One C-level encoding pass, a slice of events at a time into one reused buffer (memory
+    bounded by the slice); it also finds values the encoder refuses inside ``attrs``.
+    """
+    buf = bytearray()
+    try:
+        for lo in range(0, len(records), _ENCODE_SLICE):
+            _ENCODER.encode_into(records[lo : lo + _ENCODE_SLICE], buf)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 def _suspect_fields(events: list[Event]) -> set[str]:
     """Fields some event may hold wrongly (C-level passes over all events, one per group)."""
     suspect: set[str] = set()
@@ -370,11 +406,19 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
         if name not in suspect:
             continue
         value = getattr(e, name)
-        if not is_number(value):
+        if not numeric(value):
             yield Problem(
                 "wrong-type",
                 f"{name} is {wrong(value)}, not a number",
                 f"record {name} as a finite number >= 0",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+        elif not is_number(value):
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, {not_plain(value, 'number')}",
+                f"record {name} as a Python float (float(value) converts it)",
                 path=ev_path(i, name),
                 event_id=event_id(e),
             )
@@ -408,11 +452,11 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
             )
     for attr in OPTIONAL_STR:
         value = getattr(e, attr)
-        if attr in suspect and value is not None and not isinstance(value, str):
+        if attr in suspect and value is not None and not is_text(value):
             name = "from" if attr == "from_" else attr
             yield Problem(
                 "wrong-type",
-                f"{name} is {wrong(value)}, not a string",
+                f"{name} is {wrong(value)}, {_not_a_string(value)}",
                 f"record {name} as a string, or leave it out",
                 path=ev_path(i, name),
                 event_id=event_id(e),
@@ -431,23 +475,27 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
 
 def _edge_fields(edges: Iterable[Edge]) -> Iterator[Problem]:
     edges = list(edges)
-    if _shaped(edges, list[_EdgeShape]) and all_known(map(attrgetter("type"), edges), EDGE_NAMES):
+    if (
+        _shaped(edges, list[_EdgeShape])
+        and all_known(list(map(_get_type, edges)), EDGE_NAMES)
+        and _encodes(edges)
+    ):
         return
     for k, e in enumerate(edges):
         for end in ("src", "dst"):
             value = getattr(e, end)
-            if not isinstance(value, str):
+            if not is_text(value):
                 yield Problem(
                     "wrong-type",
-                    f"{end} is {wrong(value)}, not an event id",
+                    f"{end} is {wrong(value)}, "
+                    + (not_plain(value, "string") if isinstance(value, str) else "not an event id"),
                     "make src and dst the ids (strings) of two events",
                     path=f"$.edges[{k}].{end}",
                 )
         if not known(e.type, EDGE_NAMES):
             yield Problem(
                 "unknown-type",
-                f"unknown edge type {_short(str(e.type))!r}",
-                f"use one of: {', '.join(EdgeType)}",
+                *_unknown_name("edge type", e.type, EDGE_NAMES, EdgeType),
                 path=f"$.edges[{k}].type",
             )
 
@@ -489,8 +537,8 @@ def _totals(ctx: Ctx) -> Iterator[Problem]:
                 f"make {section} a dict of names to numbers",
                 path=f"$.{section}",
             )
-        elif not all(isinstance(k, str) for k in values):
-            key = next(k for k in values if not isinstance(k, str))
+        elif not all(is_text(k) for k in values):
+            key = next(k for k in values if not is_text(k))
             yield Problem(
                 "wrong-type",
                 f"{section} has the key {wrong(key)}, not a string",
@@ -512,7 +560,14 @@ def _totals(ctx: Ctx) -> Iterator[Problem]:
             )
     for section, values, nonneg in sections:
         for key, value in values.items():
-            if not is_number(value) or not abs(value) <= MAX_FLOAT:
+            if numeric(value) and not is_number(value):
+                yield Problem(
+                    "wrong-type",
+                    f"{section}.{_short(key)} is {wrong(value)}, {not_plain(value, 'number')}",
+                    "record it as a Python float (float(value) converts it)",
+                    path=f"$.{section}.{_short(key)}",
+                )
+            elif not is_number(value) or not abs(value) <= MAX_FLOAT:
                 yield Problem(
                     "non-finite",
                     f"{section}.{_short(key)} is {_short(repr(value))}",

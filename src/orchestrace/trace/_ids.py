@@ -99,7 +99,8 @@ def dense_table(id_ints: np.ndarray, n: int) -> tuple[np.ndarray, bool] | None:
 def lookup_ints(table: np.ndarray, ref_ints: np.ndarray) -> np.ndarray:
     """Look integer ids up in a :func:`dense_table` (-1: absent)."""
     if not len(ref_ints) or int(ref_ints.max()) < len(table):  # every ref inside the table
-        return table[ref_ints].astype(np.int64, copy=False)
+        found: np.ndarray = table[ref_ints].astype(np.int64, copy=False)
+        return found
     ok = ref_ints < len(table)
     out = np.full(len(ref_ints), -1, dtype=np.int64)
     out[ok] = table[ref_ints[ok]]
