@@ -505,3 +505,13 @@ def test_stream_writer_refuses_a_record_it_cannot_encode_and_keeps_the_others(tm
     w.event(Event(id="e3", t=2.0, type="llm_call", agent="a", dur=1.0))
     w.close()
     assert [e.id for e in load(tmp_path / "s.jsonl").events] == ["e1", "e3"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "parquet"])
+def test_a_trace_without_events_is_not_written_since_no_reader_takes_it_back(
+    tmp_path, good, fmt
+):
+    out = tmp_path / f"empty.{fmt}"
+    with pytest.raises(TraceValidationError, match="trace has no events"):
+        dump(good.replace(events=(), edges=()), out)
+    assert os.listdir(tmp_path) == []

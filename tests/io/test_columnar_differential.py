@@ -104,7 +104,8 @@ def _graph_faults(small: Trace) -> dict[str, Trace]:
         ),
         "truncated": small.replace(meta={**small.meta, "partial": True, "truncated": "crash"}),
         "no-costs": small.replace(costs={}),
-        "no-events": small.replace(events=(), edges=()),
+        # (the writers refuse it: marked writable, as a file from elsewhere may hold it)
+        "no-events": small.replace(events=(), edges=())._mark_writable(),
     }
 
 

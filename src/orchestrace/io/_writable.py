@@ -67,11 +67,16 @@ def _check(trace: Trace) -> None:
     from orchestrace.trace.check import (  # noqa: PLC0415  io loads before the checks
         check_fields,
         check_header,
+        check_nonempty,
         check_numbers,
         check_totals,
     )
 
-    errors = _errors(check_header, trace) or _errors(check_totals, trace, _VALUE_CODES)
+    errors = (
+        _errors(check_header, trace)
+        or _errors(check_totals, trace, _VALUE_CODES)
+        or _errors(check_nonempty, trace)  # (no reader takes a trace without events back)
+    )
     if not errors and not trace.decoded:  # (a loader checked every event value already)
         errors = (
             _errors(check_fields, trace)
