@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -79,6 +80,27 @@ PATTERNS: dict[str, str] = {
     "hidden-escape": r"\x1b\[|\x1b\]|\u202e",
 }
 _COMPILED = {k: re.compile(v, re.IGNORECASE) for k, v in PATTERNS.items()}
+# invisible format characters (zero-width spaces and joiners, soft hyphens, bidirectional
+# controls, the tag block): dropped before matching, so that "ig\u200bnore" reads "ignore"
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
+    "\U000e0000-\U000e0fff]"
+)
+_SPACES = re.compile(r"\s+")
+
+
+def normalized(text: str) -> str:
+    r"""``text`` as the patterns read it, with spacing and invisible characters undone.
+
+    Compatibility forms are folded (NFKC: fullwidth letters, ligatures), invisible characters
+    dropped, and each run of white space made one space.
+
+    Example:
+        >>> normalized("\uff49\uff47\u200bnore  previous\n\tinstructions")
+        'ignore previous instructions'
+    """
+    return _SPACES.sub(" ", _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)))
 
 
 class HeuristicDetector:
@@ -104,8 +126,15 @@ class HeuristicDetector:
         self._patterns = {k: v for k, v in _COMPILED.items() if k not in ignore}
 
     def scan(self, text: str) -> Detection:
-        """Flag ``text`` when a pattern matches; labels list every pattern that did."""
-        labels = tuple(k for k, rx in self._patterns.items() if rx.search(text))
+        """Flag ``text`` when a pattern matches; labels list every pattern that did.
+
+        The patterns read both the text as it is (escapes and bidirectional controls are
+        themselves a sign) and its :func:`normalized` form (spacing and invisible characters
+        do not hide a phrase).
+        """
+        folded = normalized(text)
+        texts = (text,) if folded == text else (text, folded)
+        labels = tuple(k for k, rx in self._patterns.items() if any(rx.search(t) for t in texts))
         return Detection(bool(labels), labels, 1.0 if labels else 0.0)
 
 
