@@ -508,9 +508,7 @@ def test_stream_writer_refuses_a_record_it_cannot_encode_and_keeps_the_others(tm
 
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "parquet"])
-def test_a_trace_without_events_is_not_written_since_no_reader_takes_it_back(
-    tmp_path, good, fmt
-):
+def test_a_trace_without_events_is_not_written_since_no_reader_takes_it_back(tmp_path, good, fmt):
     out = tmp_path / f"empty.{fmt}"
     with pytest.raises(TraceValidationError, match="trace has no events"):
         dump(good.replace(events=(), edges=()), out)

@@ -65,6 +65,15 @@ def test_generate_says_when_the_team_needs_more_events(tmp_path: Path) -> None:
     )
 
 
+def test_generate_says_when_the_team_cannot_reach_the_depth(tmp_path: Path) -> None:
+    got = _cli(["generate", "-k", "3", "-l", "50", "-d", "20", "-o", str(tmp_path / "g.json")])
+    assert got.returncode == 0, got.stderr
+    assert got.stderr.splitlines() == [
+        "note: 3 agents reach spawn depth 2 at most, so the trace has depth 2, not 20",
+        f"wrote {tmp_path / 'g.json'}: 50 events, 51 edges, 3 agents",
+    ]
+
+
 @pytest.mark.parametrize("near", [True, False])
 def test_c_code_failing_at_the_memory_limit_is_out_of_memory(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], near: bool, tmp_path: Path

@@ -121,3 +121,65 @@ def test_generate_writes_parquet_from_the_columns(tmp_path):
     want = dumps(generate_trace(9, 300, 2, 4))
     assert dumps(read_parquet(tmp_path / "g.parquet")[0]) == want
     assert (tmp_path / "g.json").read_bytes().rstrip(b"\n") == want.rstrip(b"\n")
+
+
+def test_times_are_exact_sums_of_the_durations_before_them():
+    """A worker's next event starts when the one before ends, exactly (whole microseconds),
+    however long the trace: only an aggregate waits for the last of several."""
+    tr = generate_trace(20, 30_000, 2, seed=7)
+    by_id = {e.id: e for e in tr.events}
+
+    def us(x):
+        return round(x * 1_000_000)
+
+    checked = 0
+    for edge in tr.edges:
+        src, dst = by_id[edge.src], by_id[edge.dst]
+        if dst.type != "aggregate":
+            assert us(dst.t) == us(src.t) + us(src.dur), (edge, src, dst)
+            checked += 1
+    assert checked > 29_000
+
+
+def test_arguments_the_trace_cannot_hold_are_refused():
+    for kw, says in (
+        ({"task_id": 5}, "task_id must be a non-empty string"),
+        ({"task_id": ""}, "task_id must be a non-empty string"),
+        ({"task_id": "\udc80"}, "task_id must be a non-empty string"),
+        ({"seed": 2**63}, "seed must be an integer from 0 to 2\\*\\*63-1"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            generate_trace(agents=3, steps=10, **kw)
+
+
+def test_the_columns_are_read_only_and_the_writer_takes_nothing_else(tmp_path):
+    from orchestrace.io.parquet import write_generated
+    from orchestrace.trace.generate import generate_columns
+
+    gen = generate_columns(3, 10)
+    with pytest.raises(ValueError, match="read-only"):
+        gen.t[3] = float("nan")
+    with pytest.raises(ConfigError, match="write_generated takes what generate_columns returns"):
+        write_generated(generate_trace(3, 10), tmp_path / "x.parquet")  # type: ignore[arg-type]
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_a_depth_the_team_cannot_reach_is_capped_and_the_topology_says_so():
+    tr = generate_trace(agents=2, steps=10, depth=5)
+    assert tr.graph.spawn_depth() == 1 and tr.topology == "centralized"
+    assert tr.meta["generator"]["depth"] == 5  # what was asked for
+
+
+def test_string_columns_past_32_bit_offsets_are_written_in_chunks(tmp_path, monkeypatch):
+    from orchestrace.io.parquet import read_parquet, write_parquet
+    from orchestrace.trace import _tables
+
+    tr = generate_trace(4, 300, 1, seed=2).replace(trace_id="t" * 50)
+    write_parquet([tr], tmp_path / "whole.parquet")
+    monkeypatch.setattr(_tables, "_MAX_STRING_BYTES", 1000)  # 20 ids a chunk
+    write_parquet([tr], tmp_path / "chunked.parquet")
+    assert read_parquet(tmp_path / "chunked.parquet") == [tr]
+    for name in ("events.parquet", "edges.parquet", "traces.parquet"):
+        assert (tmp_path / "whole.parquet" / name).read_bytes() == (
+            tmp_path / "chunked.parquet" / name
+        ).read_bytes()

@@ -40,9 +40,19 @@ def run(args: argparse.Namespace) -> int:
     fmt = check_dump_target(args.output, format=args.format, overwrite=args.force)
     gen = generate_columns(args.agents, args.steps, args.depth, args.seed)
     n_events, n_edges = gen.n_events, len(gen.edge_src)
+    depth = min(args.depth, args.agents - 1)  # the deepest tree the team allows
+    if depth < args.depth:
+        print(
+            f"note: {_count(args.agents, 'agent')} "
+            f"{'reaches' if args.agents == 1 else 'reach'} spawn depth {depth} at most, so the "
+            f"trace has "
+            f"depth {depth}, not {args.depth}",
+            file=sys.stderr,
+        )
     if n_events > args.steps:  # the team's shape needs more events than asked for
         print(
-            f"note: {args.agents:,} agents at spawn depth {args.depth} need at least "
+            f"note: {_count(args.agents, 'agent')} at spawn depth {depth} "
+            f"{'needs' if args.agents == 1 else 'need'} at least "
             f"{n_events:,} events, so the trace has {n_events:,}, not {args.steps:,}",
             file=sys.stderr,
         )
@@ -51,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         dump(gen.trace(), args.output, format=fmt, overwrite=args.force)
     print(
-        f"wrote {args.output}: {n_events} events, {n_edges} edges, {args.agents} agents",
+        f"wrote {args.output}: {_count(n_events, 'event')}, {_count(n_edges, 'edge')}, "
+        f"{_count(args.agents, 'agent')}",
         file=sys.stderr,
     )
     return 0
+
+
+def _count(k: int, noun: str) -> str:
+    return f"{k:,} {noun}" + ("" if k == 1 else "s")

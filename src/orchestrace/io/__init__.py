@@ -366,8 +366,8 @@ def output_format(path: PathLike, format: str | None = None) -> str:
         str(path),
         "file name",
         f"cannot tell the output format from the suffix {suffix!r}",
-        "name it *.json, *.jsonl or *.parquet, or name the format with `--to` "
-        f"(`orchestrace convert`) or format= (Python): one of {', '.join(FORMATS)}",
+        "name it *.json, *.jsonl or *.parquet, or name the format (`--to` of `orchestrace "
+        f"convert`, `--format` of `generate`, format= in Python): one of {', '.join(FORMATS)}",
     )
 
 

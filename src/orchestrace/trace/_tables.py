@@ -113,8 +113,23 @@ def _edge_columns(trace: Trace, repeat: Callable[[str, int], Any] = _list_of) ->
 
 
 def repeat_string(pa: Any, value: str, n: int) -> Any:
-    """``n`` copies of ``value`` as an Arrow string column, made in C (not from a list)."""
-    return pa.repeat(pa.scalar(value, pa.string()), n)
+    """``n`` copies of ``value`` as an Arrow string column, made in C (not from a list).
+
+    A string column's offsets are 32-bit: when the copies hold more than 2**31 - 1 bytes in
+    all, they come as a chunked column of several arrays (``pa.repeat`` does not check).
+    """
+    scalar = pa.scalar(value, pa.string())
+    size = len(value.encode())
+    per_chunk = _MAX_STRING_BYTES // size if size else n
+    if n <= per_chunk:
+        return pa.repeat(scalar, n)
+    return pa.chunked_array(
+        [pa.repeat(scalar, min(per_chunk, n - lo)) for lo in range(0, n, per_chunk)],
+        pa.string(),
+    )
+
+
+_MAX_STRING_BYTES = 2**31 - 1
 
 
 def to_arrow(trace: Trace) -> TraceTables:

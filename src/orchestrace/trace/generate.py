@@ -28,8 +28,8 @@ import msgspec
 import numpy as np
 
 from orchestrace._collector import paused
-from orchestrace._numbers import as_int, is_int
-from orchestrace.errors import ConfigError
+from orchestrace._numbers import MAX_INT, as_int, is_int
+from orchestrace.errors import ConfigError, _short
 from orchestrace.trace.build import _costs_of_totals
 from orchestrace.trace.model import (
     SCHEMA_VERSION,
@@ -56,13 +56,15 @@ CAUSAL, SPAWN, AGGREGATE, TOOL_DEPENDENCY = "causal", "spawn", "aggregate", "too
 _MAX_DEPTH = 256
 _MAX_AGENTS = 10_000_000
 _MAX_EVENTS = 100_000_000
-# the block kinds of a worker's turn: an LLM call, an LLM call and a tool call with its result,
-# a message to the parent; and the chance of the first two (the rest is a message, or an LLM
-# call for a worker without a parent or on its first turn)
+# the kinds of a worker's turn: an LLM call; a message to its parent; an LLM call then a tool
+# call and its result. A turn is an LLM call and a tool call with chance _P_LLM_TOOL, a message
+# with chance _P_MSG (an LLM call instead on the first turn, or without a parent), else an LLM
+# call.
 _LLM, _MSG, _LLM_TOOL = 0, 1, 2
 _P_LLM_TOOL, _P_MSG = 0.27, 0.11
-# a worker's events by kind
+# a worker's events by kind: the three of an _LLM_TOOL turn are 0, 1, 2 in their order
 _E_LLM, _E_CALL, _E_RESULT, _E_MSG = 0, 1, 2, 3
+_US = 1_000_000  # times are whole microseconds: exact sums, written as seconds
 _DEFAULT_DUR: float = next(f.default for f in msgspec.structs.fields(Event) if f.name == "dur")
 _DEFAULT_COST: float = next(f.default for f in msgspec.structs.fields(Event) if f.name == "cost")
 
@@ -129,6 +131,11 @@ class GeneratedColumns:
     edge_dst: np.ndarray
     edge_type: np.ndarray
 
+    def __post_init__(self) -> None:
+        for value in vars(self).values():  # the columns are the trace: read-only, as it is
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
     @property
     def n_events(self) -> int:
         """Number of events."""
@@ -182,8 +189,13 @@ class GeneratedColumns:
             )
         )
 
+    @paused()  # (a million objects: no collection meanwhile)
     def trace(self) -> Trace:
-        """The trace these columns hold (marked writable: its values are typed and finite)."""
+        """The trace these columns hold.
+
+        Marked writable without the writers' check: its values are typed and finite by
+        construction (the columns are read-only; tests check an unmarked copy in full).
+        """
         return self.header.replace(events=self.events(), edges=self.edges())._mark_writable()
 
     def edges(self) -> tuple[Edge, ...]:
@@ -197,7 +209,9 @@ class GeneratedColumns:
         )
 
 
-def _check_args(agents: Any, steps: Any, depth: Any, seed: Any) -> tuple[int, int, int, int]:
+def _check_args(
+    agents: Any, steps: Any, depth: Any, seed: Any, task_id: Any
+) -> tuple[int, int, int, int]:
     for name, value, lo in (("agents", agents, 1), ("steps", steps, 1), ("depth", depth, 0)):
         if not is_int(value) or value < lo:
             raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
@@ -212,13 +226,28 @@ def _check_args(agents: Any, steps: Any, depth: Any, seed: Any) -> tuple[int, in
         raise ConfigError(f"depth must be <= {_MAX_DEPTH}, got {depth}")
     if agents > 1 and depth == 0:
         raise ConfigError("depth 0 means a lone agent: use --agents 1, or --depth >= 1")
-    if not is_int(seed) or seed < 0:
-        raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
+    if not is_int(seed) or not 0 <= seed <= MAX_INT:
+        raise ConfigError(f"seed must be an integer from 0 to 2**63-1, got {seed!r}")
+    if task_id is not None and not (type(task_id) is str and task_id and _utf8(task_id)):
+        raise ConfigError(
+            f"task_id must be a non-empty string (UTF-8), got {_short(repr(task_id), 40)}; "
+            "or leave it out for synthetic-K{agents}-L{steps}-D{depth}"
+        )
     return agents, steps, depth, as_int(seed)
 
 
-def _r6(x: np.ndarray) -> np.ndarray:
-    return np.round(x, 6)
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no file can hold it
+        return False
+    return True
+
+
+def _micros(seconds: np.ndarray) -> np.ndarray:
+    """Durations drawn in seconds as whole microseconds (int64)."""
+    micros: np.ndarray = np.rint(seconds * _US).astype(np.int64)
+    return micros
 
 
 def _segment_start_values(values: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -266,10 +295,11 @@ def _spawn_tree(rng: np.random.Generator, agents: int, depth: int) -> _Tree:
 def _worker_turns(
     rng: np.random.Generator, n_work: np.ndarray, can_message: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each worker's turns (blocks), worker by worker: ``(worker of each, kind of each)``.
+    """Each worker's turns, worker by worker: ``(worker of each, kind of each)``.
 
-    Turns are drawn until they cover the worker's events; the last one that does not fit is
-    dropped and the 0-2 events left become LLM calls that end its turns.
+    One turn is drawn per event a worker does (enough, as a turn holds one to three events);
+    the turns that end within its events are kept, and the 0-2 events left over become LLM
+    calls that end its turns.
     """
     n_w = len(n_work)
     blk_w = np.repeat(np.arange(n_w, dtype=np.int32), n_work)
@@ -299,7 +329,7 @@ class _WorkerEvents(NamedTuple):
     worker: np.ndarray  # index into the tree's workers
     step: np.ndarray
     kind: np.ndarray  # _E_LLM, _E_CALL, _E_RESULT or _E_MSG
-    dur: np.ndarray
+    dur: np.ndarray  # microseconds
     tokens_in: np.ndarray
     tokens_out: np.ndarray
     tool: np.ndarray  # index into _TOOLS (calls and results)
@@ -316,21 +346,21 @@ def _worker_events(
     ).astype(np.int32)
     size = np.where(kind == _LLM_TOOL, 3, 1).astype(_I)
     ev_blk = np.repeat(np.arange(len(kind), dtype=_I), size)
-    ev_kind = kind[ev_blk]  # a message, an LLM call, or (_LLM_TOOL) the event's place in it
-    llm_tool = ev_kind == _LLM_TOOL
-    ev_kind[ev_kind == _MSG] = _E_MSG
-    ev_kind[ev_kind == _LLM] = _E_LLM
+    turn_kind = kind[ev_blk]
+    ev_kind = np.full(len(ev_blk), _E_LLM, dtype=np.int8)  # an LLM turn's one event
+    ev_kind[turn_kind == _MSG] = _E_MSG
+    in_tool_turn = turn_kind == _LLM_TOOL  # its events: _E_LLM, _E_CALL, _E_RESULT in turn
     within = np.arange(len(ev_blk), dtype=_I) - np.repeat(np.cumsum(size) - size, size)
-    ev_kind[llm_tool] = within[llm_tool]
-    del within, llm_tool
+    ev_kind[in_tool_turn] = within[in_tool_turn]
+    del within, in_tool_turn, turn_kind
     worker, step = blk_w[ev_blk], blk_step[ev_blk]
     del ev_blk, blk_step
     n = len(ev_kind)
     is_llm, is_call = ev_kind == _E_LLM, ev_kind == _E_CALL
     is_result, is_msg = ev_kind == _E_RESULT, ev_kind == _E_MSG
     n_llm, n_call, n_msg = int(is_llm.sum()), int(is_call.sum()), int(is_msg.sum())
-    dur = np.zeros(n)
-    dur[is_llm] = _r6(rng.lognormal(0.0, 0.5, n_llm))
+    dur = np.zeros(n, dtype=np.int64)  # microseconds
+    dur[is_llm] = _micros(rng.lognormal(0.0, 0.5, n_llm))
     tokens_in = np.zeros(n, dtype=np.int32)
     tokens_out = np.zeros(n, dtype=np.int32)
     tokens_in[is_llm] = rng.integers(300, 4000, n_llm)
@@ -338,8 +368,8 @@ def _worker_events(
     tool = np.full(n, -1, dtype=np.int8)
     tool[is_call] = rng.integers(len(_TOOLS), size=n_call)
     tool[is_result] = tool[np.flatnonzero(is_result) - 1]  # the result of the call before
-    dur[is_call] = _r6(rng.exponential(0.4, n_call))
-    dur[is_msg] = 0.01
+    dur[is_call] = _micros(rng.exponential(0.4, n_call))
+    dur[is_msg] = _US // 100  # 0.01 s
     tokens_out[is_msg] = rng.integers(10, 100, n_msg)
     return _WorkerEvents(worker, step, ev_kind, dur, tokens_in, tokens_out, tool, n_blocks)
 
@@ -385,7 +415,7 @@ def generate_columns(
     Raises:
         ConfigError: An argument is out of range (the message says the allowed range).
     """
-    agents, steps, depth, seed = _check_args(agents, steps, depth, seed)
+    agents, steps, depth, seed = _check_args(agents, steps, depth, seed, task_id)
     rng = np.random.default_rng(seed)
     llm_type, llm_tool = ("llm_call", "sim") if llm_events else ("tool_call", "llm")
     tree = _spawn_tree(rng, agents, depth)
@@ -403,37 +433,39 @@ def generate_columns(
     if agents == 1:
         n_work[0] = max(steps - 1, 1)
     n_mgr = len(managers)
-    plan_dur = np.zeros(agents)
-    plan_dur[managers] = _r6(rng.lognormal(0.0, 0.5, n_mgr))
+    plan_dur = np.zeros(agents, dtype=np.int64)  # microseconds, as every time below
+    plan_dur[managers] = _micros(rng.lognormal(0.0, 0.5, n_mgr))
     plan_in = rng.integers(300, 4000, n_mgr)
     plan_out = rng.integers(20, 600, n_mgr)
-    agg_dur = np.zeros(agents)
-    agg_dur[managers] = _r6(rng.uniform(0.05, 0.5, n_mgr))
+    agg_dur = np.zeros(agents, dtype=np.int64)
+    agg_dur[managers] = _micros(rng.uniform(0.05, 0.5, n_mgr))
     wev = _worker_events(rng, n_work, parent[workers] >= 0)
     is_llm, is_call = wev.kind == _E_LLM, wev.kind == _E_CALL
     is_result, is_msg = wev.kind == _E_RESULT, wev.kind == _E_MSG
 
     # start times, top down: a child starts when its parent's planning call ends
-    start = np.zeros(agents)
+    start = np.zeros(agents, dtype=np.int64)
     for a in tree.levels[1:]:
         start[a] = start[parent[a]] + plan_dur[parent[a]]
-    # a worker's events follow one another; a tool result comes when its call ends
-    adv = np.where(is_result, 0.0, wev.dur)
-    done = np.cumsum(adv)  # the time spent up to each event's end, from the first worker's start
+    # a worker's events follow one another; a tool result comes when its call ends (the sums
+    # are exact: whole microseconds)
+    adv = np.where(is_result, 0, wev.dur)
+    done = np.cumsum(adv)  # time spent up to each event's end, counted from the first worker's
     ev_first = np.cumsum(n_work) - n_work
-    w_base = done[ev_first] - adv[ev_first]
-    end = np.zeros(agents)
-    end[workers] = start[workers] + (done[ev_first + n_work - 1] - w_base)
+    before = done[ev_first] - adv[ev_first]  # what the workers before each one spent
+    end = np.zeros(agents, dtype=np.int64)
+    end[workers] = start[workers] + (done[ev_first + n_work - 1] - before)
     done -= adv  # up to each event's start
-    done -= w_base[wev.worker]
+    done -= before[wev.worker]
     ev_t = start[workers][wev.worker] + done
     del adv, done
     # end times, bottom up: a manager aggregates when its last child returns
-    t_agg = np.full(agents, -np.inf)
-    for a in tree.levels[::-1]:
+    t_agg = np.full(agents, -1, dtype=np.int64)
+    for lv in range(len(tree.levels) - 1, -1, -1):
+        a = tree.levels[lv]
         m = a[is_manager[a]]
         end[m] = t_agg[m] + agg_dur[m]
-        if a[0] > 0:
+        if lv:  # (the root has no parent to return to)
             np.maximum.at(t_agg, parent[a], end[a])
 
     # the order events are recorded in, which breaks ties of time
@@ -468,7 +500,6 @@ def generate_columns(
     tool_code = np.array([code[x] for x in _TOOLS], dtype=np.int8)
     role_of = np.where(is_manager, code["manager"], code["worker"]).astype(np.int8)
     role_of[0] = code["orchestrator"]
-    spawn_role = np.where(is_manager, code["manager"], code["worker"]).astype(np.int8)
 
     # each event's position in recording order, and its time
     kids = np.arange(1, agents)
@@ -478,20 +509,19 @@ def generate_columns(
     agg = off[managers] + sub[managers] - 2
     last = off + sub - 1  # each agent's last event: its return, or the stop
     work = off[workers][wev.worker] + (np.arange(len(wev.worker)) - ev_first[wev.worker])
-    t_rec = np.zeros(n)
+    t_rec = np.zeros(n, dtype=np.int64)
     t_rec[plan], t_rec[sp], t_rec[agg] = start[managers], start[kids], t_agg[managers]
     t_rec[last], t_rec[work] = end, ev_t
-    t_rec = _r6(t_rec)
     # by time, ties in recording order: every column is filled at the events' final positions
     order = np.argsort(t_rec, kind="stable")
     new = np.empty(n, dtype=_I)
     new[order] = np.arange(n, dtype=_I)
-    t = t_rec[order]
+    t = t_rec[order] / _US  # (the double nearest each time's decimal, as parsing it gives)
     del t_rec, order, ev_t
 
     typ = np.full(n, -1, dtype=np.int8)
     agent = np.full(n, -1, dtype=np.int32)
-    dur = np.zeros(n)
+    dur = np.zeros(n, dtype=np.int64)  # microseconds, as seconds when done
     dur_default = np.zeros(n, dtype=bool)
     role = np.full(n, -1, dtype=np.int8)
     from_ = np.full(n, -1, dtype=np.int32)
@@ -519,7 +549,7 @@ def generate_columns(
     llm(at, managers, plan_in, plan_out)
     at = new[sp]
     typ[at], agent[at], to[at] = code["spawn"], name_code[kid_parent], name_code[kids]
-    role[at], step[at], decision[at] = spawn_role[kids], 1, code["spawn"]
+    role[at], step[at], decision[at] = role_of[kids], 1, code["spawn"]  # the child's role
     at = new[agg]
     typ[at], agent[at], dur[at] = code["aggregate"], name_code[managers], agg_dur[managers]
     role[at], step[at], decision[at] = role_of[managers], 2, code["aggregate"]
@@ -537,14 +567,14 @@ def generate_columns(
     who = workers[wev.worker]
     step[at], dur[at] = wev.step, wev.dur
     llm(at[is_llm], who[is_llm], wev.tokens_in[is_llm], wev.tokens_out[is_llm])
-    x, used, by = at[is_call], tool_code[wev.tool[is_call]], who[is_call]
-    typ[x], agent[x], role[x], tool[x] = code["tool_call"], name_code[by], role_of[by], used
+    x, used, sender = at[is_call], tool_code[wev.tool[is_call]], who[is_call]
+    typ[x], agent[x], role[x], tool[x] = code["tool_call"], name_code[sender], role_of[sender], used
     x, used = at[is_result], tool_code[wev.tool[is_result]]
     typ[x], agent[x], tool[x] = code["tool_result"], used, used
     step[x], dur_default[x], has_trusted[x] = -1, True, True
-    x, by = at[is_msg], who[is_msg]
-    typ[x], agent[x], role[x] = code["message"], name_code[by], role_of[by]
-    to[x], from_[x] = name_code[parent[by]], name_code[by]
+    x, sender = at[is_msg], who[is_msg]
+    typ[x], agent[x], role[x] = code["message"], name_code[sender], role_of[sender]
+    to[x], from_[x] = name_code[parent[sender]], name_code[sender]
     tokens_out[x] = wev.tokens_out[is_msg]
 
     # edges, sorted by destination, then source
@@ -567,12 +597,12 @@ def generate_columns(
     ]
     e_src, e_dst = new[np.concatenate(src)], new[np.concatenate(dst)]
     e_type = np.concatenate(kinds).astype(np.int8)
-    by = np.argsort(e_dst * n + e_src, kind="stable")
+    edge_order = np.argsort(e_dst * n + e_src, kind="stable")
     cols: dict[str, np.ndarray] = {
         "t": t,
         "type": typ,
         "agent": agent,
-        "dur": dur,
+        "dur": dur / _US,
         "dur_default": dur_default,
         "role": role,
         "from_": from_,
@@ -587,15 +617,13 @@ def generate_columns(
         "cost": cost,
         "cost_default": cost_default,
     }
-    ts, durs = cols["t"], cols["dur"]
-    types = cols["type"]
-    costs = _costs_of_totals(
-        int(cols["tokens_in"].sum()) + int(cols["tokens_out"].sum()),
-        float(np.cumsum(cols["cost"])[-1]),  # added one after another, in event order
-        int((types == code["tool_call"]).sum()),
-        int((types == code["message"]).sum()),
-        float(ts.min()),
-        max(0.0, float((ts + durs).max())),
+    costs = _costs_of_totals(  # (default_costs of the events, from the columns)
+        int(tokens_in.sum()) + int(tokens_out.sum()),
+        float(np.cumsum(cost)[-1]),  # added one after another, in event order
+        int((typ == code["tool_call"]).sum()),
+        int((typ == code["message"]).sum()),
+        float(t.min()),
+        max(0.0, float((t + cols["dur"]).max())),
     )
     header = Trace(
         trace_id=f"synthetic-{agents}-{steps}-{depth}-{seed}",
@@ -605,7 +633,7 @@ def generate_columns(
         rewards={},
         costs=costs,
         system="orchestrace.generate",
-        topology="hierarchical" if depth > 1 else "centralized",
+        topology="hierarchical" if len(tree.levels) > 2 else "centralized",  # (depth > 1)
         metrics={},
         schema_version=SCHEMA_VERSION,
         meta={
@@ -621,9 +649,9 @@ def generate_columns(
     return GeneratedColumns(
         header=header,
         strings=strings,
-        edge_src=e_src[by],
-        edge_dst=e_dst[by],
-        edge_type=e_type[by],
+        edge_src=e_src[edge_order],
+        edge_dst=e_dst[edge_order],
+        edge_type=e_type[edge_order],
         **cols,
     )
 
@@ -643,7 +671,9 @@ def generate_trace(
     Args:
         agents: Team size K, the root included (>= 1).
         steps: Trace length L in events (raised to :func:`min_events` when smaller).
-        depth: Spawn tree depth D (0 for a lone agent; at most ``agents - 1``).
+        depth: Spawn tree depth D (0 for a lone agent); a depth over ``agents - 1`` gives a
+            tree of depth ``agents - 1``, the deepest the team allows (``meta["generator"]``
+            records the depth asked for).
         seed: Seed of every random draw; the same arguments give the same trace.
         task_id: Task id (default ``synthetic-K{agents}-L{steps}-D{depth}``).
         llm_events: Record LLM turns as ``llm_call`` events; ``False`` records them as
@@ -653,7 +683,6 @@ def generate_trace(
     Raises:
         ConfigError: An argument is out of range (the message says the allowed range).
     """
-    # its values are typed and finite by construction (tests check it)
     return generate_columns(
         agents, steps, depth, seed, task_id=task_id, llm_events=llm_events
     ).trace()

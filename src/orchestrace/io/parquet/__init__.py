@@ -45,6 +45,7 @@ import msgspec
 import numpy as np
 
 from orchestrace._collector import paused
+from orchestrace.errors import ConfigError
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir
 from orchestrace.io._writable import require_writable
@@ -130,6 +131,8 @@ def write_generated(gen: GeneratedColumns, path: PathLike, *, overwrite: bool = 
 
     Raises:
         OutputError: As for :func:`write_parquet`.
+        ConfigError: ``gen`` is not what :func:`~orchestrace.trace.generate.generate_columns`
+            returns.
 
     Example:
         >>> import tempfile, os
@@ -140,6 +143,11 @@ def write_generated(gen: GeneratedColumns, path: PathLike, *, overwrite: bool = 
         >>> read_parquet(path)[0].n_events
         40
     """
+    if not isinstance(gen, GeneratedColumns):
+        raise ConfigError(
+            f"write_generated takes what generate_columns returns, not a {type(gen).__name__}; "
+            "write a Trace with write_parquet"
+        )
     _write_dataset(path, overwrite, lambda tmp: _write_generated_tables(gen, tmp))
 
 
@@ -228,18 +236,20 @@ def _write_trace(
             row_group_size=_ROW_GROUP,
         )
     ed = tr.edges
-    ed_writer.write_table(
-        pa.table(
-            {
-                "trace_id": _repeated(tr.trace_id, len(ed)),
-                "src": list(map(attrgetter("src"), ed)),
-                "dst": list(map(attrgetter("dst"), ed)),
-                "type": list(map(attrgetter("type"), ed)),
-            },
-            schema=ed_schema,
-        ),
-        row_group_size=_ROW_GROUP,
-    )
+    for lo in range(0, max(len(ed), 1), _ROW_GROUP):  # (string columns: 32-bit offsets)
+        part = ed[lo : lo + _ROW_GROUP]
+        ed_writer.write_table(
+            pa.table(
+                {
+                    "trace_id": _repeated(tr.trace_id, len(part)),
+                    "src": list(map(attrgetter("src"), part)),
+                    "dst": list(map(attrgetter("dst"), part)),
+                    "type": list(map(attrgetter("type"), part)),
+                },
+                schema=ed_schema,
+            ),
+            row_group_size=_ROW_GROUP,
+        )
     _add_trace_row(rows, tr, enc.encode(meta).decode(), len(ev), len(ed))
 
 
@@ -315,14 +325,16 @@ def _write_generated_tables(gen: GeneratedColumns, tmp: Path) -> None:
                 _DEFAULTS_COLUMN: defaults,
             }
             writer.write_table(pa.table(cols, schema=ev_schema), row_group_size=_ROW_GROUP)
-    edges = {
-        "trace_id": _repeated(tr.trace_id, n_ed),
-        "src": ids.take(gen.edge_src),
-        "dst": ids.take(gen.edge_dst),
-        "type": text(gen.edge_type),
-    }
     with pq.ParquetWriter(tmp / _FILES[1], ed_schema) as writer:
-        writer.write_table(pa.table(edges, schema=ed_schema), row_group_size=_ROW_GROUP)
+        for lo in range(0, max(n_ed, 1), _ROW_GROUP):  # the groups write_parquet writes
+            part = slice(lo, lo + _ROW_GROUP)
+            edges = {
+                "trace_id": _repeated(tr.trace_id, len(gen.edge_src[part])),
+                "src": ids.take(gen.edge_src[part]),
+                "dst": ids.take(gen.edge_dst[part]),
+                "type": text(gen.edge_type[part]),
+            }
+            writer.write_table(pa.table(edges, schema=ed_schema), row_group_size=_ROW_GROUP)
     rows: dict[str, list[Any]] = {f.name: [] for f in tr_schema}
     _add_trace_row(rows, tr, msgspec.json.encode(tr.meta).decode(), n, n_ed)
     pq.write_table(pa.table(rows, schema=tr_schema), tmp / _FILES[2])
