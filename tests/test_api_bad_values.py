@@ -513,3 +513,40 @@ def test_a_trace_without_events_is_not_written_since_no_reader_takes_it_back(tmp
     with pytest.raises(TraceValidationError, match="trace has no events"):
         dump(good.replace(events=(), edges=()), out)
     assert os.listdir(tmp_path) == []
+
+
+_UNREADABLE = [
+    (Event(id="e2", t=1.0, type="thinking", agent="a"), "type"),
+    (Event(id="e2", t=1.0, type="llm_call", agent="a", dur=-1.0), "dur"),
+    (Event(id="e2", t=1.0, type="llm_call", agent=""), "agent"),
+    (Event(id="e2", t=1.0, type="llm_call", agent="a", role=5), "role"),  # type: ignore[arg-type]
+    (Event(id="e2", t=1.0, type="llm_call", agent="a", tokens_in=-3), "tokens_in"),
+    (Event(id="e2", t=1.0, type="llm_call", agent="a", decision="dance"), "decision"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("event,field", _UNREADABLE)
+def test_stream_writers_refuse_a_record_the_reader_would_refuse(tmp_path, event, field):
+    """A recording must load back: a record its reader would refuse is refused as it is
+    written (one line naming the field), and the records around it are kept."""
+    from orchestrace import Edge
+    from orchestrace.io import load
+    from orchestrace.io.parquet_stream import ParquetStreamWriter
+
+    w = StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k")
+    w.event(Event(id="e1", t=0.0, type="llm_call", agent="a", dur=1.0))
+    with pytest.raises(ConfigError, match=f"cannot record this event.*{field}"):
+        w.event(event)
+    with pytest.raises(ConfigError, match=r"cannot record this edge.*type"):
+        w.edge(Edge("e1", "e3", "hunch"))
+    w.event(Event(id="e3", t=2.0, type="llm_call", agent="a", dur=1.0))
+    w.close()
+    assert [e.id for e in load(tmp_path / "s.jsonl").events] == ["e1", "e3"]
+
+    p = ParquetStreamWriter(tmp_path / "s.parquet", trace_id="t")
+    with pytest.raises(ConfigError, match=f"cannot record this event.*{field}"):
+        p.event(event)
+    with pytest.raises(ConfigError, match=r"cannot record this edge.*type"):
+        p.event(Event(id="e1", t=0.0, type="llm_call", agent="a"), [Edge("e0", "e1", "hunch")])
+    assert p.n_events == 0
+    p.abort()

@@ -56,6 +56,8 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 _ENC = msgspec.json.Encoder()
+#: The reader's rules for a line: an event or edge is checked against them as it is written.
+_LINE = msgspec.json.Decoder(_Line)
 
 
 def write_jsonl(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> int:
@@ -171,7 +173,12 @@ class StreamWriter:
         self._end = os.lseek(self._fd, 0, os.SEEK_END)  # where the last whole record ends
         self._write(_Line(header=header))
 
-    def _write(self, rec: _Line) -> None:
+    def _write(self, rec: _Line, record: str | None = None) -> None:
+        """Append ``rec``, one line.
+
+        A ``record`` (``"event"``, ``"edge"``) is first read back as the reader reads its
+        line, so that nothing is written that the reader would refuse.
+        """
         if self.closed:
             raise TraceFormatError(
                 str(self.path),
@@ -186,6 +193,15 @@ class StreamWriter:
                 f"cannot write this record: {_short(str(err), 100)}; record plain Python "
                 "values (float(x), int(x), str(x)), not numpy's or other objects"
             ) from None
+        if record is not None:
+            try:
+                _LINE.decode(data)
+            except msgspec.ValidationError as err:
+                raise ConfigError(
+                    f"StreamWriter.{record}: cannot record this {record}: "
+                    f"{_short(str(err), 160)}; nothing of it was written (the file keeps the "
+                    "records before it)"
+                ) from None
         view = memoryview(data)
         try:
             while view:
@@ -236,21 +252,24 @@ class StreamWriter:
         """Append one event record.
 
         Raises:
-            ConfigError: ``event`` is not an :class:`~orchestrace.trace.model.Event`, or its
-                time, duration or cost is not a finite number (JSON would write ``null``).
+            ConfigError: ``event`` is not an :class:`~orchestrace.trace.model.Event`, its
+                time, duration or cost is not a finite number (JSON would write ``null``), or
+                the reader would refuse its line (an unknown type, a negative number, a field
+                of the wrong type); nothing of it is written.
         """
         check_record(event, "StreamWriter.event")
-        self._write(_Line(event=event))
+        self._write(_Line(event=event), "event")
 
     def edge(self, edge: Edge) -> None:
         """Append one edge record.
 
         Raises:
-            ConfigError: ``edge`` is not an :class:`~orchestrace.trace.model.Edge`.
+            ConfigError: ``edge`` is not an :class:`~orchestrace.trace.model.Edge`, or one the
+                reader would refuse (an unknown type, an empty end); nothing is written.
         """
         if not isinstance(edge, Edge):
             raise ConfigError(f"StreamWriter.edge takes an Edge, not a {type(edge).__name__}")
-        self._write(_Line(edge=edge))
+        self._write(_Line(edge=edge), "edge")
 
     def close(
         self,

@@ -27,16 +27,16 @@ from collections.abc import Sequence
 from functools import partial
 from itertools import compress, count
 from operator import attrgetter, is_not
-from typing import Any
+from typing import Any, get_type_hints
 
 import msgspec
 import numpy as np
 
 from orchestrace._safe import strict_json
 from orchestrace.errors import ConfigError, Problem, TraceValidationError
-from orchestrace.trace.model import Event, Trace
+from orchestrace.trace.model import Edge, Event, Trace
 
-__all__ = ["check_record", "json_finite", "require_writable"]
+__all__ = ["check_readable", "check_record", "json_finite", "require_writable"]
 
 
 def require_writable(items: Sequence[Any], first: int = 0) -> None:
@@ -274,6 +274,45 @@ def check_record(event: Any, who: str) -> None:
         finite = False
     if not finite:
         raise _bad_numbers(event)
+
+
+def _rules(kind: Any) -> Any:
+    """A struct with ``kind``'s fields and constraints, for checking instances of ``kind``.
+
+    ``msgspec.convert`` hands an instance of ``kind`` itself back unchecked; converting it to
+    this twin checks every field as the decoder does when it reads the record back.
+    """
+    hints = get_type_hints(kind, include_extras=True)
+    fields = [
+        (f.name, hints[f.name])
+        if f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT
+        else (f.name, hints[f.name], f.default)
+        for f in msgspec.structs.fields(kind)
+    ]
+    return msgspec.defstruct(f"_{kind.__name__}Rules", fields, gc=False)
+
+
+_EVENT_RULES = _rules(Event)
+_EDGE_RULES = _rules(Edge)
+
+
+def check_readable(record: Event | Edge, who: str) -> None:
+    """Refuse a record a reader would refuse: the checks the decoder makes, in C.
+
+    An unknown type, a negative number, an empty id or agent, a field of the wrong type.
+
+    Raises:
+        ConfigError: Names the field and the rule; nothing of the record was kept.
+    """
+    try:
+        msgspec.convert(
+            record, _EVENT_RULES if type(record) is Event else _EDGE_RULES, from_attributes=True
+        )
+    except msgspec.ValidationError as err:
+        kind = "event" if type(record) is Event else "edge"
+        raise ConfigError(
+            f"{who}: cannot record this {kind}: {str(err)[:160]}; nothing of it was kept"
+        ) from None
 
 
 def _bad_numbers(event: Event) -> ConfigError:

@@ -28,10 +28,10 @@ from typing import Any
 
 import msgspec
 
-from orchestrace.errors import RuntimeError_
+from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir, write_error
-from orchestrace.io._writable import check_record
+from orchestrace.io._writable import check_readable, check_record
 from orchestrace.io.parquet import (
     _ATTR,
     _FILES,
@@ -107,10 +107,18 @@ class ParquetStreamWriter:
         """Append one event and the edges into it.
 
         Raises:
-            ConfigError: ``event`` is not an Event, or a time, duration or cost is not
-                finite (nothing of it is kept).
+            ConfigError: ``event`` is not an Event, a time, duration or cost is not finite,
+                or the reader would refuse the event or an edge (an unknown type, a negative
+                number, a field of the wrong type); nothing of them is kept.
         """
         check_record(event, "ParquetStreamWriter.event")
+        check_readable(event, "ParquetStreamWriter.event")
+        for e in edges:
+            if not isinstance(e, Edge):
+                raise ConfigError(
+                    f"ParquetStreamWriter.event takes Edge objects, not a {type(e).__name__}"
+                )
+            check_readable(e, "ParquetStreamWriter.event")
         cols = self._ev
         for c in EVENT_COLUMNS:
             cols[c].append(getattr(event, _ATTR[c]))
