@@ -188,10 +188,12 @@ class StreamWriter:
             )
         try:
             data = _ENC.encode(rec) + b"\n"
-        except TypeError as err:  # (nothing of this record was written)
+        except (TypeError, ValueError, RecursionError) as err:  # (nothing of it was written)
+            why = "nesting too deep, or a cycle" if isinstance(err, RecursionError) else str(err)
             raise ConfigError(
-                f"cannot write this record: {_short(str(err), 100)}; record plain Python "
-                "values (float(x), int(x), str(x)), not numpy's or other objects"
+                f"cannot write this record: {_short(why, 100)}; record plain Python values "
+                "(float(x), int(x), str(x); text without lone surrogates), not numpy's or "
+                "other objects"
             ) from None
         if record is not None:
             try:

@@ -22,8 +22,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import compress, count
 from operator import attrgetter, is_not
@@ -83,7 +84,8 @@ def _check(trace: Trace) -> None:
             # the numbers in C passes first; the slower check says which
             or (_errors(check_numbers, trace) if not _numbers_fine(trace) else [])
             or _nested_non_finite(trace)
-            or _nested_unencodable(trace)
+            or _nested_not_json(trace)
+            or _unencodable(trace)
         )
     if errors:
         raise _not_written(TraceValidationError(errors))
@@ -126,18 +128,70 @@ _is_not_none = partial(is_not, None)
 _ENCODER = msgspec.json.Encoder()
 
 
-def _nested_unencodable(trace: Trace) -> list[Problem]:
-    """A value inside ``meta`` or an event's ``attrs`` the JSON encoder refuses (numpy's)."""
-    if not encodable(trace.meta):
-        return [_unencodable_problem(f"$.meta{unencodable_path(trace.meta)}", None)]
-    with_attrs = _with_attrs(trace)
-    if encodable([e.attrs for _, e in with_attrs]):  # one C-level pass over all
-        return []
-    for i, e in with_attrs:
-        if not encodable(e.attrs):
-            path = f"$.events[{i}].attrs{unencodable_path(e.attrs)}"
-            return [_unencodable_problem(path, e.id)]
+_SLICE = 1 << 16
+
+
+def _unencodable(trace: Trace) -> list[Problem]:
+    """The first value the writers' encoder refuses, anywhere in the trace, named by path.
+
+    One C-level encoding pass over the header and the records (a slice at a time into one
+    buffer); only when it fails are the records read one by one to say where. It finds what
+    the type checks cannot see: a lone surrogate in a string, nesting too deep or a cycle, an
+    object JSON has no form for inside ``meta`` or ``attrs``.
+    """
+    buf = bytearray()
+    header = {k: getattr(trace, k) for k in _HEADER}
+    if not _encodes_into(header, buf):
+        return [_where(v, f"$.{k}", None) for k, v in header.items() if not encodable(v)][:1]
+    for name, records in (("events", trace.events), ("edges", trace.edges)):
+        for lo in range(0, len(records), _SLICE):
+            part = records[lo : lo + _SLICE]
+            if _encodes_into(part, buf):
+                continue
+            for i, rec in enumerate(part, start=lo):
+                if not encodable(rec):
+                    for f in msgspec.structs.fields(rec):
+                        value = getattr(rec, f.name)
+                        if not encodable(value):
+                            path = f"$.{name}[{i}].{f.encode_name}"
+                            return [_where(value, path, getattr(rec, "id", None))]
     return []
+
+
+_HEADER = (
+    *("trace_id", "task_id", "system", "topology", "schema_version"),
+    *("meta", "rewards", "costs", "metrics"),
+)
+
+
+def _encodes_into(value: Any, buf: bytearray) -> bool:
+    try:
+        _ENCODER.encode_into(value, buf)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _where(value: Any, path: str, event_id: Any) -> Problem:
+    """The problem of ``value`` at ``path``, which the encoder refuses (inside it, maybe)."""
+    inner, bad = _locate(value)
+    if type(bad) is str:  # (a plain string the encoder refuses: a lone surrogate)
+        what = "a string with a lone surrogate, which UTF-8 (and so no file) cannot hold"
+        fix = "replace it (text.encode('utf-8', 'replace').decode() keeps the rest)"
+    elif isinstance(bad, dict | list | tuple):
+        what = "nesting too deep for JSON, or a reference cycle"
+        fix = "flatten it, or keep it elsewhere and record a reference to it"
+    else:
+        kind = type(bad)
+        what = f"a {kind.__module__}.{kind.__qualname__}, which JSON cannot write"
+        fix = "convert it to a plain Python value (float(x), int(x), str(x)) or a list or dict"
+    return Problem(
+        "wrong-type",
+        f"holds {what}",
+        fix,
+        path=path + inner,
+        event_id=event_id if isinstance(event_id, str) else None,
+    )
 
 
 def encodable(value: Any) -> bool:
@@ -163,25 +217,92 @@ def unencodable_path(value: Any) -> str:
         >>> unencodable_path({"a": [1, {"b": np.int64(2)}]})
         '.a[1].b'
     """
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if type(k) is not str:
-                return ""  # the key itself
-            if not encodable(v):
-                return f".{k}{unencodable_path(v)}"
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            if not encodable(v):
-                return f"[{i}]{unencodable_path(v)}"
-    return ""
+    return _locate(value)[0]
 
 
-def _unencodable_problem(path: str, event_id: Any) -> Problem:
+def _locate(
+    value: Any,
+    ok: Callable[[Any], bool] = encodable,
+    depth: int = 0,
+    seen: frozenset[int] = frozenset(),
+) -> tuple[str, Any]:
+    """``(path, value there)`` of the first value inside ``value`` that is not ``ok``.
+
+    Goes down at most 64 levels, and not into a container it came through (a cycle).
+    """
+    if depth < 64 and id(value) not in seen:
+        seen = seen | {id(value)}
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not ok(k):
+                    return "", k  # the key itself
+                if not ok(v):
+                    inner, bad = _locate(v, ok, depth + 1, seen)
+                    return f".{k}{inner}", bad
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                if not ok(v):
+                    inner, bad = _locate(v, ok, depth + 1, seen)
+                    return f"[{i}]{inner}", bad
+    return "", value
+
+
+def _nested_not_json(trace: Trace) -> list[Problem]:
+    """A value inside ``meta`` or an event's ``attrs`` that JSON has no form for.
+
+    ``bytes``, dates and times, ``Decimal``, sets, UUIDs, objects: the encoder would write
+    each as a string or a list, and it would read back changed.
+    """
+    if not plain_json(trace.meta):
+        return [_not_json_problem(trace.meta, "$.meta", None)]
+    with_attrs = _with_attrs(trace)
+    if plain_json([e.attrs for _, e in with_attrs]):  # one C-level pass over all
+        return []
+    for i, e in with_attrs:
+        if not plain_json(e.attrs):
+            return [_not_json_problem(e.attrs, f"$.events[{i}].attrs", e.id)]
+    return []
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _refuse(_value: Any) -> Any:
+    raise _NotPlain
+
+
+def plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of JSON's own values only, so that it reads back as written.
+
+    Dicts, lists (tuples too), strings, numbers, booleans and None.
+
+    Example:
+        >>> import datetime
+        >>> plain_json({"a": [1, "x", None]}), plain_json({"a": datetime.date(2020, 1, 1)})
+        (True, False)
+    """
+    try:
+        json.dumps(value, default=_refuse)
+    except _NotPlain:
+        return False
+    except TypeError:  # a key of a kind JSON has none for
+        return False
+    except (ValueError, RecursionError):  # a cycle or deep nesting: the encoder's check says
+        return True
+    return True
+
+
+def _not_json_problem(value: Any, path: str, event_id: Any) -> Problem:
+    inner, bad = _locate(value, plain_json)
+    kind = type(bad)
     return Problem(
         "wrong-type",
-        "holds a value JSON cannot write (a numpy number or string, or another object)",
-        "convert it to a plain Python value (float(x), int(x), str(x)) or a list or dict of them",
-        path=path,
+        f"holds a {kind.__module__}.{kind.__qualname__}, which JSON has no form for (it "
+        "would be written as a string or a list and read back changed)",
+        "convert it to a JSON value (float(x) or int(x) for a numpy number, str(x) for a date "
+        "or a Decimal, a list for a set)",
+        path=path + inner,
         event_id=event_id if isinstance(event_id, str) else None,
     )
 

@@ -77,30 +77,40 @@ PATTERNS: dict[str, str] = {
     r"end the (run|task) now)\b",
     "chat-markup": r"<\|?/?(system|assistant|im_start|im_end)\|?>|\[/?INST\]",
     # terminal escapes hide text from a person reading a log
-    "hidden-escape": r"\x1b\[|\x1b\]|\u202e",
+    "hidden-escape": r"\x1b\[|\x1b\]|[\u202a-\u202e\u2066-\u2069]",
 }
 _COMPILED = {k: re.compile(v, re.IGNORECASE) for k, v in PATTERNS.items()}
-# invisible format characters (zero-width spaces and joiners, soft hyphens, bidirectional
-# controls, the tag block): dropped before matching, so that "ig\u200bnore" reads "ignore"
+# invisible characters, dropped before matching so that "ig\u200bnore" reads "ignore": every
+# format character of Unicode 14 (category Cf: zero-width spaces and joiners, soft hyphens,
+# bidirectional controls, the tag block; a test checks the list against Python's own table),
+# the variation selectors and the fillers that render as nothing
 _INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
-    "\U000e0000-\U000e0fff]"
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2800\u3164\ufe00-\ufe0f"
+    "\uffa0\U000e0100-\U000e01ef]"
 )
-_SPACES = re.compile(r"\s+")
+# white space within a line (a run becomes one space; line ends are kept, as the patterns
+# stop at them)
+_SPACES = re.compile(r"[^\S\n]+")
+_LINES = re.compile(r"\s*\n\s*")
 
 
 def normalized(text: str) -> str:
     r"""``text`` as the patterns read it, with spacing and invisible characters undone.
 
     Compatibility forms are folded (NFKC: fullwidth letters, ligatures), invisible characters
-    dropped, and each run of white space made one space.
+    dropped, and each run of white space made one space (one line end, when it holds one:
+    the patterns do not reach across lines).
 
     Example:
-        >>> normalized("\uff49\uff47\u200bnore  previous\n\tinstructions")
-        'ignore previous instructions'
+        >>> normalized("\uff49\uff47\u200bnore  previous \tinstructions\n\n  now")
+        'ignore previous instructions\nnow'
     """
-    return _SPACES.sub(" ", _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)))
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    return _SPACES.sub(" ", _LINES.sub("\n", text))
 
 
 class HeuristicDetector:

@@ -15,10 +15,13 @@ Example:
 from __future__ import annotations
 
 import enum
+import numbers
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
+
+import numpy as np
 
 from orchestrace.errors import Problem, _short
 from orchestrace.trace.enums import EVENT_CODE
@@ -127,9 +130,9 @@ def wrong(value: object) -> str:
     return _short(repr(value), 40)
 
 
-def numeric(value: object) -> TypeGuard[int | float]:
-    """Any int or float (numpy's float64 included), never a bool."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def numeric(value: object) -> bool:
+    """Any real number (numpy's and ``Fraction`` included), never a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
 
 
 def is_number(value: object) -> TypeGuard[int | float]:

@@ -262,7 +262,7 @@ def _event_fields(events: Iterable[Event]) -> Iterator[Problem]:
                     path=ev_path(i, "decision"),
                     event_id=event_id(e),
                 )
-    plain = _shaped(events, list[_EventShape]) and _encodes(events)
+    plain = _shaped(events, list[_EventShape]) and _plain_numbers(events)
     suspect = set() if plain else _suspect_fields(events)
     if not suspect:
         return
@@ -360,23 +360,19 @@ def _not_a_string(value: object) -> str:
     return not_plain(value, "string") if isinstance(value, str) else "not a string"
 
 
-_ENCODER = msgspec.json.Encoder()
-_ENCODE_SLICE = 1 << 16
+def _plain_numbers(events: list[Event]) -> bool:
+    """Every time, duration and cost is a Python int or float (C-level passes).
 
-
-def _encodes(records: list[Any]) -> bool:
-    """Every record encodes as JSON: no ``numpy.str_`` where msgspec's fast path took a str.
-
-    One C-level encoding pass, a slice of events at a time into one reused buffer (memory
-    bounded by the slice); it also finds values the encoder refuses inside ``attrs``.
+    msgspec's fast path takes a ``Decimal`` for a float, which the JSON encoder writes as a
+    string; other objects in any field are the writers' encoding check to name.
     """
-    buf = bytearray()
-    try:
-        for lo in range(0, len(records), _ENCODE_SLICE):
-            _ENCODER.encode_into(records[lo : lo + _ENCODE_SLICE], buf)
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True
+    return all(
+        set(map(type, map(attrgetter(name), events))) <= _NUMBER_TYPES
+        for name in ("t", "dur", "cost")
+    )
+
+
+_NUMBER_TYPES = frozenset({float, int})
 
 
 def _suspect_fields(events: list[Event]) -> set[str]:
@@ -442,6 +438,14 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
                 path=ev_path(i, name),
                 event_id=event_id(e),
             )
+        elif not is_number(value):  # an int subclass the encoder refuses
+            yield Problem(
+                "wrong-type",
+                f"{name} is {wrong(value)}, {not_plain(value, 'integer')}",
+                f"record {name} as an integer from 0 to 2^63-1",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
         elif value > MAX_INT or value < -MAX_INT - 1 or (value < 0 and name == "step"):
             yield Problem(
                 "out-of-range",
@@ -475,11 +479,7 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
 
 def _edge_fields(edges: Iterable[Edge]) -> Iterator[Problem]:
     edges = list(edges)
-    if (
-        _shaped(edges, list[_EdgeShape])
-        and all_known(list(map(_get_type, edges)), EDGE_NAMES)
-        and _encodes(edges)
-    ):
+    if _shaped(edges, list[_EdgeShape]) and all_known(list(map(_get_type, edges)), EDGE_NAMES):
         return
     for k, e in enumerate(edges):
         for end in ("src", "dst"):
