@@ -502,8 +502,10 @@ def test_stream_writer_refuses_a_record_it_cannot_encode_and_keeps_the_others(tm
 
     w = StreamWriter(tmp_path / "s.jsonl", trace_id="t", task_id="k")
     w.event(Event(id="e1", t=0.0, type="llm_call", agent="a", dur=1.0))
-    with pytest.raises(ConfigError, match="plain Python values"):
+    with pytest.raises(ConfigError, match=r"dur is 1\.0; a numpy\.float64, not a plain Python"):
         w.event(Event(id="e2", t=1.0, type="llm_call", agent="a", dur=np.float64(1.0)))
+    with pytest.raises(ConfigError, match=r"\$\.attrs\.x.*numpy\.float32"):
+        w.event(Event(id="e2", t=1.0, type="llm_call", agent="a", attrs={"x": np.float32(1)}))
     w.event(Event(id="e3", t=2.0, type="llm_call", agent="a", dur=1.0))
     w.close()
     assert [e.id for e in load(tmp_path / "s.jsonl").events] == ["e1", "e3"]
@@ -598,3 +600,59 @@ def test_values_json_cannot_hold_exactly_are_named_in_every_writer(tmp_path, goo
         with pytest.raises(TraceValidationError, match=where):
             dump(bad, out)
         assert os.listdir(tmp_path) == [], name
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_stream_writers_keep_only_what_reads_back_unchanged(tmp_path, suffix):
+    """What a stream writer accepts reads back equal; the rest is refused as it comes (a
+    later flush never fails on a value, so nothing recorded before is lost)."""
+    import datetime
+    import decimal
+
+    np = pytest.importorskip("numpy")
+    from orchestrace import Edge, Trace
+    from orchestrace.io import load
+    from orchestrace.io.parquet_stream import ParquetStreamWriter
+
+    cycle: dict = {}
+    cycle["self"] = cycle
+    bad = [
+        ({"content": "x\ud800"}, r"\$\.content.*surrogate"),
+        ({"agent": "\udc80"}, r"\$\.agent.*surrogate"),
+        ({"attrs": {"s": np.float64(0.5)}}, r"\$\.attrs\.s.*numpy"),
+        ({"attrs": {"when": datetime.date(2020, 1, 1)}}, r"\$\.attrs\.when.*datetime"),
+        ({"attrs": {"n": float("nan")}}, r"\$\.attrs\.n.*NaN"),
+        ({"attrs": {1: "x"}}, r"\$\.attrs.*key 1"),
+        ({"attrs": {"tags": {"a"}}}, r"\$\.attrs\.tags.*set"),
+        ({"attrs": cycle}, r"\$\.attrs.*cycle"),
+        ({"cost": decimal.Decimal("0.5")}, r"cost is 0\.5; a decimal\.Decimal"),
+        ({"t": 10**400}, r"t is \d+"),
+    ]
+    good = [Event(id=f"e{i}", t=float(i), type="llm_call", agent="a", dur=1.0) for i in range(5)]
+
+    def odd(kw):
+        return Event(**{"id": "x", "t": 9.0, "type": "llm_call", "agent": "a", **kw})
+
+    path = tmp_path / f"s.{suffix}"
+    edge = Edge("e0", "e1", "causal")
+    if suffix == "jsonl":
+        w = StreamWriter(path, trace_id="t", task_id="k")
+        w.event(good[0])
+        for kw, says in bad:
+            with pytest.raises(ConfigError, match=says):
+                w.event(odd(kw))
+        for e in good[1:]:
+            w.event(e)
+        w.edge(edge)
+        w.close()
+    else:
+        p = ParquetStreamWriter(path, trace_id="t", row_group=2)
+        p.event(good[0])
+        for kw, says in bad:
+            with pytest.raises(ConfigError, match=says):
+                p.event(odd(kw))
+        for e in good[1:]:
+            p.event(e, [edge] if e.id == "e1" else [])
+        p.finish(Trace(trace_id="t", task_id="k", events=tuple(good), edges=(edge,)))
+    back = load(path)
+    assert [e.id for e in back.events] == [e.id for e in good]

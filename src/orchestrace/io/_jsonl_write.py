@@ -26,7 +26,7 @@ from orchestrace._numbers import as_real, is_finite
 from orchestrace.errors import ConfigError, TraceFormatError, _short
 from orchestrace.io._common import PathLike, atomic_write
 from orchestrace.io._output import OutputError, StreamTarget, write_error
-from orchestrace.io._writable import check_record, json_finite, require_writable
+from orchestrace.io._writable import check_record, json_finite, readable, require_writable
 from orchestrace.trace.model import SCHEMA_VERSION, Edge, Event, TopologyName, Trace
 
 __all__ = ["StreamWriter", "write_jsonl"]
@@ -56,8 +56,6 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 _ENC = msgspec.json.Encoder()
-#: The reader's rules for a line: an event or edge is checked against them as it is written.
-_LINE = msgspec.json.Decoder(_Line)
 
 
 def write_jsonl(traces: Iterable[Trace], path: PathLike, *, overwrite: bool = False) -> int:
@@ -173,21 +171,10 @@ class StreamWriter:
         self._end = os.lseek(self._fd, 0, os.SEEK_END)  # where the last whole record ends
         self._write(_Line(header=header))
 
-    def _write(self, rec: _Line, record: str | None = None) -> None:
-        """Append ``rec``, one line.
-
-        A ``record`` (``"event"``, ``"edge"``) is first read back as the reader reads its
-        line, so that nothing is written that the reader would refuse.
-        """
-        if self.closed:
-            raise TraceFormatError(
-                str(self.path),
-                "stream",
-                "writer is closed",
-                "open a new StreamWriter to record another trace",
-            )
+    def _write(self, rec: _Line) -> None:
+        """Append ``rec``, one line (a header or a footer: checked by their callers)."""
         try:
-            data = _ENC.encode(rec) + b"\n"
+            data = _ENC.encode(rec)
         except (TypeError, ValueError, RecursionError) as err:  # (nothing of it was written)
             why = "nesting too deep, or a cycle" if isinstance(err, RecursionError) else str(err)
             raise ConfigError(
@@ -195,15 +182,18 @@ class StreamWriter:
                 "(float(x), int(x), str(x); text without lone surrogates), not numpy's or "
                 "other objects"
             ) from None
-        if record is not None:
-            try:
-                _LINE.decode(data)
-            except msgspec.ValidationError as err:
-                raise ConfigError(
-                    f"StreamWriter.{record}: cannot record this {record}: "
-                    f"{_short(str(err), 160)}; nothing of it was written (the file keeps the "
-                    "records before it)"
-                ) from None
+        self._write_line(data)
+
+    def _write_line(self, data: bytes) -> None:
+        """Append one line of JSON (the newline is added here)."""
+        if self.closed:
+            raise TraceFormatError(
+                str(self.path),
+                "stream",
+                "writer is closed",
+                "open a new StreamWriter to record another trace",
+            )
+        data += b"\n"
         view = memoryview(data)
         try:
             while view:
@@ -260,7 +250,8 @@ class StreamWriter:
                 of the wrong type); nothing of it is written.
         """
         check_record(event, "StreamWriter.event")
-        self._write(_Line(event=event), "event")
+        # read back as the reader reads it: nothing is written that it would refuse
+        self._write_line(b'{"event":' + readable(event, "StreamWriter.event")[1] + b"}")
 
     def edge(self, edge: Edge) -> None:
         """Append one edge record.
@@ -271,7 +262,7 @@ class StreamWriter:
         """
         if not isinstance(edge, Edge):
             raise ConfigError(f"StreamWriter.edge takes an Edge, not a {type(edge).__name__}")
-        self._write(_Line(edge=edge), "edge")
+        self._write_line(b'{"edge":' + readable(edge, "StreamWriter.edge")[1] + b"}")
 
     def close(
         self,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import compress, count
 from operator import attrgetter, is_not
-from typing import Any, get_type_hints
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -37,7 +37,7 @@ from orchestrace._safe import strict_json
 from orchestrace.errors import ConfigError, Problem, TraceValidationError
 from orchestrace.trace.model import Edge, Event, Trace
 
-__all__ = ["check_readable", "check_record", "json_finite", "require_writable"]
+__all__ = ["check_record", "json_finite", "readable", "require_writable"]
 
 
 def require_writable(items: Sequence[Any], first: int = 0) -> None:
@@ -175,6 +175,15 @@ def _encodes_into(value: Any, buf: bytearray) -> bool:
 def _where(value: Any, path: str, event_id: Any) -> Problem:
     """The problem of ``value`` at ``path``, which the encoder refuses (inside it, maybe)."""
     inner, bad = _locate(value)
+    if isinstance(bad, _Key):
+        what, fix = _key_problem(bad)
+        return Problem(
+            "wrong-type",
+            what,
+            fix,
+            path=path + inner,
+            event_id=event_id if isinstance(event_id, str) else None,
+        )
     if type(bad) is str:  # (a plain string the encoder refuses: a lone surrogate)
         what = "a string with a lone surrogate, which UTF-8 (and so no file) cannot hold"
         fix = "replace it (text.encode('utf-8', 'replace').decode() keeps the rest)"
@@ -234,8 +243,8 @@ def _locate(
         seen = seen | {id(value)}
         if isinstance(value, dict):
             for k, v in value.items():
-                if not ok(k):
-                    return "", k  # the key itself
+                if type(k) is not str and not (ok is encodable and encodable({k: None})):
+                    return "", _Key(k)  # the key itself
                 if not ok(v):
                     inner, bad = _locate(v, ok, depth + 1, seen)
                     return f".{k}{inner}", bad
@@ -245,6 +254,22 @@ def _locate(
                     inner, bad = _locate(v, ok, depth + 1, seen)
                     return f"[{i}]{inner}", bad
     return "", value
+
+
+class _Key:
+    """A dict key :func:`_locate` found at fault (not a value)."""
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+
+def _key_problem(bad: _Key) -> tuple[str, str]:
+    kind = type(bad.key)
+    return (
+        f"has the key {_short_text(repr(bad.key), 40)}, a {kind.__module__}.{kind.__qualname__}:"
+        " JSON's keys are strings (it would read back changed, or not be written)",
+        "use string keys (str(key))",
+    )
 
 
 def _nested_not_json(trace: Trace) -> list[Problem]:
@@ -290,11 +315,32 @@ def plain_json(value: Any) -> bool:
         return False
     except (ValueError, RecursionError):  # a cycle or deep nesting: the encoder's check says
         return True
+    return _string_keys(value)
+
+
+def _string_keys(value: Any) -> bool:
+    """Every dict key inside ``value`` is a plain ``str`` (JSON would write 1 as ``"1"``).
+
+    Runs only on what ``json.dumps`` wrote: no cycles, and no deeper than it goes.
+    """
+    if isinstance(value, dict):
+        return all(type(k) is str for k in value) and all(map(_string_keys, value.values()))
+    if isinstance(value, list | tuple):
+        return all(map(_string_keys, value))
     return True
 
 
 def _not_json_problem(value: Any, path: str, event_id: Any) -> Problem:
     inner, bad = _locate(value, plain_json)
+    if isinstance(bad, _Key):
+        what, fix = _key_problem(bad)
+        return Problem(
+            "wrong-type",
+            what,
+            fix,
+            path=path + inner,
+            event_id=event_id if isinstance(event_id, str) else None,
+        )
     kind = type(bad)
     return Problem(
         "wrong-type",
@@ -391,58 +437,80 @@ def check_record(event: Any, who: str) -> None:
         raise ConfigError(f"{who} takes an Event, not a {type(event).__name__}")
     try:
         finite = _isfinite(event.t) and _isfinite(event.dur) and _isfinite(event.cost)
-    except TypeError:
+    except (TypeError, OverflowError):
         finite = False
-    if not finite:
+    if not finite or not {type(event.t), type(event.dur), type(event.cost)} <= _NUMBERS:
         raise _bad_numbers(event)
 
 
-def _rules(kind: Any) -> Any:
-    """A struct with ``kind``'s fields and constraints, for checking instances of ``kind``.
-
-    ``msgspec.convert`` hands an instance of ``kind`` itself back unchecked; converting it to
-    this twin checks every field as the decoder does when it reads the record back.
-    """
-    hints = get_type_hints(kind, include_extras=True)
-    fields = [
-        (f.name, hints[f.name])
-        if f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT
-        else (f.name, hints[f.name], f.default)
-        for f in msgspec.structs.fields(kind)
-    ]
-    return msgspec.defstruct(f"_{kind.__name__}Rules", fields, gc=False)
+_NUMBERS = frozenset({float, int})
 
 
-_EVENT_RULES = _rules(Event)
-_EDGE_RULES = _rules(Edge)
+_READ_BACK: dict[Any, Any] = {Event: msgspec.json.Decoder(Event), Edge: msgspec.json.Decoder(Edge)}
 
 
-def check_readable(record: Event | Edge, who: str) -> None:
-    """Refuse a record a reader would refuse: the checks the decoder makes, in C.
+def readable(record: Any, who: str) -> tuple[Any, bytes]:
+    """``(the record as its reader reads it, its JSON)``, or a refusal naming the field.
 
-    An unknown type, a negative number, an empty id or agent, a field of the wrong type.
+    A stream writer's check of each record: it is encoded, then read back with the reader's
+    own decoder (an unknown type, a negative number, an empty id or agent, a field of the
+    wrong type are refused as the reader would refuse them), and its ``attrs`` must read back
+    as they are (no NaN, no object JSON has no form for, string keys). What comes back is what
+    the writer keeps, so a recording always loads back.
 
     Raises:
-        ConfigError: Names the field and the rule; nothing of the record was kept.
+        ConfigError: One line naming the field; nothing of the record was kept.
     """
+    kind = type(record)
+    name = "event" if kind is Event else "edge"
     try:
-        msgspec.convert(
-            record, _EVENT_RULES if type(record) is Event else _EDGE_RULES, from_attributes=True
+        data = _ENCODER.encode(record)
+    except (TypeError, ValueError, RecursionError):
+        problem = next(
+            _where(getattr(record, f.name), f"$.{f.encode_name}", None)
+            for f in msgspec.structs.fields(record)
+            if not encodable(getattr(record, f.name))
         )
+        raise _refused(who, name, str(problem)) from None
+    try:
+        back = _READ_BACK[kind].decode(data)
     except msgspec.ValidationError as err:
-        kind = "event" if type(record) is Event else "edge"
-        raise ConfigError(
-            f"{who}: cannot record this {kind}: {str(err)[:160]}; nothing of it was kept"
-        ) from None
+        raise _refused(who, name, str(err)) from None
+    attrs = getattr(record, "attrs", None)
+    if attrs is not None:
+        found = non_finite_paths(attrs)
+        if found:
+            raise _refused(who, name, str(_nested_problem(f"$.attrs.{found[0]}", None)))
+        if not plain_json(attrs):
+            raise _refused(who, name, str(_not_json_problem(attrs, "$.attrs", None)))
+    return back, data
+
+
+def _refused(who: str, name: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"{who}: cannot record this {name}: {_short_text(why, 240)}; nothing of it was kept"
+    )
+
+
+def _short_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _bad_numbers(event: Event) -> ConfigError:
     """The error for an event whose time, duration or cost JSON cannot hold."""
     for name in ("t", "dur", "cost"):
         value = getattr(event, name)
-        if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value)):
-            return ConfigError(
-                f"event {str(event.id)[:80]!r}: {name} is {str(value)[:40]}; record a finite "
-                "number (JSON cannot hold this one)"
+        try:
+            finite = math.isfinite(value)
+        except (TypeError, OverflowError):
+            finite = False
+        if type(value) not in _NUMBERS or not finite:
+            kind = type(value)
+            what = (
+                f"a {kind.__module__}.{kind.__qualname__}, not a plain Python number; record it "
+                "as float(value)"
+                if finite and kind is not bool
+                else "record a finite number (JSON cannot hold this one)"
             )
+            return ConfigError(f"event {str(event.id)[:80]!r}: {name} is {str(value)[:40]}; {what}")
     return ConfigError(f"event {str(event.id)[:80]!r}: a number JSON cannot hold")

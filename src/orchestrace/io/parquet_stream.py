@@ -31,7 +31,7 @@ import msgspec
 from orchestrace.errors import ConfigError, RuntimeError_
 from orchestrace.io._common import PathLike
 from orchestrace.io._output import OutputError, replace_dir, write_error
-from orchestrace.io._writable import check_readable, check_record
+from orchestrace.io._writable import check_record, readable
 from orchestrace.io.parquet import (
     _ATTR,
     _FILES,
@@ -112,13 +112,14 @@ class ParquetStreamWriter:
                 number, a field of the wrong type); nothing of them is kept.
         """
         check_record(event, "ParquetStreamWriter.event")
-        check_readable(event, "ParquetStreamWriter.event")
         for e in edges:
             if not isinstance(e, Edge):
                 raise ConfigError(
                     f"ParquetStreamWriter.event takes Edge objects, not a {type(e).__name__}"
                 )
-            check_readable(e, "ParquetStreamWriter.event")
+        # each kept as its reader reads it back (refused when it would not be)
+        event = readable(event, "ParquetStreamWriter.event")[0]
+        edges = [readable(e, "ParquetStreamWriter.event")[0] for e in edges]
         cols = self._ev
         for c in EVENT_COLUMNS:
             cols[c].append(getattr(event, _ATTR[c]))

@@ -77,7 +77,9 @@ PATTERNS: dict[str, str] = {
     r"end the (run|task) now)\b",
     "chat-markup": r"<\|?/?(system|assistant|im_start|im_end)\|?>|\[/?INST\]",
     # terminal escapes hide text from a person reading a log
-    "hidden-escape": r"\x1b\[|\x1b\]|[\u202a-\u202e\u2066-\u2069]",
+    # (the overrides that reverse what a reader sees; embeddings and isolates are the ordinary
+    # marks of mixed-direction text)
+    "hidden-escape": r"\x1b\[|\x1b\]|[\u202d\u202e]",
 }
 _COMPILED = {k: re.compile(v, re.IGNORECASE) for k, v in PATTERNS.items()}
 # invisible characters, dropped before matching so that "ig\u200bnore" reads "ignore": every
@@ -92,10 +94,10 @@ _INVISIBLE = re.compile(
     "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2800\u3164\ufe00-\ufe0f"
     "\uffa0\U000e0100-\U000e01ef]"
 )
-# white space within a line (a run becomes one space; line ends are kept, as the patterns
-# stop at them)
-_SPACES = re.compile(r"[^\S\n]+")
-_LINES = re.compile(r"\s*\n\s*")
+# white space, line ends included: a run becomes one space, so that where a text is wrapped
+# changes nothing (a phrase split over two lines is found; what a pattern flags on one line
+# it flags on two)
+_SPACES = re.compile(r"\s+")
 
 
 # letters of other scripts drawn like Latin ones (Cyrillic and Greek), read as those
@@ -118,17 +120,16 @@ def normalized(text: str) -> str:
 
     Compatibility forms are folded (NFKC: fullwidth letters, ligatures), invisible characters
     and combining marks dropped, Cyrillic and Greek letters drawn like Latin ones read as
-    those, and each run of white space made one space (one line end, when it holds one: the
-    patterns do not reach across lines).
+    those, and each run of white space (line ends too) made one space.
 
     Example:
         >>> normalized("\uff49\uff47\u200bn\u043er\u0065\u0301  previous \tinstructions\n\n  now")
-        'ignore previous instructions\nnow'
+        'ignore previous instructions now'
     """
     text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     if not text.isascii():
         text = _COMBINING.sub("", unicodedata.normalize("NFD", text)).translate(_LOOKALIKES)
-    return _SPACES.sub(" ", _LINES.sub("\n", text))
+    return _SPACES.sub(" ", text)
 
 
 class HeuristicDetector:

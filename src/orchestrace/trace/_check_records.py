@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from operator import attrgetter
@@ -39,7 +40,6 @@ from orchestrace.trace._check_base import (
     is_text,
     known,
     not_plain,
-    numeric,
     run_alone,
     wrong,
 )
@@ -402,7 +402,7 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
         if name not in suspect:
             continue
         value = getattr(e, name)
-        if not numeric(value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Number):
             yield Problem(
                 "wrong-type",
                 f"{name} is {wrong(value)}, not a number",
@@ -560,7 +560,8 @@ def _totals(ctx: Ctx) -> Iterator[Problem]:
             )
     for section, values, nonneg in sections:
         for key, value in values.items():
-            if numeric(value) and not is_number(value):
+            plain = is_number(value) or isinstance(value, bool)
+            if not plain and isinstance(value, numbers.Number):
                 yield Problem(
                     "wrong-type",
                     f"{section}.{_short(key)} is {wrong(value)}, {not_plain(value, 'number')}",
