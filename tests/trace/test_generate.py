@@ -82,42 +82,9 @@ def test_generate_writes_parquet_from_the_columns(tmp_path):
     from orchestrace.cli import main
     from orchestrace.io.parquet import read_parquet
 
-    assert (
-        main(
-            [
-                "generate",
-                "-k",
-                "9",
-                "-l",
-                "300",
-                "-d",
-                "2",
-                "-s",
-                "4",
-                "-o",
-                str(tmp_path / "g.parquet"),
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "generate",
-                "-k",
-                "9",
-                "-l",
-                "300",
-                "-d",
-                "2",
-                "-s",
-                "4",
-                "-o",
-                str(tmp_path / "g.json"),
-            ]
-        )
-        == 0
-    )
+    for name in ("g.parquet", "g.json"):
+        argv = ["generate", "-k", "9", "-l", "300", "-d", "2", "-s", "4"]
+        assert main([*argv, "-o", str(tmp_path / name)]) == 0
     want = dumps(generate_trace(9, 300, 2, 4))
     assert dumps(read_parquet(tmp_path / "g.parquet")[0]) == want
     assert (tmp_path / "g.json").read_bytes().rstrip(b"\n") == want.rstrip(b"\n")

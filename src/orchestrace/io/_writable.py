@@ -176,14 +176,7 @@ def _where(value: Any, path: str, event_id: Any) -> Problem:
     """The problem of ``value`` at ``path``, which the encoder refuses (inside it, maybe)."""
     inner, bad = _locate(value)
     if isinstance(bad, _Key):
-        what, fix = _key_problem(bad)
-        return Problem(
-            "wrong-type",
-            what,
-            fix,
-            path=path + inner,
-            event_id=event_id if isinstance(event_id, str) else None,
-        )
+        return _value_problem(*_key_problem(bad), path + inner, event_id)
     if type(bad) is str:  # (a plain string the encoder refuses: a lone surrogate)
         what = "a string with a lone surrogate, which UTF-8 (and so no file) cannot hold"
         fix = "replace it (text.encode('utf-8', 'replace').decode() keeps the rest)"
@@ -194,13 +187,7 @@ def _where(value: Any, path: str, event_id: Any) -> Problem:
         kind = type(bad)
         what = f"a {kind.__module__}.{kind.__qualname__}, which JSON cannot write"
         fix = "convert it to a plain Python value (float(x), int(x), str(x)) or a list or dict"
-    return Problem(
-        "wrong-type",
-        f"holds {what}",
-        fix,
-        path=path + inner,
-        event_id=event_id if isinstance(event_id, str) else None,
-    )
+    return _value_problem(f"holds {what}", fix, path + inner, event_id)
 
 
 def encodable(value: Any) -> bool:
@@ -261,6 +248,17 @@ class _Key:
 
     def __init__(self, key: Any) -> None:
         self.key = key
+
+
+def _value_problem(what: str, fix: str, path: str, event_id: Any) -> Problem:
+    """A wrong-type problem of a value at ``path`` (in the event ``event_id``, when a string)."""
+    return Problem(
+        "wrong-type",
+        what,
+        fix,
+        path=path,
+        event_id=event_id if isinstance(event_id, str) else None,
+    )
 
 
 def _key_problem(bad: _Key) -> tuple[str, str]:
@@ -333,23 +331,15 @@ def _string_keys(value: Any) -> bool:
 def _not_json_problem(value: Any, path: str, event_id: Any) -> Problem:
     inner, bad = _locate(value, plain_json)
     if isinstance(bad, _Key):
-        what, fix = _key_problem(bad)
-        return Problem(
-            "wrong-type",
-            what,
-            fix,
-            path=path + inner,
-            event_id=event_id if isinstance(event_id, str) else None,
-        )
+        return _value_problem(*_key_problem(bad), path + inner, event_id)
     kind = type(bad)
-    return Problem(
-        "wrong-type",
+    return _value_problem(
         f"holds a {kind.__module__}.{kind.__qualname__}, which JSON has no form for (it "
         "would be written as a string or a list and read back changed)",
         "convert it to a JSON value (float(x) or int(x) for a numpy number, str(x) for a date "
         "or a Decimal, a list for a set)",
-        path=path + inner,
-        event_id=event_id if isinstance(event_id, str) else None,
+        path + inner,
+        event_id,
     )
 
 
