@@ -656,3 +656,23 @@ def test_stream_writers_keep_only_what_reads_back_unchanged(tmp_path, suffix):
         p.finish(Trace(trace_id="t", task_id="k", events=tuple(good), edges=(edge,)))
     back = load(path)
     assert [e.id for e in back.events] == [e.id for e in good]
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_int_times_are_written_when_a_float_holds_them_exactly(tmp_path, fmt):
+    from orchestrace import TraceBuilder
+    from orchestrace.io import load
+
+    def trace(t):
+        b = TraceBuilder(task_id="k")
+        b.llm("a", dur=2)
+        tr = b.build()
+        first = msgspec.structs.replace(tr.events[0], t=t)
+        return tr.replace(events=(first, *tr.events[1:]))
+
+    exact = trace(2**60)  # an int a float holds exactly
+    dump(exact, tmp_path / f"ok.{fmt}")
+    assert load(tmp_path / f"ok.{fmt}").events[0].t == 2**60
+    with pytest.raises(TraceValidationError, match=r"\$\.events\[0\]\.t.*no float holds exactly"):
+        dump(trace(2**53 + 1), tmp_path / f"bad.{fmt}")
+    assert not (tmp_path / f"bad.{fmt}").exists()

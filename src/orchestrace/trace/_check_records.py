@@ -361,15 +361,32 @@ def _not_a_string(value: object) -> str:
 
 
 def _plain_numbers(events: list[Event]) -> bool:
-    """Every time, duration and cost is a Python int or float (C-level passes).
+    """Every time, duration and cost is a float, or an int a float holds exactly (C passes).
 
     msgspec's fast path takes a ``Decimal`` for a float, which the JSON encoder writes as a
-    string; other objects in any field are the writers' encoding check to name.
+    string, and any int, which a float column (or JSON read back) may not hold exactly; other
+    objects in any field are the writers' encoding check to name.
     """
-    return all(
-        set(map(type, map(attrgetter(name), events))) <= _NUMBER_TYPES
-        for name in ("t", "dur", "cost")
-    )
+    for name in ("t", "dur", "cost"):
+        values = list(map(attrgetter(name), events))
+        kinds = set(map(type, values))
+        if not kinds <= _NUMBER_TYPES:
+            return False
+        if int in kinds and not all(map(_exact_float, filter(_is_int, values))):
+            return False
+    return True
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _exact_float(value: int) -> bool:
+    """Whether a float holds the int ``value`` exactly (``2**53 + 1`` it does not)."""
+    try:
+        return int(float(value)) == value
+    except OverflowError:
+        return False
 
 
 _NUMBER_TYPES = frozenset({float, int})
@@ -423,6 +440,15 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
                 "out-of-range",
                 f"{name} is {wrong(value)}, beyond the largest float",
                 f"record {name} as a finite number >= 0",
+                path=ev_path(i, name),
+                event_id=event_id(e),
+            )
+        elif isinstance(value, int) and not _exact_float(value):
+            yield Problem(
+                "out-of-range",
+                f"{name} is {wrong(value)}, an integer no float holds exactly (beyond 2^53)",
+                f"record {name} as a float (float(value) rounds it), in seconds or units "
+                "that keep it below 2^53",
                 path=ev_path(i, name),
                 event_id=event_id(e),
             )

@@ -193,15 +193,23 @@ _ASTUPLE = msgspec.structs.astuple
 
 
 def _event_columns(
-    trace_id: str, events: Sequence[Event], enc: msgspec.json.Encoder
+    trace_id: str, events: Sequence[Event], enc: msgspec.json.Encoder, ints: bool = True
 ) -> dict[str, Any]:
-    """The events table's columns for ``events``: lists and tuples Arrow converts itself."""
+    """The events table's columns for ``events``: lists and tuples Arrow converts itself.
+
+    ``ints``: a time, duration or cost may be an int (a trace built in Python; a decoded one
+    holds floats), made a float here, as a float column holds it (Arrow refuses an int beyond
+    int64 there).
+    """
     n = len(events)
     cols: dict[str, Any] = {"trace_id": _repeated(trace_id, n)}
     if n:
         cols.update(zip(EVENT_COLUMNS, zip(*map(_ASTUPLE, events), strict=True), strict=True))
     else:
         cols.update((c, []) for c in EVENT_COLUMNS)
+    for c in ("t", "dur", "cost") if ints else ():
+        if int in set(map(type, cols[c])):  # (exact: the writers' check refused the others)
+            cols[c] = [float(v) if type(v) is int else v for v in cols[c]]
     cols["attrs"] = [None if v is None else enc.encode(v).decode() for v in cols["attrs"]]
     cols[_DEFAULTS_COLUMN] = _defaults_of_columns(cols, n)
     return cols
@@ -232,7 +240,10 @@ def _write_trace(
     # long), with scratch memory bounded by the group
     for lo in range(0, max(len(ev), 1), _ROW_GROUP):
         ev_writer.write_table(
-            pa.table(_event_columns(tr.trace_id, ev[lo : lo + _ROW_GROUP], enc), schema=ev_schema),
+            pa.table(
+                _event_columns(tr.trace_id, ev[lo : lo + _ROW_GROUP], enc, not tr.decoded),
+                schema=ev_schema,
+            ),
             row_group_size=_ROW_GROUP,
         )
     ed = tr.edges
