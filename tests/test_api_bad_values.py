@@ -676,3 +676,13 @@ def test_int_times_are_written_when_a_float_holds_them_exactly(tmp_path, fmt):
     with pytest.raises(TraceValidationError, match=r"\$\.events\[0\]\.t.*no float holds exactly"):
         dump(trace(2**53 + 1), tmp_path / f"bad.{fmt}")
     assert not (tmp_path / f"bad.{fmt}").exists()
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_int_totals_are_written_when_a_float_holds_them_exactly(tmp_path, good, fmt):
+    from orchestrace.io import load
+
+    dump(good.replace(rewards={"r": 2**70}), tmp_path / f"ok.{fmt}")
+    assert load(tmp_path / f"ok.{fmt}").rewards == {"r": 2**70}
+    with pytest.raises(TraceValidationError, match=r"\$\.rewards\.r.*no float holds exactly"):
+        dump(good.replace(rewards={"r": 2**53 + 1}), tmp_path / f"bad.{fmt}")

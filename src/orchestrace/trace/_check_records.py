@@ -601,6 +601,14 @@ def _totals(ctx: Ctx) -> Iterator[Problem]:
                     "record a finite number",
                     path=f"$.{section}.{_short(key)}",
                 )
+            elif isinstance(value, int) and not _exact_float(value):
+                yield Problem(
+                    "out-of-range",
+                    f"{section}.{_short(key)} is {_short(repr(value))}, an integer no float "
+                    "holds exactly (beyond 2^53)",
+                    "record it as a float (float(value) rounds it)",
+                    path=f"$.{section}.{_short(key)}",
+                )
             elif nonneg and value < 0:
                 yield Problem(
                     "negative-value",

@@ -274,14 +274,19 @@ def _add_trace_row(
         ("system", tr.system),
         ("topology", tr.topology),
         ("schema_version", tr.schema_version),
-        ("rewards", list(tr.rewards.items())),
-        ("costs", list(tr.costs.items())),
-        ("metrics", list(tr.metrics.items())),
+        ("rewards", _as_floats(tr.rewards)),
+        ("costs", _as_floats(tr.costs)),
+        ("metrics", _as_floats(tr.metrics)),
         ("meta", meta),
         ("n_events", n_events),
         ("n_edges", n_edges),
     ):
         rows[key].append(value)
+
+
+def _as_floats(values: dict[str, float]) -> list[tuple[str, float]]:
+    """A map column's entries: ints made floats (exact: the writers' check refused others)."""
+    return [(k, float(v) if type(v) is int else v) for k, v in values.items()]
 
 
 def _write_generated_tables(gen: GeneratedColumns, tmp: Path) -> None:
