@@ -686,3 +686,11 @@ def test_int_totals_are_written_when_a_float_holds_them_exactly(tmp_path, good, 
     assert load(tmp_path / f"ok.{fmt}").rewards == {"r": 2**70}
     with pytest.raises(TraceValidationError, match=r"\$\.rewards\.r.*no float holds exactly"):
         dump(good.replace(rewards={"r": 2**53 + 1}), tmp_path / f"bad.{fmt}")
+
+
+def test_a_refusal_among_several_traces_names_the_trace(tmp_path, good):
+    bad = good.replace(trace_id="second", rewards={"x": _NAN})
+    for write, name in ((write_jsonl, "a.jsonl"), (write_parquet, "a.parquet")):
+        with pytest.raises(TraceValidationError, match=r"trace #1 \('second'\)"):
+            write([good, bad], tmp_path / name)
+    assert os.listdir(tmp_path) == []

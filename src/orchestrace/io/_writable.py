@@ -58,11 +58,14 @@ def require_writable(items: Sequence[Any], first: int = 0) -> None:
                 f"the writers take Trace objects; item {first + i} is a {type(item).__name__}: "
                 "build traces with TraceBuilder, or read them with orchestrace.io.load"
             )
-    for trace in items:
-        _check(trace)
+    several = first > 0 or len(items) > 1
+    for i, trace in enumerate(items):
+        tid = trace.trace_id if isinstance(trace.trace_id, str) else "?"
+        _check(trace, f"#{first + i} ({_short_text(repr(tid), 60)})" if several else None)
 
 
-def _check(trace: Trace) -> None:
+def _check(trace: Trace, label: str | None = None) -> None:
+    """Check ``trace`` (``label`` names it among several in the message)."""
     if trace._writable:
         return
     from orchestrace.trace.check import (  # noqa: PLC0415  io loads before the checks
@@ -88,7 +91,7 @@ def _check(trace: Trace) -> None:
             or _unencodable(trace)
         )
     if errors:
-        raise _not_written(TraceValidationError(errors))
+        raise _not_written(TraceValidationError(errors, source=label))
     trace._mark_writable()
 
 
