@@ -98,6 +98,12 @@ _INVISIBLE = re.compile(
 # changes nothing (a phrase split over two lines is found; what a pattern flags on one line
 # it flags on two)
 _SPACES = re.compile(r"\s+")
+# a word spelled out letter by letter ("i g n o r e", "i.g.n.o.r.e"); words joined by
+# underscores ("ignore_previous_instructions") or split by a hyphen ("ig-nore")
+_SPELLED = re.compile(r"\b(?:[a-zA-Z][ .*_-]){2,}[a-zA-Z]\b")
+_SEPARATORS = re.compile(r"[ .*_-]")
+_UNDERSCORE = re.compile(r"(?<=[a-zA-Z])_+(?=[a-zA-Z])")
+_HYPHEN = re.compile(r"(?<=[a-zA-Z])-(?=[a-zA-Z])")
 
 
 # letters of other scripts drawn like Latin ones (Cyrillic and Greek), read as those
@@ -126,10 +132,27 @@ def normalized(text: str) -> str:
         >>> normalized("\uff49\uff47\u200bn\u043er\u0065\u0301  previous \tinstructions\n\n  now")
         'ignore previous instructions now'
     """
+    return _folds(_cleaned(text))[0]
+
+
+def _cleaned(text: str) -> str:
     text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     if not text.isascii():
         text = _COMBINING.sub("", unicodedata.normalize("NFD", text)).translate(_LOOKALIKES)
-    return _SPACES.sub(" ", text)
+    return text
+
+
+def _folds(text: str) -> tuple[str, ...]:
+    """The normalized forms of ``text`` (NFKC'd and cleaned already).
+
+    Hyphens inside words are removed (``ig-nore``) and, when the text holds any, also made
+    spaces in a second form (``ignore-previous-instructions``).
+    """
+    text = _SPACES.sub(" ", text)
+    text = _SPELLED.sub(lambda m: _SEPARATORS.sub("", m.group()), text)
+    text = _UNDERSCORE.sub(" ", text)
+    joined = _HYPHEN.sub("", text)
+    return (joined, _HYPHEN.sub(" ", text)) if joined != text else (joined,)
 
 
 class HeuristicDetector:
@@ -161,8 +184,7 @@ class HeuristicDetector:
         themselves a sign) and its :func:`normalized` form (spacing and invisible characters
         do not hide a phrase).
         """
-        folded = normalized(text)
-        texts = (text,) if folded == text else (text, folded)
+        texts = (text, *(t for t in _folds(_cleaned(text)) if t != text))
         labels = tuple(k for k, rx in self._patterns.items() if any(rx.search(t) for t in texts))
         return Detection(bool(labels), labels, 1.0 if labels else 0.0)
 
