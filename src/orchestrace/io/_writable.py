@@ -34,7 +34,7 @@ import msgspec
 import numpy as np
 
 from orchestrace._safe import strict_json
-from orchestrace.errors import ConfigError, Problem, TraceValidationError
+from orchestrace.errors import ConfigError, Problem, TraceValidationError, _short
 from orchestrace.trace.model import Edge, Event, Trace
 
 __all__ = ["check_record", "json_finite", "readable", "require_writable"]
@@ -61,7 +61,7 @@ def require_writable(items: Sequence[Any], first: int = 0) -> None:
     several = first > 0 or len(items) > 1
     for i, trace in enumerate(items):
         tid = trace.trace_id if isinstance(trace.trace_id, str) else "?"
-        _check(trace, f"#{first + i} ({_short_text(repr(tid), 60)})" if several else None)
+        _check(trace, f"#{first + i} ({_short(repr(tid), 60)})" if several else None)
 
 
 def _check(trace: Trace, label: str | None = None) -> None:
@@ -86,8 +86,7 @@ def _check(trace: Trace, label: str | None = None) -> None:
             _errors(check_fields, trace)
             # the numbers in C passes first; the slower check says which
             or (_errors(check_numbers, trace) if not _numbers_fine(trace) else [])
-            or _nested_non_finite(trace)
-            or _nested_not_json(trace)
+            or _nested(trace)
             or _unencodable(trace)
         )
     if errors:
@@ -104,12 +103,17 @@ def _errors(check: Any, trace: Trace, codes: frozenset[str] | None = None) -> li
     ]
 
 
-def _nested_non_finite(trace: Trace) -> list[Problem]:
+def _nested(trace: Trace) -> list[Problem]:
+    """NaN or infinity, then a value JSON has no form for, inside ``meta`` or ``attrs``."""
+    with_attrs = _with_attrs(trace)
+    return _nested_non_finite(trace, with_attrs) or _nested_not_json(trace, with_attrs)
+
+
+def _nested_non_finite(trace: Trace, with_attrs: list[tuple[int, Event]]) -> list[Problem]:
     """NaN or infinity inside ``meta`` or an event's ``attrs`` (JSON would write ``null``)."""
     found = non_finite_paths(trace.meta)
     if found:
         return [_nested_problem(f"$.meta.{found[0]}", None)]
-    with_attrs = _with_attrs(trace)
     if not non_finite_paths([e.attrs for _, e in with_attrs]):  # one C-level pass over all
         return []
     for i, e in with_attrs:
@@ -208,17 +212,6 @@ def encodable(value: Any) -> bool:
     return True
 
 
-def unencodable_path(value: Any) -> str:
-    """Where in ``value`` the first value the encoder refuses lies (``""``: ``value`` itself).
-
-    Example:
-        >>> import numpy as np
-        >>> unencodable_path({"a": [1, {"b": np.int64(2)}]})
-        '.a[1].b'
-    """
-    return _locate(value)[0]
-
-
 def _locate(
     value: Any,
     ok: Callable[[Any], bool] = encodable,
@@ -267,13 +260,13 @@ def _value_problem(what: str, fix: str, path: str, event_id: Any) -> Problem:
 def _key_problem(bad: _Key) -> tuple[str, str]:
     kind = type(bad.key)
     return (
-        f"has the key {_short_text(repr(bad.key), 40)}, a {kind.__module__}.{kind.__qualname__}:"
+        f"has the key {_short(repr(bad.key), 40)}, a {kind.__module__}.{kind.__qualname__}:"
         " JSON's keys are strings (it would read back changed, or not be written)",
         "use string keys (str(key))",
     )
 
 
-def _nested_not_json(trace: Trace) -> list[Problem]:
+def _nested_not_json(trace: Trace, with_attrs: list[tuple[int, Event]]) -> list[Problem]:
     """A value inside ``meta`` or an event's ``attrs`` that JSON has no form for.
 
     ``bytes``, dates and times, ``Decimal``, sets, UUIDs, objects: the encoder would write
@@ -281,7 +274,6 @@ def _nested_not_json(trace: Trace) -> list[Problem]:
     """
     if not plain_json(trace.meta):
         return [_not_json_problem(trace.meta, "$.meta", None)]
-    with_attrs = _with_attrs(trace)
     if plain_json([e.attrs for _, e in with_attrs]):  # one C-level pass over all
         return []
     for i, e in with_attrs:
@@ -481,12 +473,8 @@ def readable(record: Any, who: str) -> tuple[Any, bytes]:
 
 def _refused(who: str, name: str, why: str) -> ConfigError:
     return ConfigError(
-        f"{who}: cannot record this {name}: {_short_text(why, 240)}; nothing of it was kept"
+        f"{who}: cannot record this {name}: {_short(why, 240)}; nothing of it was kept"
     )
-
-
-def _short_text(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _bad_numbers(event: Event) -> ConfigError:

@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
-import numpy as np
-
 from orchestrace.errors import Problem, _short
 from orchestrace.trace.enums import EVENT_CODE
 from orchestrace.trace.graph import TraceGraph
@@ -132,7 +130,7 @@ def wrong(value: object) -> str:
 
 def numeric(value: object) -> bool:
     """Any real number (numpy's and ``Fraction`` included), never a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def is_number(value: object) -> TypeGuard[int | float]:

@@ -416,42 +416,9 @@ def _suspect_fields(events: list[Event]) -> set[str]:
 def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
     """Problems of the suspect number, integer and optional fields of event ``i``."""
     for name in ("t", "dur", "cost"):
-        if name not in suspect:
-            continue
-        value = getattr(e, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Number):
-            yield Problem(
-                "wrong-type",
-                f"{name} is {wrong(value)}, not a number",
-                f"record {name} as a finite number >= 0",
-                path=ev_path(i, name),
-                event_id=event_id(e),
-            )
-        elif not is_number(value):
-            yield Problem(
-                "wrong-type",
-                f"{name} is {wrong(value)}, {not_plain(value, 'number')}",
-                f"record {name} as a Python float (float(value) converts it)",
-                path=ev_path(i, name),
-                event_id=event_id(e),
-            )
-        elif isinstance(value, int) and not -MAX_FLOAT <= value <= MAX_FLOAT:
-            yield Problem(  # (an infinite float is check_numbers' to report)
-                "out-of-range",
-                f"{name} is {wrong(value)}, beyond the largest float",
-                f"record {name} as a finite number >= 0",
-                path=ev_path(i, name),
-                event_id=event_id(e),
-            )
-        elif isinstance(value, int) and not _exact_float(value):
-            yield Problem(
-                "out-of-range",
-                f"{name} is {wrong(value)}, an integer no float holds exactly (beyond 2^53)",
-                f"record {name} as a float (float(value) rounds it), in seconds or units "
-                "that keep it below 2^53",
-                path=ev_path(i, name),
-                event_id=event_id(e),
-            )
+        found = _number_problem(name, getattr(e, name)) if name in suspect else None
+        if found is not None:
+            yield Problem(*found, path=ev_path(i, name), event_id=event_id(e))
     for name in INT_FIELDS:
         value = getattr(e, name)
         if name not in suspect or (value is None and name == "step"):
@@ -501,6 +468,39 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
                 path=ev_path(i, name),
                 event_id=event_id(e),
             )
+
+
+def _number_problem(name: str, value: object) -> tuple[str, str, str] | None:
+    """``(code, message, fix)`` of a time, duration or cost no file holds exactly, or None.
+
+    (An infinite or negative float is ``check_numbers``' to report.)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Number):
+        return (
+            "wrong-type",
+            f"{name} is {wrong(value)}, not a number",
+            (f"record {name} as a finite number >= 0"),
+        )
+    if not is_number(value):
+        return (
+            "wrong-type",
+            f"{name} is {wrong(value)}, {not_plain(value, 'number')}",
+            (f"record {name} as a Python float (float(value) converts it)"),
+        )
+    if isinstance(value, int) and not -MAX_FLOAT <= value <= MAX_FLOAT:
+        return (
+            "out-of-range",
+            f"{name} is {wrong(value)}, beyond the largest float",
+            (f"record {name} as a finite number >= 0"),
+        )
+    if isinstance(value, int) and not _exact_float(value):
+        return (
+            "out-of-range",
+            f"{name} is {wrong(value)}, an integer no float holds exactly (beyond 2^53)",
+            f"record {name} as a float (float(value) rounds it), in seconds or units that "
+            "keep it below 2^53",
+        )
+    return None
 
 
 def _edge_fields(edges: Iterable[Edge]) -> Iterator[Problem]:
