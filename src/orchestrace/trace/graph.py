@@ -45,6 +45,8 @@ import numpy as np
 from orchestrace.errors import TraceError
 from orchestrace.trace._column_errors import _overflow, _unknown_type
 from orchestrace.trace._ids import map_ids
+from orchestrace.trace._longest import CHUNK as _CHUNK
+from orchestrace.trace._longest import longest_starts as _longest_starts
 from orchestrace.trace.enums import (
     DECISION_CODE,
     EDGE_CODE,
@@ -83,7 +85,6 @@ _SPAWN = EVENT_CODE[EventType.SPAWN]
 _TOOL_RESULT = EVENT_CODE[EventType.TOOL_RESULT]
 _get_id, _get_t, _get_type, _get_agent = map(attrgetter, ("id", "t", "type", "agent"))
 _get_src, _get_dst = attrgetter("src"), attrgetter("dst")
-_CHUNK = 1 << 16
 
 #: Columns a :class:`TraceGraph` can hold: name -> (numpy dtype, value when not set); the
 #: compilers of other sources (``orchestrace.io``) fill these.
@@ -643,33 +644,6 @@ class TraceGraph:
     def critical_steps(self) -> int:
         """PARL Critical Steps (see :func:`orchestrace.trace.steps.critical_steps`)."""
         return step_structure(self).critical_steps()
-
-
-def _longest_starts(
-    src: np.ndarray, dst: np.ndarray, dur: np.ndarray, n: int, perm: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Earliest start of every event when each waits for the finish of its predecessors.
-
-    ``start[v] = max(0, max over edges u -> v of start[u] + dur[u])``, with the edges taken in
-    the order ``perm`` gives (default: as stored), in which every edge into ``u`` comes before
-    every edge out of ``u``: one pass in edge order, exactly the additions and comparisons of
-    the definition (a NaN finish never wins). Also returns, per event, the first source in edge
-    order whose finish sets its start (-1: none; int32 below 2**31 events). The pass reads the
-    edges a slice at a time, so its memory beyond the two results does not grow with the trace,
-    and writes through memoryviews of the result arrays (no copies of the columns).
-    """
-    starts = np.zeros(n, dtype=np.float64)
-    preds = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
-    start, durs, pred = starts.data, dur.data, preds.data
-    for lo in range(0, len(src), _CHUNK):
-        part = slice(lo, lo + _CHUNK) if perm is None else perm[lo : lo + _CHUNK]
-        # equal lengths by construction (slices of two arrays of one length)
-        for u, v in zip(src[part].tolist(), dst[part].tolist(), strict=False):
-            f = start[u] + durs[u]
-            if f > start[v]:
-                start[v] = f
-                pred[v] = u
-    return starts, preds
 
 
 # ---------------------------------------------------------------------- functional API
