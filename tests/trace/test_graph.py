@@ -166,6 +166,60 @@ def test_a_number_too_large_for_its_column_says_what_the_column_holds(field, val
         events=(Event(id="e1", type="message", agent="a", **kw),),
     )
     with pytest.raises(TraceValidationError, match=None) as err:
-        tr.graph.critical_path() if field != "tokens_in" else tr.graph.tokens_in
+        tr.graph.critical_path() if field == "dur" else getattr(tr.graph, field)
     assert says in str(err.value)
     assert f"$.events[0].{field}" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "read", "says"),
+    [
+        ("agent", [1], "agent_code", "agent is [1], a list; record agent as a string"),
+        ("to", [1], "to_code", "to is [1], a list; record to as a string or None"),
+        ("t", "soon", "t", "t is 'soon', a str; record t as a number >= 0"),
+        ("dur", 1j, "dur", "dur is 1j, a complex; record dur as a number >= 0"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_named_when_its_column_is_read(field, value, read, says):
+    """A trace built in Python holds what it is given: the column read names the value."""
+    from orchestrace.errors import TraceValidationError
+    from orchestrace.trace.check import check_graph
+
+    kw = {"id": "e1", "t": 0.0, "type": "message", "agent": "a", field: value}
+    tr = Trace(trace_id="t", task_id="k", events=(Event(**kw),))
+    with pytest.raises(TraceValidationError, match=None) as err:
+        getattr(tr.graph, read)
+    assert says in str(err.value) and f"$.events[0].{field}" in str(err.value)
+    # the checks of a graph raise it as the trace's problem, not as an internal error
+    fresh = Trace(trace_id="t", task_id="k", events=(Event(**kw),))
+    with pytest.raises(TraceValidationError):
+        check_graph(fresh.graph, fresh)
+
+
+def test_columns_read_by_several_threads_at_once_are_coded_once():
+    """Agent and target names are coded on first use, by one thread: never twice."""
+    import sys
+    import threading
+
+    from orchestrace import generate_trace
+
+    base = generate_trace(agents=400, steps=20_000, depth=3, seed=5)
+    want = Trace(trace_id="w", task_id="k", events=base.events, edges=base.edges).graph
+    want_names, want_codes = list(want.names), want.agent_code.tolist()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(4):
+            g = Trace(trace_id="w", task_id="k", events=base.events, edges=base.edges).graph
+            readers = [
+                threading.Thread(target=lambda g=g, k=k: g.names if k % 2 else g.agent_code)
+                for k in range(4)
+            ]
+            for r in readers:
+                r.start()
+            for r in readers:
+                r.join()
+            assert g.names == want_names
+            assert g.agent_code.tolist() == want_codes
+    finally:
+        sys.setswitchinterval(old)

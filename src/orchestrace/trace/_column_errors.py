@@ -91,3 +91,43 @@ def _overflow(events: Sequence[Any], name: str, dtype: Any = np.int64) -> Except
 
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def _not_a_name(events: Sequence[Any], name: str, *, optional: bool) -> Exception:
+    """The error for the first event whose ``name`` field is no string (``None`` if optional)."""
+    for i, e in enumerate(events):
+        value = getattr(e, "from_" if name == "from" else name, None)
+        if not (isinstance(value, str) or (optional and value is None)):
+            return _wrong_type(
+                i, e, name, value, f"record {name} as a string" + (" or None" * optional)
+            )
+    return _wrong_type(None, None, name, None, "run check_trace")
+
+
+def _not_a_number(events: Sequence[Any], name: str) -> Exception:
+    """The error for the first event whose ``name`` field is no number (bools are not)."""
+    for i, e in enumerate(events):
+        value = getattr(e, name, None)
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            return _wrong_type(i, e, name, value, f"record {name} as a number >= 0")
+    return _wrong_type(None, None, name, None, "run check_trace")
+
+
+def _wrong_type(i: int | None, event: Any, name: str, value: Any, fix: str) -> Exception:
+    """A ``wrong-type`` error at event ``i`` (or, unlocated, at ``$.events``)."""
+    if i is None:
+        return TraceValidationError(
+            [Problem("wrong-type", f"an event's {name} has the wrong type", fix, path="$.events")]
+        )
+    eid = getattr(event, "id", None)
+    return TraceValidationError(
+        [
+            Problem(
+                "wrong-type",
+                f"{name} is {repr(value)[:40]}, a {type(value).__name__}",
+                fix,
+                path=f"$.events[{i}].{name}",
+                event_id=eid if isinstance(eid, str) else None,
+            )
+        ]
+    )

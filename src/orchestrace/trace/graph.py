@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from orchestrace.errors import TraceError
-from orchestrace.trace._column_errors import _overflow, _unknown_type
+from orchestrace.trace._column_errors import _not_a_name, _not_a_number, _overflow, _unknown_type
 from orchestrace.trace._ids import map_ids
 from orchestrace.trace._longest import CHUNK as _CHUNK
 from orchestrace.trace._longest import longest_starts as _longest_starts
@@ -83,7 +84,7 @@ DEPENDENCY_EDGES: frozenset[EdgeType] = frozenset(
 
 _SPAWN = EVENT_CODE[EventType.SPAWN]
 _TOOL_RESULT = EVENT_CODE[EventType.TOOL_RESULT]
-_get_id, _get_t, _get_type, _get_agent = map(attrgetter, ("id", "t", "type", "agent"))
+_get_id, _get_type, _get_agent = map(attrgetter, ("id", "type", "agent"))
 _get_src, _get_dst = attrgetter("src"), attrgetter("dst")
 
 #: Columns a :class:`TraceGraph` can hold: name -> (numpy dtype, value when not set); the
@@ -219,34 +220,25 @@ class TraceGraph:
         self._order_cache: dict[frozenset[EdgeType], np.ndarray] = {}
         self._dep_cache: dict[frozenset[EdgeType], tuple[np.ndarray, np.ndarray]] = {}
         self._cp_cache: dict[frozenset[EdgeType], CriticalPath] = {}
+        self._filling = threading.RLock()  # columns read on first use, by one thread at a time
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_trace(cls, trace: TraceRecords) -> TraceGraph:
-        """Compile ``trace``. Times, types, agents and edges now; other columns on first use.
+        """Compile ``trace``: types and edges now (an unknown type is refused), the rest later.
 
-        (Durations too are read on first use: checking a trace never needs them.)
+        Every other column is read on first use. (A critical path needs only durations and edges; checks need times and agents, never
+        durations.)
         """
         events = trace.events
         n = len(events)
-        names = NameTable()
-        try:
-            t = np.fromiter(map(_get_t, events), dtype=np.float64, count=n)
-        except OverflowError:
-            raise _overflow(events, "t", np.float64) from None
         try:
             type_code = np.fromiter(
                 map(EVENT_CODE.__getitem__, map(_get_type, events)), dtype=np.int8, count=n
             )
         except (KeyError, TypeError):
             raise _unknown_type(events, "events", EVENT_CODE) from None
-        cols: dict[str, np.ndarray] = {
-            "t": t,
-            "type_code": type_code,
-            "agent_code": np.fromiter(
-                map(names.__getitem__, map(_get_agent, events)), dtype=np.int32, count=n
-            ),
-        }
+        cols: dict[str, np.ndarray] = {"type_code": type_code}
         ids = list(map(_get_id, events))
         edges = trace.edges
         refs = [*map(_get_src, edges), *map(_get_dst, edges)]
@@ -262,7 +254,7 @@ class TraceGraph:
         return cls(
             ids,
             cols,
-            names,
+            NameTable(),
             NameTable(),
             NameTable(),
             both[:m],
@@ -274,12 +266,24 @@ class TraceGraph:
             unique=unique,
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_filling"]  # (a lock is not copied: each copy gets its own)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._filling = threading.RLock()
+
     # ------------------------------------------------------------------ columns
     def _col(self, name: str) -> np.ndarray:
         col = self._cols.get(name)
         if col is None:
-            col = self._extract(name)
-            self._cols[name] = col
+            with self._filling:  # one thread codes the names: codes stay those of one pass
+                col = self._cols.get(name)
+                if col is None:
+                    col = self._extract(name)
+                    self._cols[name] = col
         return col
 
     def _extract(self, name: str) -> np.ndarray:
@@ -289,11 +293,18 @@ class TraceGraph:
         n = len(events)
         dtype, _ = COLUMNS[name]
         gen: Iterable[Any]
-        if name in ("to_code", "role_code", "tool_code"):
+        names: str | None = None  # the field, when the column codes names
+        if name == "agent_code":  # agents are coded first: `to` targets follow them
+            gen = map(self._names.__getitem__, map(_get_agent, events))
+            names = "agent"
+        elif name in ("to_code", "role_code", "tool_code"):
             attr = name[:-5]
+            if attr == "to":
+                self._col("agent_code")
             table = {"to": self._names, "role": self._roles, "tool": self._tools}[attr]
             get = _NoneAware(table).__getitem__
             gen = map(get, map(attrgetter(attr), events))
+            names = attr
         elif name == "decision_code":
             dc = DECISION_CODE
             gen = (-1 if v is None else dc[v] for v in map(attrgetter("decision"), events))
@@ -305,6 +316,12 @@ class TraceGraph:
             return np.fromiter(gen, dtype=dtype, count=n)
         except OverflowError:
             raise _overflow(events, name, dtype) from None
+        except (TypeError, ValueError):  # a value of the wrong type (a trace built in Python)
+            if names is not None:
+                raise _not_a_name(events, names, optional=names != "agent") from None
+            if name in ("t", "dur", "cost", "tokens_in", "tokens_out"):
+                raise _not_a_number(events, name) from None
+            raise
 
     t = property(lambda self: self._col("t"), doc="Start times (float64).")
     dur = property(lambda self: self._col("dur"), doc="Durations (float64).")
