@@ -352,7 +352,10 @@ def test_problems_after_a_footer_are_not_reported_twice(tmp_path, small_trace):
 def _set(ds, file, name, values, typ=None):
     path = ds / file
     t = pq.read_table(path)
-    arr = pa.array(values, typ) if typ is not None else pa.array(values)
+    if isinstance(values, pa.Array):
+        arr = values
+    else:
+        arr = pa.array(values, typ) if typ is not None else pa.array(values)
     t = t.set_column(t.schema.get_field_index(name), name, arr)
     pq.write_table(t, path)
 
@@ -413,6 +416,16 @@ def corrupt(ds, kind):
         v = _col(ds, e, "trace_id")
         v[2] = "another"
         _set(ds, e, "trace_id", v, pa.string())
+    elif kind in ("agent-not-utf8", "src-not-utf8", "meta-not-utf8"):
+        # bytes another writer may store in a string column (Arrow reads them unchecked)
+        file, name, row, raw = {
+            "agent-not-utf8": (e, "agent", 2, b"\xed\xa0\x80"),  # an encoded lone surrogate
+            "src-not-utf8": ("edges.parquet", "src", 1, b"e\xff"),
+            "meta-not-utf8": (tr, "meta", 0, b'{"a": "\xc3"}'),
+        }[kind]
+        v = [None if x is None else x.encode() for x in _col(ds, file, name)]
+        v[row] = raw
+        _set(ds, file, name, pa.array(v, pa.binary()).view(pa.string()))
     elif kind == "no-traces":
         for name in (e, "edges.parquet", tr):
             table = pq.read_table(ds / name)
@@ -450,11 +463,20 @@ PARQUET_FAULTS = {
     "null) here",
     "tokens-huge": "$.events[2].tokens_in: value out of range: 18446744073709551615 "
     "(expected an integer from 0 to 2^63-1); record an integer from 0 to 2^63-1",
+    "agent-not-utf8": "events.parquet column `agent`, row 2: holds bytes that are not UTF-8 "
+    "text; store the value as UTF-8 text, or rewrite the dataset with `orchestrace convert`",
+    "src-not-utf8": "edges.parquet column `src`, row 1: holds bytes that are not UTF-8 "
+    "text; store the value as UTF-8 text, or rewrite the dataset with `orchestrace convert`",
+    "meta-not-utf8": "traces.parquet column `meta`, row 0: holds bytes that are not UTF-8 "
+    "text; store the value as UTF-8 text, or rewrite the dataset with `orchestrace convert`",
     "unknown-type": "$.events[1].type: unknown event type 'bogus'; use one of: "
     "orchestrator_decision, spawn, despawn, message, tool_call, tool_result, return, "
     "aggregate, human_intervention, safety_event, llm_call",
 }
 FILE_LEVEL = {
+    "agent-not-utf8",
+    "src-not-utf8",
+    "meta-not-utf8",
     "t-strings",
     "missing-column",
     "events-dir",

@@ -293,3 +293,96 @@ def test_integer_number_columns_read_as_json_reads_them(tmp_path, column, value,
     assert (
         getattr(trace.events[3], column) == want and type(getattr(trace.events[3], column)) is float
     )
+
+
+def _set_column(path: Path, name: str, values: list[Any], typ: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    arr = values if isinstance(values, pa.Array) else pa.array(values, typ)
+    pq.write_table(table.set_column(table.schema.get_field_index(name), name, arr), path)
+
+
+def test_every_bad_value_is_reported_in_each_trace(tmp_path):
+    """No cap across the dataset: a trace's bad value is named whatever the traces before hold."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    a = generate_trace(agents=4, steps=400, seed=1)
+    b = generate_trace(agents=3, steps=10, seed=2)
+    ds = tmp_path / "two.parquet"
+    write_parquet([a, b], ds)
+    t = pq.read_table(ds / "events.parquet").column("t").to_pylist()
+    bad_a = list(range(0, 150 * 2, 2))
+    for i in bad_a:
+        t[i] = -1.0
+    t[a.n_events + 3] = -1.0  # b's events[3]
+    _set_column(ds / "events.parquet", "t", t, pa.float64())
+    result = _same(ds)
+    assert isinstance(result, list)
+    (_, built_a, said_a), (_, built_b, said_b) = result
+    assert not built_a and not built_b
+    assert [p for p in said_a if ".t:" in p and "negative" in p] == [
+        f"$.events[{i}].t: t is negative -1.0; record t as a finite number >= 0" for i in bad_a
+    ]
+    assert "$.events[3].t: t is negative -1.0; record t as a finite number >= 0" in said_b
+
+
+def test_attrs_stored_as_the_json_text_null_reads_as_no_attrs(tmp_path, small_trace):
+    """As ``"attrs": null`` in a JSON trace (the column's own null is what the writer stores)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ds = tmp_path / "d.parquet"
+    write_parquet([small_trace], ds)
+    attrs = pq.read_table(ds / "events.parquet").column("attrs").to_pylist()
+    k = next(i for i, e in enumerate(small_trace.events) if e.attrs is None)
+    attrs[k] = "null"
+    _set_column(ds / "events.parquet", "attrs", attrs, pa.string())
+    assert _same(ds) == [(small_trace.trace_id, True, [])]
+    [(_, trace, _)] = parse_parquet(ds)
+    assert trace == small_trace
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "typ", "says"),
+    [
+        (
+            "rewards",
+            [[("r", None)]],
+            "map",
+            "$.rewards.r: rewards.r is null; record a finite number",
+        ),
+        ("trace_id", [None], "str", "$.trace_id: expected str, got null; make the value a str"),
+    ],
+)
+def test_a_null_in_the_header_is_named_once_by_its_field(
+    tmp_path, small_trace, column, value, typ, says
+):
+    import pyarrow as pa
+
+    ds = tmp_path / "d.parquet"
+    write_parquet([small_trace], ds)
+    kind = pa.map_(pa.string(), pa.float64()) if typ == "map" else pa.string()
+    _set_column(ds / "traces.parquet", column, value, kind)
+    if column == "trace_id":  # (the rows of the trace's events and edges name it alike)
+        for name, n in (("events", small_trace.n_events), ("edges", len(small_trace.edges))):
+            _set_column(ds / f"{name}.parquet", column, value * n, kind)
+    result = _same(ds)
+    assert isinstance(result, list)
+    [(_, built, said)] = result
+    assert not built and said == [says], said
+
+
+def test_edges_not_grouped_by_trace_name_the_edges_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ds = tmp_path / "two.parquet"
+    write_parquet([generate_trace(agents=3, steps=10, seed=s) for s in (1, 2)], ds)
+    tids = pq.read_table(ds / "edges.parquet").column("trace_id").to_pylist()
+    tids[1] = "elsewhere"
+    _set_column(ds / "edges.parquet", "trace_id", tids, pa.string())
+    result = _same(ds)
+    assert isinstance(result, str) and "edges.parquet: events or edges are not grouped" in result

@@ -75,3 +75,32 @@ def test_damaged_dataset(tmp_path, small_trace):
     (p / "edges.parquet").unlink()
     with pytest.raises(TraceFormatError, match=r"edges\.parquet: file missing from the dataset"):
         load(p)
+
+
+def test_a_string_that_is_not_utf8_is_refused_by_every_command(tmp_path):
+    """Arrow reads stored bytes unchecked: each reader names the column and the row."""
+    import pyarrow as pa
+
+    ds = tmp_path / "d.parquet"
+    dump(generate_trace(agents=3, steps=12, seed=2), ds)
+    events = pq.read_table(ds / "events.parquet")
+    raw = [None] * events.num_rows
+    raw[4] = b"\xff\xfe"
+    k = events.schema.get_field_index("content")
+    events = events.set_column(k, "content", pa.array(raw, pa.binary()).view(pa.string()))
+    pq.write_table(events, ds / "events.parquet")
+    says = (
+        "events.parquet column `content`, row 4: holds bytes that are not UTF-8 text; store "
+        "the value as UTF-8 text, or rewrite the dataset with `orchestrace convert`"
+    )
+    for argv in (["validate", str(ds)], ["convert", str(ds), "-o", str(tmp_path / "o.json")]):
+        out = subprocess.run(
+            [sys.executable, "-m", "orchestrace", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert out.returncode == 1, (argv, out.stderr)  # (3 was "a bug in orchestrace")
+        assert says in out.stdout + out.stderr, (argv, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr
+    assert not (tmp_path / "o.json").exists()

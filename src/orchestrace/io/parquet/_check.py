@@ -124,12 +124,62 @@ def _check_schema(schema: Any, kinds: dict[str, str], file: str, src: str) -> No
             )
 
 
-def _where(mask: Any, limit: int = 100) -> list[int]:
-    """Row numbers where a boolean Arrow array is true (nulls count as false)."""
+def require_utf8(data: Any, file: str, src: str, first_row: int = 0) -> None:
+    """Refuse a table or batch holding a string that is not UTF-8 text.
+
+    Arrow reads a Parquet string as the bytes stored, unchecked; a string column written by
+    another tool may hold bytes no reader can decode. One C pass over the strings (a
+    dictionary column's distinct values only); the first bad one is named by column and row
+    (``first_row``: the row of the file where ``data`` starts).
+
+    Raises:
+        TraceFormatError: Naming the file, the column and the row.
+    """
+    pa, _ = _pa()
+    try:
+        data.validate(full=True)
+        return
+    except pa.ArrowInvalid as err:
+        damage = " ".join(str(err).split())
+    for name in data.schema.names:
+        col = data.column(name)
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            row = _first_undecodable(col)
+            at = "" if row is None else f", row {first_row + row}"
+            raise TraceFormatError(
+                src,
+                f"{file} column `{name}`{at}",
+                "holds bytes that are not UTF-8 text",
+                f"store the value as UTF-8 text, or {_REWRITE}",
+            ) from None
+    raise TraceFormatError(src, file, f"damaged: {_short(damage, 200)}", _REWRITE)
+
+
+def _first_undecodable(col: Any) -> int | None:
+    """The first row of ``col`` (an array or a chunked one) whose value Python cannot decode."""
+    chunks = getattr(col, "chunks", [col])
+    base = 0
+    for chunk in chunks:
+        for r in range(len(chunk)):
+            try:
+                chunk[r].as_py()
+            except UnicodeDecodeError:
+                return base + r
+        base += len(chunk)
+    return None
+
+
+def _where(mask: Any) -> list[int]:
+    """Row numbers where a boolean Arrow array is true (nulls count as false).
+
+    Every one: the object checks of a JSON trace report each bad value, and so do these.
+    """
     import pyarrow.compute as pc  # noqa: PLC0415  pyarrow is heavy: loaded on first use
 
     arr = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
-    return [int(i) for i in np.flatnonzero(arr)[:limit]]
+    return [int(i) for i in np.flatnonzero(arr)]
 
 
 def _value_problems(
@@ -259,13 +309,19 @@ def _located(found: list[tuple[int, Problem]], lo: int, hi: int) -> list[Problem
 
 
 def _json_object(text: Any, path: str) -> tuple[dict[str, Any] | None, Problem | None]:
-    """Decode a JSON-object column value; ``(value, None)`` or ``(None, problem)``."""
+    """Decode a JSON-object column value; ``(value, None)`` or ``(None, problem)``.
+
+    A null, whether the cell's or the JSON text ``null``, is ``(None, None)``: a JSON trace
+    may write ``"attrs": null`` too.
+    """
     if text is None:
         return None, None
     try:
         value = msgspec.json.decode(text)  # as the JSON reader: no NaN or Infinity
     except (msgspec.DecodeError, RecursionError):
         return None, Problem("malformed-json", "column holds invalid JSON", _REWRITE, path=path)
+    if value is None:
+        return None, None
     if not isinstance(value, dict):
         return None, Problem(
             "wrong-type",
@@ -290,24 +346,28 @@ def header_of(row: dict[str, Any]) -> tuple[Trace | None, list[Problem]]:
     """
     meta, problem = _json_object(row.get("meta"), "$.meta")
     problems = [problem] if problem else []
-    head = {
+    # a null where the header needs a string is named by the type check below
+    head: dict[str, Any] = {
         k: row.get(k)
         for k in ("trace_id", "task_id", "system", "topology", "schema_version")
-        if row.get(k) is not None
+        if row.get(k) is not None or k in ("trace_id", "task_id", "schema_version")
     }
     for k in ("rewards", "costs", "metrics"):
         values = dict(row.get(k) or [])
-        head[k] = values
+        kept: dict[Any, float] = {}
+        head[k] = kept
         for key, value in values.items():
             if value is None or not math.isfinite(value):
                 problems.append(
                     Problem(
                         "non-finite",
-                        f"{k}.{_short(str(key))} is {value!r}",
+                        f"{k}.{_short(str(key))} is {'null' if value is None else repr(value)}",
                         "record a finite number",
                         path=f"$.{k}.{_short(str(key))}",
                     )
                 )
+            else:  # (a value named above is not named again by the type check)
+                kept[key] = value
     head["meta"] = meta or {}
     header: Trace | None = None
     try:

@@ -43,6 +43,7 @@ from orchestrace.io.parquet._check import (
     _located,
     _value_problems,
     header_of,
+    require_utf8,
 )
 from orchestrace.io.parquet._layout import _FILES, _pa
 from orchestrace.io.parquet._read import (
@@ -142,6 +143,7 @@ def scan_parquet(
         traces = pq.ParquetFile(p / _FILES[2]).read()  # (read_table loads pyarrow.dataset)
     except (pa.ArrowException, OSError) as err:
         raise _read_error(path, "dataset", err) from None
+    require_utf8(traces, _FILES[2], src)
     tokens = read_token_tables(path)
     rows = traces.to_pylist()
     if not rows:
@@ -161,20 +163,19 @@ def scan_parquet(
         )
     ids = [r["trace_id"] for r in rows]
     for k, f in enumerate(files):
-        stream = _Rows(pa, f, ["trace_id"], path)
+        stream = _Rows(pa, f, ["trace_id"], path, _FILES[k])
         for tid, c in zip(ids, (n[k] for n in counts), strict=True):
             for batch in stream.take(c):
                 if not _all_equal(pc, pa, batch.column(0), tid):
                     raise TraceFormatError(
-                        src, "events.parquet", "events or edges are not grouped by trace", _REWRITE
+                        src, _FILES[k], "events or edges are not grouped by trace", _REWRITE
                     )
     ev_columns = [n for n in schemas[0].names if all_columns or n in GRAPH_COLUMNS]
     ev_columns = [n for n in ev_columns if n in _EVENT_KINDS]
     if not ev_columns:
         ev_columns.insert(0, "trace_id")
-    ev_rows = _Rows(pa, files[0], ev_columns, path)
-    ed_rows = _Rows(pa, files[1], ["src", "dst", "type"], path)
-    caps: dict[tuple[str, str], int] = {}
+    ev_rows = _Rows(pa, files[0], ev_columns, path, _FILES[0])
+    ed_rows = _Rows(pa, files[1], ["src", "dst", "type"], path, _FILES[1])
     ed_lo = 0
     for k, row in enumerate(rows):
         n_ev, n_ed = row["n_events"], row["n_edges"]
@@ -198,7 +199,7 @@ def scan_parquet(
             for batch in stream:
                 if not _values_ok(pa, pc, batch, _EVENT_KINDS, _EVENT_MEMBERS):
                     bad = _value_problems(batch, _EVENT_KINDS, "events", _EVENT_MEMBERS)
-                    _capped(caps, found, pos, bad)
+                    _add_at(found, pos, bad)
                 attrs += _attrs_problems(pc, batch.column("attrs"), pos)
                 n_errors[0] += batch.num_rows - batch.column("error").null_count
                 pos += batch.num_rows
@@ -212,7 +213,7 @@ def scan_parquet(
             for batch in stream:
                 if not _values_ok(pa, pc, batch, _EDGE_KINDS, _EDGE_MEMBERS):
                     bad = _value_problems(batch, _EDGE_KINDS, "edges", _EDGE_MEMBERS)
-                    _capped(caps, found, pos, bad)
+                    _add_at(found, pos, bad)
                 pos += batch.num_rows
                 if not found:
                     yield {c: batch.column(c) for c in ("src", "dst", "type")}
@@ -253,41 +254,32 @@ def scan_parquet(
         yield ScannedTrace(label, header, graph, problems, n_ev, n_errors[0])
 
 
-def _capped(
-    caps: dict[tuple[str, str], int],
-    out: list[tuple[int, Problem]],
-    pos: int,
-    found: list[tuple[int, Problem]],
-) -> None:
-    """Add a batch's problems at row offset ``pos``, each kind capped at 100 dataset-wide.
-
-    The object reader finds at most 100 rows per column and rule in the whole table; the
-    same cap over the batches, taken in order, keeps the same rows.
-    """
-    for r, q in found:
-        key = (q.path, q.code)
-        seen = caps.get(key, 0)
-        if seen < 100:
-            caps[key] = seen + 1
-            out.append((r + pos, q))
+def _add_at(out: list[tuple[int, Problem]], pos: int, found: list[tuple[int, Problem]]) -> None:
+    """Add a batch's problems, their rows moved to the trace's (the batch starts at ``pos``)."""
+    out.extend((r + pos, q) for r, q in found)
 
 
 class _Rows:
     """A Parquet file's rows, read batch by batch and handed out in consecutive ranges."""
 
-    def __init__(self, pa: Any, file: Any, columns: list[str], path: Any) -> None:
+    def __init__(self, pa: Any, file: Any, columns: list[str], path: Any, name: str) -> None:
         self._pa = pa
         self._path = path
+        self._name = name
         self._batches = file.iter_batches(batch_size=1 << 16, columns=columns, use_threads=False)
         self._left: Any = None
+        self._read = 0  # rows read so far
 
     def _next(self) -> Any:
         try:
-            return next(self._batches)
+            batch = next(self._batches)
         except StopIteration:
             return None
         except (self._pa.ArrowException, OSError) as err:
             raise _read_error(self._path, "dataset", err) from None
+        require_utf8(batch, self._name, str(self._path), self._read)
+        self._read += batch.num_rows
+        return batch
 
     def take(self, count: int) -> Iterator[Any]:
         """Batches covering the next ``count`` rows (drain it before the next call)."""

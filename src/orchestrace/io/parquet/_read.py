@@ -32,6 +32,7 @@ from orchestrace.io.parquet._check import (
     _value_problems,
     _values,
     header_of,
+    require_utf8,
 )
 from orchestrace.io.parquet._layout import (
     _DEFAULTS_COLUMN,
@@ -64,6 +65,7 @@ def read_token_tables(path: PathLike) -> dict[str, dict[str, dict[str, list[Any]
         table = pq.read_table(p)
     except (pa.ArrowException, OSError) as err:
         raise _read_error(path, _TOKENS_FILE, err) from None
+    require_utf8(table, _TOKENS_FILE, src)
     missing = [c for c in ("trace_id", "event_id", *TOKEN_FIELDS) if c not in table.column_names]
     if missing:
         raise TraceFormatError(src, _TOKENS_FILE, f"column {missing[0]!r} is missing", _REWRITE)
@@ -130,13 +132,21 @@ def read_tables(
         cols = None if columns is None else ["trace_id", *[c for c in columns if c != "trace_id"]]
         try:
             if trace_id is None:
-                return files[0].read(columns=cols), files[1].read(), files[2].read()
-            filt = [("trace_id", "=", trace_id)]
-            events = pq.read_table(p / _FILES[0], columns=cols, filters=filt)
-            edges = pq.read_table(p / _FILES[1], filters=filt)
-            traces = pq.read_table(p / _FILES[2], filters=filt)
+                events, edges, traces = (
+                    files[0].read(columns=cols),
+                    files[1].read(),
+                    files[2].read(),
+                )
+            else:
+                filt = [("trace_id", "=", trace_id)]
+                events = pq.read_table(p / _FILES[0], columns=cols, filters=filt)
+                edges = pq.read_table(p / _FILES[1], filters=filt)
+                traces = pq.read_table(p / _FILES[2], filters=filt)
         except (pa.ArrowException, OSError) as err:
             raise _read_error(path, "dataset", err) from None
+        # (rows of a filtered read are named as rows of the trace's own part)
+        for name, table in zip(_FILES, (events, edges, traces), strict=True):
+            require_utf8(table, name if trace_id is None else f"{name} (trace's rows)", src)
         return events, edges, traces
     finally:
         for f in files:
@@ -199,19 +209,21 @@ def parse_parquet(
             "n_events/n_edges do not match the rows of events.parquet/edges.parquet",
             _REWRITE,
         )
+    # the events file first, then the edges file (as the column reader checks them)
+    for f, col in enumerate((ev_cols["trace_id"], ed_cols["trace_id"])):
+        pos = 0
+        for row, count in zip(rows, counts, strict=True):
+            if col[pos : pos + count[f]].count(row["trace_id"]) != count[f]:
+                raise TraceFormatError(
+                    src, _FILES[f], "events or edges are not grouped by trace", _REWRITE
+                )
+            pos += count[f]
     out: list[tuple[str, Trace | None, list[Problem]]] = []
     ev_pos = 0
     ed_pos = 0
     for k, row in enumerate(rows):
         n_ev, n_ed = row["n_events"], row["n_edges"]
         label = row["trace_id"] if isinstance(row["trace_id"], str) else f"#{k}"
-        if (
-            ev_cols["trace_id"][ev_pos : ev_pos + n_ev].count(row["trace_id"]) != n_ev
-            or ed_cols["trace_id"][ed_pos : ed_pos + n_ed].count(row["trace_id"]) != n_ed
-        ):
-            raise TraceFormatError(
-                src, "events.parquet", "events or edges are not grouped by trace", _REWRITE
-            )
         sl = slice(ev_pos, ev_pos + n_ev)
         header, problems = header_of(row)
         if header is not None and row["trace_id"] in tokens:
@@ -337,9 +349,11 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
     try:
         for name, kinds in zip(_FILES, (_EVENT_KINDS, _EDGE_KINDS, _TRACE_KINDS), strict=True):
             _check_schema(pq.read_schema(p / name), kinds, name, src)
-        traces = pq.read_table(p / _FILES[2]).to_pylist()
+        table = pq.read_table(p / _FILES[2])
     except (pa.ArrowException, OSError) as err:
         raise _read_error(path, _FILES[2], err) from None
+    require_utf8(table, _FILES[2], src)
+    traces = table.to_pylist()
     for r in traces:
         if not all(isinstance(r[k], int) and r[k] >= 0 for k in ("n_events", "n_edges")):
             raise TraceFormatError(
@@ -391,7 +405,9 @@ def read_graph(path: PathLike, trace_id: str | None = None) -> tuple[TraceGraph,
             start, stop = max(lo - pos, 0), min(lo + count - pos, batch.num_rows)
             pos += batch.num_rows
             if stop > start:
-                yield batch.slice(start, stop - start)
+                part = batch.slice(start, stop - start)
+                require_utf8(part, file, src, pos - batch.num_rows + start)
+                yield part
             if pos >= lo + count:
                 break
 
