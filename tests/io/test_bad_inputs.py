@@ -426,6 +426,9 @@ def corrupt(ds, kind):
         v = [None if x is None else x.encode() for x in _col(ds, file, name)]
         v[row] = raw
         _set(ds, file, name, pa.array(v, pa.binary()).view(pa.string()))
+    elif kind == "extra-column":  # a conversion would drop its values
+        table = pq.read_table(ds / e)
+        pq.write_table(table.append_column("score", pa.array([1.0] * table.num_rows)), ds / e)
     elif kind == "no-traces":
         for name in (e, "edges.parquet", tr):
             table = pq.read_table(ds / name)
@@ -469,11 +472,14 @@ PARQUET_FAULTS = {
     "text; store the value as UTF-8 text, or rewrite the dataset with `orchestrace convert`",
     "meta-not-utf8": "traces.parquet column `meta`, row 0: holds bytes that are not UTF-8 "
     "text; store the value as UTF-8 text, or rewrite the dataset with `orchestrace convert`",
+    "extra-column": "events.parquet column `score`: is not a column of a trace dataset; drop "
+    "it, or keep its values in `attrs`",
     "unknown-type": "$.events[1].type: unknown event type 'bogus'; use one of: "
     "orchestrator_decision, spawn, despawn, message, tool_call, tool_result, return, "
     "aggregate, human_intervention, safety_event, llm_call",
 }
 FILE_LEVEL = {
+    "extra-column",
     "agent-not-utf8",
     "src-not-utf8",
     "meta-not-utf8",

@@ -22,7 +22,7 @@ import numpy as np
 
 from orchestrace.errors import Problem, TraceFormatError, _short
 from orchestrace.io._common import PathLike, _denied
-from orchestrace.io.parquet._layout import _FILES, _pa
+from orchestrace.io.parquet._layout import _DEFAULTS_COLUMN, _FILES, _pa
 from orchestrace.trace.diagnose import problem_from_msgspec
 from orchestrace.trace.model import MAX_INT, Decision, EdgeType, EventType, Trace
 
@@ -108,7 +108,22 @@ def _kind_ok(typ: Any, kind: str) -> bool:
 
 
 def _check_schema(schema: Any, kinds: dict[str, str], file: str, src: str) -> None:
-    """Refuse a table whose columns are missing or hold the wrong kind of value."""
+    """Refuse a table whose columns are missing, unknown or hold the wrong kind of value.
+
+    An unknown column is refused as a JSON trace's unknown field is: no reader would keep
+    its values (a conversion would drop them).
+    """
+    known = {*kinds, _DEFAULTS_COLUMN} if kinds is _EVENT_KINDS else set(kinds)
+    extra = [n for n in schema.names if n not in known]
+    if extra:
+        raise TraceFormatError(
+            src,
+            f"{file} column `{_short(str(extra[0]), 60)}`",
+            "is not a column of a trace dataset",
+            "drop it, or keep its values in " + ("`attrs`" if kinds is _EVENT_KINDS else "`meta`")
+            if kinds is not _EDGE_KINDS
+            else "drop it (an edge holds its trace_id, src, dst and type only)",
+        )
     for name, kind in kinds.items():
         idx = schema.get_field_index(name)
         if idx < 0:
