@@ -5,6 +5,7 @@ import pytest
 from orchestrace import TraceError, dump
 from orchestrace.cli import main
 from orchestrace.runtime import run
+from orchestrace.runtime.interventions import Silence
 from orchestrace.runtime.replay import (
     ForceDecision,
     ForceStop,
@@ -103,3 +104,27 @@ def test_cli(debate, tmp_path, capsys):
     ]:
         rc, _, err = _cli(["replay", str(path), *argv], capsys)
         assert rc == 1 and err.startswith(message) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        lambda: Silence("workr1"),
+        lambda: ForceStop(1, "nobody"),
+        lambda: ForceDecision("aggregate", "x", agent="orchestrater"),
+    ],
+)
+def test_an_intervention_naming_an_agent_the_trace_lacks_is_refused(named):
+    """A typo would leave the fork the recorded run, and its credit 0, without a word."""
+    from orchestrace.errors import ConfigError
+    from orchestrace.runtime.replay import backend_for, fork_many
+
+    tr = run("swarm", "arith", agents=3, seed=1, task_size=8).trace
+    with pytest.raises(ConfigError, match=r"names agent .*does not hold.*'worker1'"):
+        fork(tr, [named()])
+    with pytest.raises(ConfigError, match=r"names agent"):
+        fork_many(tr, [([], backend_for(tr)), ([named()], backend_for(tr))])
+    # an agent only the fork spawns may be named with the team size it forces
+    more = fork(tr, [ForceDecision("n_workers", 5), ForceStop(1, "worker5")]).trace
+    assert "worker5" in {e.agent for e in more.events}
+    assert fork(tr, [Silence("worker1")]).trace != tr

@@ -650,3 +650,39 @@ class Silence(Intervention):
 def shown_trace(trace: Trace) -> str:
     """A trace id as error messages show it (escaped, clipped)."""
     return trace.trace_id.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
+
+
+def trace_agents(trace: Trace) -> frozenset[Any]:
+    """The agents of ``trace``: every event's agent and every spawn's target."""
+    agents = {e.agent for e in trace.events}
+    agents.update(e.to for e in trace.events if e.type == "spawn" and e.to is not None)
+    return frozenset(agents)
+
+
+def check_agents(
+    interventions: Sequence[Any], trace: Trace, agents: frozenset[Any] | None = None
+) -> None:
+    """Refuse an intervention naming an agent the trace does not hold (a typo changes nothing).
+
+    :class:`ForceStop`, :class:`ForceDecision` and :class:`Silence` act on an agent by name;
+    one the recorded run never had would leave the fork the run itself, and its credit 0. A
+    fork that also forces the team size (``ForceDecision("n_workers", ...)``) may name an
+    agent only it spawns. ``agents``: :func:`trace_agents` of ``trace``, when known.
+
+    Raises:
+        ConfigError: Naming the intervention, the agent and the trace's agents.
+    """
+    named = [iv for iv in interventions if isinstance(iv, ForceStop | ForceDecision | Silence)]
+    if not named or any(isinstance(iv, ForceDecision) and iv.name == "n_workers" for iv in named):
+        return
+    known = agents if agents is not None else trace_agents(trace)
+    for iv in named:
+        if iv.agent not in known:
+            names = sorted(a for a in known if isinstance(a, str))
+            shown = ", ".join(repr(display(a, 40)) for a in names[:8])
+            more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
+            raise ConfigError(
+                f"{type(iv).__name__} names agent {display(iv.agent, 60)!r}, which trace "
+                f"{shown_trace(trace)} does not hold, so the fork would change nothing; name "
+                f"one of its agents: {shown}{more}"
+            )

@@ -83,12 +83,14 @@ from orchestrace.runtime.interventions import (
     ReplaceMessage,
     ResampleMessage,
     Silence,
+    check_agents,
     check_interventions,
     find_event,
     message_readers,
     sender_call,
     shown_id,
     shown_trace,
+    trace_agents,
 )
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.rounds import recorded_root
@@ -513,6 +515,13 @@ class ForkSetup:
         self.trace = trace
         self.cache = ReplayCache.from_trace(trace)
         self._task: Task | None = None
+        self._agents: frozenset[Any] | None = None
+
+    def agents(self) -> frozenset[Any]:
+        """The trace's agents (found once): what an intervention may name."""
+        if self._agents is None:
+            self._agents = trace_agents(self.trace)
+        return self._agents
 
     def task(self) -> Task:
         """A fresh instance of the trace's task: a copy of one built once (as built, unused)."""
@@ -575,6 +584,7 @@ def _fork_with(
     """One fork, re-executed in full (the cache copied from ``setup``)."""
     interventions = check_interventions(interventions, duck_typed=False)
     trace = setup.trace
+    check_agents(interventions, trace, setup.agents())
     cache = setup.cache.copy()
     for iv in interventions:
         cache.redraw(iv.redraws())
@@ -684,6 +694,8 @@ def fork_many(
     """
     setup = setup if setup is not None else ForkSetup(trace)
     jobs = _jobs(jobs)
+    for todo, _ in jobs:
+        check_agents(todo, setup.trace, setup.agents())
     keep: Callable[[ForkResult], Any] = report if report is not None else _whole
     served = snapshot_forks(setup, jobs, keep, rerun_checks=rerun_checks) if snapshots else {}
     return [
