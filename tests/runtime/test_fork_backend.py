@@ -375,7 +375,8 @@ def test_make_backend_names_an_unknown_option():
 def test_hf_model_that_does_not_load_names_the_flags(sim_trace, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = str(tmp_path / "no-model")
-    spec = {"name": "hf", "virtual": False, "model": missing, "options": {"model": missing}}
+    options = make_backend("hf", model=missing).spec()["options"]  # (loads on first call)
+    spec = {"name": "hf", "virtual": False, "model": missing, "options": options}
     tr = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "backend": spec})
     with pytest.raises(ConfigError, match=r"which cannot be loaded \(.*--model DIR.*--backend sim"):
         fork(tr, [DropMessage.of(tr, first_message(tr))])
@@ -394,3 +395,23 @@ def test_a_backend_that_is_not_one_is_refused(sim_trace):
         fork(sim_trace, [ForceStop(1)], backend=42)
     with pytest.raises(ConfigError, match=r"unknown backend 'gpt'"):
         fork(sim_trace, [ForceStop(1)], backend="gpt")
+
+
+@pytest.mark.parametrize("field", ["agents", "seed"])
+def test_a_run_setting_missing_from_the_trace_is_refused_not_defaulted(sim_trace, field):
+    """A 3-agent run forked as a default 8-agent one would answer another question."""
+    config = {k: v for k, v in sim_trace.meta["config"].items() if k != field}
+    tr = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "config": config})
+    with pytest.raises(TraceError, match=rf"config keys \['{field}'\] are missing"):
+        fork(tr, [DropMessage.of(tr, first_message(tr))])
+
+
+@pytest.mark.parametrize("option", ["seed", "fail_rate"])
+def test_a_backend_option_missing_from_the_trace_is_refused_not_defaulted(sim_trace, option):
+    backend = dict(sim_trace.meta["backend"])
+    backend["options"] = {k: v for k, v in backend["options"].items() if k != option}
+    tr = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "backend": backend})
+    with pytest.raises(ConfigError, match=rf"options of backend 'sim' lack {option}: rebuilt"):
+        fork(tr, [DropMessage.of(tr, first_message(tr))])
+    # given explicitly, it is not missing
+    assert backend_from_spec(backend, **{option: sim_trace.meta["backend"]["options"][option]})

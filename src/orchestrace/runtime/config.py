@@ -121,9 +121,19 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        """Rebuild from :meth:`to_dict` output (unknown keys are an error)."""
+        """Rebuild from :meth:`to_dict` output (unknown and missing keys are an error).
+
+        Every setting but ``defenses`` (written only when one is on) must be there: a missing
+        one would take its default, which the recorded run may not have used.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config keys {sorted(unknown)}; known: {sorted(known)}")
+        missing = sorted(known - set(data) - {"defenses"})
+        if missing:
+            raise ConfigError(
+                f"config keys {missing} are missing (a recorded run states every setting; a "
+                "default in their place might not be what the run used)"
+            )
         return cls(**data)

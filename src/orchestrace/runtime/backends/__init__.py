@@ -113,9 +113,35 @@ def backend_from_spec(spec: Mapping[str, Any] | None, **overrides: Any) -> Backe
         kw.setdefault("oracle_verifiers", True)
         _check_sim_options(kw)
     try:
-        return make_backend(name, **kw)
+        built = make_backend(name, **kw)
     except (TypeError, ValueError, AttributeError) as err:
         raise ConfigError(f"the spec of backend {name!r} holds a bad option: {err}") from None
+    _check_complete(name, built, {*map(str, options), *kw})
+    return built
+
+
+#: Options a spec may lack because an older version did not record them, each with the value
+#: that version used (filled in above), not a default.
+_RECORDED_LATER = {"sim": frozenset({"oracle_verifiers"})}
+
+
+def _check_complete(name: str, built: Any, given: set[str]) -> None:
+    """Refuse a rebuilt backend whose recorded options lacked some it records itself.
+
+    Those would take the constructor's defaults, which the recorded run may not have used
+    (a simulator's seed, a model's temperature): the fork would answer as another backend.
+    """
+    spec = getattr(built, "spec", None)
+    wanted = spec().get("options") if callable(spec) else None
+    if not isinstance(wanted, Mapping):
+        return
+    missing = sorted({str(k) for k in wanted} - given - _RECORDED_LATER.get(name, frozenset()))
+    if missing:
+        raise ConfigError(
+            f"the recorded options of backend {name!r} lack {', '.join(missing[:8])}: rebuilt, "
+            "they would take defaults the run may not have used; pass them (e.g. "
+            f"{missing[0]}=...) or record the run again"
+        )
 
 
 def _number(value: Any) -> bool:
