@@ -107,3 +107,41 @@ def test_edited_trace_does_not_replay():
     ]
     with pytest.raises(TraceError, match="diverged"):
         replay(original.replace(events=tuple(events)))
+
+
+def _edited(trace, how):
+    import msgspec
+
+    if how == "task-seed":
+        task = {**trace.meta["task"], "seed": trace.meta["task"]["seed"] + 98}
+        return msgspec.structs.replace(trace, meta={**trace.meta, "task": task})
+    first = next(i for i, e in enumerate(trace.events) if e.type == how)
+    gone = trace.events[first].id
+    return trace.replace(
+        events=trace.events[:first] + trace.events[first + 1 :],
+        edges=tuple(e for e in trace.edges if gone not in (e.src, e.dst)),
+    )
+
+
+@pytest.mark.filterwarnings("ignore:.*recorded verdict:UserWarning")
+@pytest.mark.parametrize("how", ["task-seed", "llm_call", "tool_result"])
+def test_a_trace_that_does_not_replay_is_refused_by_forks_and_credit(how):
+    """Calls the trace lacks would be answered afresh and credited to the interventions."""
+    from orchestrace.credit import LeaveOneOutCredit
+    from orchestrace.runtime.replay import backend_for, fork_many
+
+    task = "search" if how == "tool_result" else "arith"  # (search agents call tools)
+    tr = run("swarm", task, agents=3, seed=1, task_size=8).trace
+    assert how == "task-seed" or any(e.type == how for e in tr.events)
+    bad = _edited(tr, how)
+    late = [e.id for e in tr.events if e.type == "message"][-1]  # acts after the edit
+    says = r"replay of .* diverged: .* were not in the trace"
+    with pytest.raises(TraceError, match=says):
+        replay(bad)
+    with pytest.raises(TraceError, match=says):
+        fork(bad, [DropMessage.of(bad, late)])
+    with pytest.raises(TraceError, match=says):
+        fork_many(bad, [([DropMessage.of(bad, late)], backend_for(bad))])
+    with pytest.raises(TraceError, match=says):
+        LeaveOneOutCredit().assign(bad)
+    assert fork(tr, [DropMessage.of(tr, late)]).trace  # the recorded trace itself forks

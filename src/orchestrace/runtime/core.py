@@ -182,6 +182,7 @@ class Runtime:
         self.agents: dict[str, AgentState] = {}
         self.backend_calls = 0
         self.cache_hits = 0
+        self.tool_runs = 0  # tool calls the cache did not answer (run here)
         self.tokens = 0
         self.token_table: dict[str, Any] = {}  # token records of trainable calls by event id
         self.steps = 0

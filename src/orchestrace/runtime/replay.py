@@ -448,15 +448,25 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
         ConfigError: ``trace`` is not a Trace.
     """
     check_replayable(trace)
+    return _replay(trace, ReplayCache.from_trace(trace), rerun_checks)
+
+
+def _replay(
+    trace: Trace, cache: ReplayCache, rerun_checks: bool, setup: ForkSetup | None = None
+) -> ForkResult:
+    """:func:`replay` with ``cache`` (the trace's own): every call must come from it."""
     recorded = trace.meta.get("backend")
     recorded = dict(recorded) if isinstance(recorded, dict) else {}
-    cache = ReplayCache.from_trace(trace)
     strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
-    rt, root = _runtime(trace, strict, (), cache, rerun_checks)
+    rt, root = _runtime(trace, strict, (), cache, rerun_checks, setup=setup)
     new = run_virtual(rt.run(root))
-    if rt.backend_calls:
+    if rt.backend_calls or rt.tool_runs:
+        calls = f"{rt.backend_calls} LLM call(s)" + (
+            f" and {rt.tool_runs} tool call(s)" if rt.tool_runs else ""
+        )
         raise TraceError(
-            f"replay of {trace.trace_id} diverged: {rt.backend_calls} call(s) were not in the trace"
+            f"replay of {shown_trace(trace)} diverged: {calls} were not in the trace (edited, "
+            "or recorded by another orchestrace version?); record the run again"
         )
     return ForkResult(new, rt.backend_calls, rt.cache_hits)
 
@@ -516,6 +526,22 @@ class ForkSetup:
         self.cache = ReplayCache.from_trace(trace)
         self._task: Task | None = None
         self._agents: frozenset[Any] | None = None
+        self._verified = False
+
+    def verify(self) -> None:
+        """Check, once, that the trace replays exactly from its recorded calls.
+
+        A fork takes the recorded answer of every call its interventions leave unchanged. In
+        a trace that does not replay (edited, or recorded by another version), some of those
+        calls would be answered afresh, as if the interventions had changed them, and the
+        fork's result would be credited to them.
+
+        Raises:
+            TraceError: The replay diverged (the message counts the calls not in the trace).
+        """
+        if not self._verified:
+            _replay(self.trace, self.cache.copy(), False, self)
+            self._verified = True
 
     def agents(self) -> frozenset[Any]:
         """The trace's agents (found once): what an intervention may name."""
@@ -585,6 +611,7 @@ def _fork_with(
     interventions = check_interventions(interventions, duck_typed=False)
     trace = setup.trace
     check_agents(interventions, trace, setup.agents())
+    setup.verify()
     cache = setup.cache.copy()
     for iv in interventions:
         cache.redraw(iv.redraws())
@@ -696,6 +723,8 @@ def fork_many(
     jobs = _jobs(jobs)
     for todo, _ in jobs:
         check_agents(todo, setup.trace, setup.agents())
+    if jobs:
+        setup.verify()  # (a snapshot's original run then never meets a call the trace lacks)
     keep: Callable[[ForkResult], Any] = report if report is not None else _whole
     served = snapshot_forks(setup, jobs, keep, rerun_checks=rerun_checks) if snapshots else {}
     return [

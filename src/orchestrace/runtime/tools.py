@@ -64,6 +64,7 @@ async def call_tool(rt: Runtime, a: AgentState, name: str, args: dict[str, Any])
         text = None if error else text_of(value)
         await asyncio.sleep(cached.latency)
     else:
+        rt.tool_runs += 1
         value, error, latency, text = _run_tool(fn, name, args, key.id, rt.config, rt.tools)
         if rt.backend.virtual:
             await asyncio.sleep(latency)
