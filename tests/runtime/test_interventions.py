@@ -128,3 +128,62 @@ def test_an_intervention_naming_an_agent_the_trace_lacks_is_refused(named):
     more = fork(tr, [ForceDecision("n_workers", 5), ForceStop(1, "worker5")]).trace
     assert "worker5" in {e.agent for e in more.events}
     assert fork(tr, [Silence("worker1")]).trace != tr
+
+
+def test_a_message_intervention_matching_no_message_is_refused():
+    from orchestrace.errors import ConfigError
+    from orchestrace.runtime.replay import DropMessage, ReplaceMessage
+
+    tr = run("swarm", "arith", agents=3, seed=1, task_size=8).trace
+    m = next(e for e in tr.events if e.type == "message" and e.agent != "orchestrator")
+    for iv in (
+        DropMessage("workr1", m.step, 0),
+        DropMessage(m.agent, 10**9, 0),
+        ReplaceMessage(m.agent, m.step, 99, "x"),
+    ):
+        with pytest.raises(ConfigError, match=r"(names agent|matches no message)"):
+            fork(tr, [iv])
+    assert fork(tr, [DropMessage(m.agent, m.step, 0)]).trace != tr  # its own address acts
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        (lambda: _drop("a", -1, 0), "step must be an integer >= 0"),
+        (lambda: _drop("a", "0", 0), "step must be an integer >= 0"),
+        (lambda: _drop("a", 0, 1.5), "index must be an integer >= 0"),
+        (lambda: _drop("", 0, 0), "sender must be a non-empty string"),
+        (lambda: _replace(123), "content must be a string"),
+        (lambda: _replace("x", data={"at": object()}), "data must be JSON data"),
+        (lambda: ForceDecision("rounds", {1, object()}), "value must be JSON data"),
+    ],
+)
+def test_a_malformed_intervention_is_refused_when_built(build, says):
+    """Not after the whole fork has run, as the trace's writer refused what it recorded."""
+    from orchestrace.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        build()
+
+
+def test_numpy_numbers_in_an_intervention_are_plain_numbers():
+    import numpy as np
+
+    from orchestrace.runtime.replay import DropMessage
+
+    iv = DropMessage("a", np.int64(2), np.int32(0))
+    assert (iv.step, iv.index) == (2, 0) and type(iv.step) is int and type(iv.index) is int
+    assert ForceDecision("rounds", np.int64(2)).value == 2
+    assert type(_replace("x", data={"v": np.float64(0.5)}).data["v"]) is float
+
+
+def _drop(sender, step, index):
+    from orchestrace.runtime.replay import DropMessage
+
+    return DropMessage(sender, step, index)
+
+
+def _replace(content, data=None):
+    from orchestrace.runtime.replay import ReplaceMessage
+
+    return ReplaceMessage("a", 0, 0, content, data, data is not None)

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from orchestrace._numbers import as_int, is_int
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
@@ -212,6 +214,9 @@ class TraceIndex:
                 f"event {shown} of trace {shown_trace(self.trace)} is a {ev.type}, not a "
                 "message; pick a message event id"
             )
+        return self._address_table()[ev.id]
+
+    def _address_table(self) -> dict[str, tuple[str, int, int]]:
         if self._addresses is None:
             addresses: dict[str, tuple[str, int, int]] = {}
             count: dict[tuple[str, Any], int] = {}
@@ -221,7 +226,11 @@ class TraceIndex:
                     count[(e.agent, e.step)] = k + 1
                     addresses.setdefault(e.id, (e.agent, int(e.step or 0), k))
             self._addresses = addresses
-        return self._addresses[ev.id]
+        return self._addresses
+
+    def addresses(self) -> frozenset[tuple[str, int, int]]:
+        """The address (sender, step, index in the step) of every message of the trace."""
+        return frozenset(self._address_table().values())
 
     def readers(self, event_id: str) -> list[int]:
         """:func:`message_readers` of ``event_id``."""
@@ -287,6 +296,9 @@ class DropMessage(Intervention):
     step: int
     index: int
 
+    def __post_init__(self) -> None:
+        _check_address(self, "DropMessage")
+
     @classmethod
     def of(cls, trace: Trace, event_id: str, index: TraceIndex | None = None) -> DropMessage:
         """The intervention that drops message ``event_id`` of ``trace`` (``index``: of it)."""
@@ -311,6 +323,21 @@ class ReplaceMessage(Intervention):
     content: str
     data: Any = None
     replace_data: bool = False
+
+    def __post_init__(self) -> None:
+        _check_address(self, "ReplaceMessage")
+        if not isinstance(self.content, str):
+            raise ConfigError(
+                f"ReplaceMessage content must be a string (the message's text), got "
+                f"{display(repr(self.content), 60)}"
+            )
+        if not isinstance(self.replace_data, bool):
+            raise ConfigError(
+                f"ReplaceMessage replace_data must be True or False, got "
+                f"{display(repr(self.replace_data), 60)}"
+            )
+        self.data = _plain(self.data)
+        _check_encodable(self.data, "ReplaceMessage data")
 
     @classmethod
     def of(
@@ -502,6 +529,40 @@ class ResampleMessage(Intervention):
         return frozenset(self.keys[1:])
 
 
+def _check_address(iv: Any, kind: str) -> None:
+    """Check (and make plain ints of) a message intervention's sender, step and index."""
+    _check_name(iv.sender, f"{kind} sender")
+    _check_step(iv.step, f"{kind} step", optional=False)
+    if not is_int(iv.index) or iv.index < 0:
+        raise ConfigError(
+            f"{kind} index must be an integer >= 0 (which message of the step), got "
+            f"{display(repr(iv.index), 60)}"
+        )
+    iv.step, iv.index = as_int(iv.step), as_int(iv.index)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars (at any depth of lists and dicts) as Python values."""
+    if type(value) is dict:
+        return {k: _plain(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_plain(v) for v in value)
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and callable(item) and not getattr(value, "ndim", 0):
+        return item()
+    return value
+
+
+def _check_encodable(value: Any, what: str) -> None:
+    """Refuse a value a trace could not record (the fork would fail only at its end)."""
+    try:
+        msgspec.json.encode(value)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as err:
+        raise ConfigError(
+            f"{what} must be JSON data (a trace records it): {str(err)[:120]}"
+        ) from None
+
+
 def _check_step(step: Any, what: str, *, optional: bool) -> None:
     if step is None and optional:
         return
@@ -615,6 +676,8 @@ class ForceDecision(Intervention):
             )
         if self.name == "n_workers":
             self.value = as_int(self.value)
+        self.value = _plain(self.value)
+        _check_encodable(self.value, "ForceDecision value")
 
     def decision(self, agent: str, name: str, value: Any) -> Any:
         """The forced value for the targeted decision."""
@@ -659,30 +722,51 @@ def trace_agents(trace: Trace) -> frozenset[Any]:
     return frozenset(agents)
 
 
-def check_agents(
-    interventions: Sequence[Any], trace: Trace, agents: frozenset[Any] | None = None
+def check_targets(
+    interventions: Sequence[Any],
+    trace: Trace,
+    agents: frozenset[Any] | None = None,
+    index: TraceIndex | None = None,
 ) -> None:
-    """Refuse an intervention naming an agent the trace does not hold (a typo changes nothing).
+    """Refuse interventions that name what the trace does not hold (a typo changes nothing).
 
-    :class:`ForceStop`, :class:`ForceDecision` and :class:`Silence` act on an agent by name;
-    one the recorded run never had would leave the fork the run itself, and its credit 0. A
-    fork that also forces the team size (``ForceDecision("n_workers", ...)``) may name an
-    agent only it spawns. ``agents``: :func:`trace_agents` of ``trace``, when known.
+    :class:`ForceStop`, :class:`ForceDecision` and :class:`Silence` act on an agent by name,
+    :class:`DropMessage` and :class:`ReplaceMessage` on a message by its sender, step and
+    index. One naming an agent the recorded run never had, or a fork of a single message
+    intervention matching none of its messages, would leave the fork the run itself, and its
+    credit 0. A fork that also forces the team size (``ForceDecision("n_workers", ...)``) may
+    name an agent only it spawns. ``agents`` and ``index``: :func:`trace_agents` and a
+    :class:`TraceIndex` of ``trace``, when known.
 
     Raises:
-        ConfigError: Naming the intervention, the agent and the trace's agents.
+        ConfigError: Naming the intervention and what the trace holds instead.
     """
-    named = [iv for iv in interventions if isinstance(iv, ForceStop | ForceDecision | Silence)]
+    named = [
+        iv
+        for iv in interventions
+        if isinstance(iv, ForceStop | ForceDecision | Silence | DropMessage | ReplaceMessage)
+    ]
     if not named or any(isinstance(iv, ForceDecision) and iv.name == "n_workers" for iv in named):
         return
     known = agents if agents is not None else trace_agents(trace)
     for iv in named:
-        if iv.agent not in known:
+        agent = iv.sender if isinstance(iv, DropMessage | ReplaceMessage) else iv.agent
+        if not isinstance(agent, str) or agent not in known:
             names = sorted(a for a in known if isinstance(a, str))
             shown = ", ".join(repr(display(a, 40)) for a in names[:8])
             more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
             raise ConfigError(
-                f"{type(iv).__name__} names agent {display(iv.agent, 60)!r}, which trace "
+                f"{type(iv).__name__} names agent {display(str(agent), 60)!r}, which trace "
                 f"{shown_trace(trace)} does not hold, so the fork would change nothing; name "
                 f"one of its agents: {shown}{more}"
+            )
+    [only] = interventions if len(interventions) == 1 else [None]
+    if isinstance(only, DropMessage | ReplaceMessage):
+        at = (only.sender, only.step, only.index)
+        if at not in (index or TraceIndex(trace)).addresses():
+            raise ConfigError(
+                f"{type(only).__name__} of message {only.index} of step {only.step} of "
+                f"{display(only.sender, 60)!r} matches no message of trace {shown_trace(trace)}, "
+                f"so the fork would change nothing; build it from a message's id "
+                f"({type(only).__name__}.of(trace, event_id))"
             )

@@ -83,8 +83,9 @@ from orchestrace.runtime.interventions import (
     ReplaceMessage,
     ResampleMessage,
     Silence,
-    check_agents,
+    TraceIndex,
     check_interventions,
+    check_targets,
     find_event,
     message_readers,
     sender_call,
@@ -526,6 +527,7 @@ class ForkSetup:
         self.cache = ReplayCache.from_trace(trace)
         self._task: Task | None = None
         self._agents: frozenset[Any] | None = None
+        self._index: TraceIndex | None = None
         self._verified = False
 
     def verify(self) -> None:
@@ -542,6 +544,12 @@ class ForkSetup:
         if not self._verified:
             _replay(self.trace, self.cache.copy(), False, self)
             self._verified = True
+
+    def index(self) -> TraceIndex:
+        """Look-ups of the trace's messages (built once)."""
+        if self._index is None:
+            self._index = TraceIndex(self.trace)
+        return self._index
 
     def agents(self) -> frozenset[Any]:
         """The trace's agents (found once): what an intervention may name."""
@@ -610,7 +618,7 @@ def _fork_with(
     """One fork, re-executed in full (the cache copied from ``setup``)."""
     interventions = check_interventions(interventions, duck_typed=False)
     trace = setup.trace
-    check_agents(interventions, trace, setup.agents())
+    check_targets(interventions, trace, setup.agents(), setup.index())
     setup.verify()
     cache = setup.cache.copy()
     for iv in interventions:
@@ -722,7 +730,7 @@ def fork_many(
     setup = setup if setup is not None else ForkSetup(trace)
     jobs = _jobs(jobs)
     for todo, _ in jobs:
-        check_agents(todo, setup.trace, setup.agents())
+        check_targets(todo, setup.trace, setup.agents(), setup.index())
     if jobs:
         setup.verify()  # (a snapshot's original run then never meets a call the trace lacks)
     keep: Callable[[ForkResult], Any] = report if report is not None else _whole
