@@ -224,6 +224,13 @@ def test_run_and_replay_commands(tmp_path, capsys):
         capsys, "replay", str(out), "--drop-message", first_msg, "-o", str(tmp_path / "f.json")
     )
     assert code == 0 and "fork with DropMessage" in text and "backend call(s)" in text
+    forked = load(tmp_path / "f.json")
+    calls = sum(e.type == "llm_call" for e in forked.events)  # the share is of the fork's calls
+    assert f"of the fork's {calls} LLM calls)" in text
+    code, text, err = run(
+        capsys, "replay", str(out), "--drop-message", first_msg, "--resample-message", first_msg
+    )
+    assert code == 1 and "--drop-message and --resample-message both name message" in err
     code, text, _ = run(capsys, "run", "swarm", "--json", "--agents", "2", "--no-progress")
     assert code == 0 and json.loads(text)["events"] > 0
 

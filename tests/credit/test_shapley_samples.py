@@ -174,5 +174,13 @@ def test_cli_samples_and_permutations(team, tmp_path, capsys):
     assert main([*argv, "--method", "loo", "--permutations", "5"]) == 1
     err = capsys.readouterr().err
     assert err == "error: --permutations applies to --method shapley, not to loo; leave it out\n"
+    # a flag of another method is refused, not dropped
+    assert main([*argv, "--method", "uniform", "--samples", "3"]) == 1
+    assert "--samples applies to the methods that re-execute the run" in capsys.readouterr().err
+    assert main([*argv, "--method", "loo", "--gamma", "0.5"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: --gamma applies to --method discounted, not to loo; leave it out\n"
+    assert main([*argv, "--method", "discounted", "--gamma", "0.5"]) == 0
+    capsys.readouterr()
     assert main([*argv, "--method", "shapley", "--samples", "0"]) == 1
     assert "samples must be an integer from 1 to 1,000,000 (--samples K)" in capsys.readouterr().err

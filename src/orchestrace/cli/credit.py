@@ -62,7 +62,7 @@ def add_parser(sub: Any) -> None:
         "(e.g. a local engine with greedy decoding and a fixed seed): one draw, no error bar. "
         "Without it a served model is sampled K times, even at temperature 0",
     )
-    p.add_argument("--gamma", type=float, default=0.95, help="discounted: discount per hop")
+    p.add_argument("--gamma", type=float, help="discounted: discount per hop (default 0.95)")
     p.add_argument("--reward", type=float, help="reward to distribute (default: the team reward)")
     p.add_argument("--top", type=int, default=20, help="text output: rows to show")
     p.add_argument("--json", action="store_true", help="print rows {unit, id, value}, one per line")
@@ -88,9 +88,18 @@ def run_cmd(args: argparse.Namespace) -> int:
     refuse_truncated(args.trace, [trace], partial=args.partial)
     kw: dict[str, Any] = {}
     if args.method == "discounted":
-        kw["gamma"] = args.gamma
+        kw["gamma"] = 0.95 if args.gamma is None else args.gamma
+    elif args.gamma is not None:
+        raise ConfigError(
+            f"--gamma applies to --method discounted, not to {args.method}; leave it out"
+        )
     if args.samples is not None and args.method in _FORKING:
         kw["samples"] = args.samples
+    elif args.samples is not None:
+        raise ConfigError(
+            f"--samples applies to the methods that re-execute the run ({', '.join(_FORKING)}), "
+            f"not to {args.method}; leave it out"
+        )
     if args.permutations is not None:
         if args.method != "shapley":
             raise ConfigError(

@@ -138,6 +138,22 @@ def run_cmd(args: argparse.Namespace) -> int:
     fmt = None
     if args.output:
         fmt = check_dump_target(args.output, overwrite=args.force, inputs=[args.trace])
+    named = [
+        (flag, mid)
+        for flag, mid in (
+            ("--drop-message", args.drop_message),
+            ("--replace-message", args.replace_message[0] if args.replace_message else None),
+            ("--resample-message", args.resample_message),
+        )
+        if mid
+    ]
+    for k, (flag, mid) in enumerate(named):
+        twice = [f for f, m in named[k + 1 :] if m == mid]
+        if twice:  # one would undo or hide the other
+            raise ConfigError(
+                f"{flag} and {twice[0]} both name message {mid!r}: a message is dropped, "
+                "rewritten or drawn again, not two of these; pick one"
+            )
     trace = load(args.trace, check=False)
     ivs: list[Intervention] = []
     if args.drop_message:
@@ -183,12 +199,12 @@ def run_cmd(args: argparse.Namespace) -> int:
             if warning:
                 print(f"warning: {warning}", file=sys.stderr)
         res = fork(trace, ivs, rerun_checks=args.rerun_checks, **chosen)
-        total = sum(1 for e in trace.events if e.type == "llm_call")
+        total = sum(1 for e in res.trace.events if e.type == "llm_call")  # the fork's own
         before = _success(trace)
         print(
             f"fork with {', '.join(_describe(iv) for iv in ivs)}: "
             f"{res.backend_calls} backend call(s) ({res.backend_calls / max(total, 1):.1%} of "
-            f"the {total} in a full re-run), {res.cache_hits} from the trace"
+            f"the fork's {total} LLM calls), {res.cache_hits} from the trace"
             + _answered_by(res.trace)
         )
         print(
