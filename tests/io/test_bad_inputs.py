@@ -575,6 +575,33 @@ def test_duplicate_key_in_a_stream_line(tmp_path, small_trace):
     ]
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        (b'"dur":', b'"dur":5.0,"dur":', "dur"),  # any field, not only the main ones
+        (b'"agent":', b'"\\u0061gent":"x","agent":', "agent"),  # a key written escaped
+    ],
+)
+@pytest.mark.parametrize("spaced", [False, True], ids=["compact", "spaced"])
+def test_any_repeated_key_in_a_stream_line_is_refused(
+    tmp_path, medium_trace, old, new, key, spaced
+):
+    """As a JSON file refuses it, in lines not written by orchestrace (read a block at a time)."""
+    lines = stream_bytes(medium_trace).splitlines(keepends=True)
+    if spaced:  # lines another writer formats its own way (the block reader's other path)
+        lines = [line.replace(b'":', b'": ') for line in lines]
+        old, new = old.replace(b'":', b'": '), new.replace(b'":', b'": ')
+    k = next(i for i, line in enumerate(lines) if b'"event"' in line and old in line)
+    lines[k] = lines[k].replace(old, new, 1)
+    p = tmp_path / "run.jsonl"
+    p.write_bytes(b"".join(lines))
+    problems = [str(x) for item in iter_jsonl(p) for x in item.problems]
+    assert problems[0].startswith(f"{p}:{k + 1}: $: duplicate key {key!r}: "), problems[:2]
+    # the same stream without the repeat reads clean
+    p.write_bytes(b"".join(x.replace(new, old, 1) if i == k else x for i, x in enumerate(lines)))
+    assert [str(x) for item in iter_jsonl(p) for x in item.problems] == []
+
+
 def test_duplicate_key_in_a_trace_line(tmp_path, small_trace):
     p = tmp_path / "lines.jsonl"
     p.write_bytes(dumps(small_trace).replace(b'"task_id"', b'"task_id":"x","task_id"', 1) + b"\n")

@@ -55,6 +55,22 @@ COLUMN_BATCH = 65536
 
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _RECORDS = msgspec.json.Decoder(list[_Line])
+#: A string token followed by white space (which may stand before a key's colon).
+_SPACED = (b'" ', b'"\t', b'"\r', b'"\n')
+
+
+def _no_key_repeats(joined: bytes) -> bool:
+    """Whether lines not written canonically provably repeat no key (C passes; else unknown).
+
+    Without a backslash no string holds a quote, so every key ends in ``":`` unless white
+    space stands before its colon; a decoder keeps one value per key, so the keys written
+    equal the keys held (counted in the canonical re-encoding, backslash-free too) exactly
+    when no object repeats one.
+    """
+    if b"\\" in joined or any(p in joined for p in _SPACED):
+        return False
+    held = _ENC.encode(msgspec.json.decode(joined)).count(b'":')
+    return joined.count(b'":') == held
 _NOT_NONE = partial(is_not, None)
 _EVENT, _EDGE = attrgetter("event"), attrgetter("edge")
 _HEADER, _FOOTER = attrgetter("header"), attrgetter("footer")
@@ -186,7 +202,7 @@ def _stretch(first: int, bodies: list[bytes], repeats: Any) -> Iterator[Run | Si
         h is not None or f is not None or (e is None) == (d is None)
         for h, f, e, d in zip(map(_HEADER, recs), map(_FOOTER, recs), events, edges, strict=True)
     ]
-    if not canonical:  # a key may repeat
+    if not canonical and (repeats is None or not _no_key_repeats(joined)):  # a key may repeat
         for k, rec in enumerate(recs):
             if not special[k]:
                 kind = "event" if events[k] is not None else "edge"
