@@ -194,16 +194,40 @@ def test_convert_keep_going_bad_header_writes_nothing(tmp_path, capsys, bad_head
 def test_convert_keep_going_records_what_it_skipped(tmp_path, capsys, small_trace):
     p = tmp_path / "run.jsonl"
     lines = stream_bytes(small_trace).split(b"\n")
-    rec = json.loads(lines[2])
-    rec["event"]["t"] = -1  # a spawn: its child's return is no second problem
-    lines[2] = json.dumps(rec).encode()
+    k = next(i for i, line in enumerate(lines) if line.startswith(b'{"edge"'))
+    rec = json.loads(lines[k])
+    rec["edge"]["type"] = 5  # the trace is whole without this edge
+    lines[k] = json.dumps(rec).encode()
     p.write_bytes(b"\n".join(lines))
     out_path = tmp_path / "out.json"
     code, _, err = run(capsys, "convert", "--keep-going", p, "-o", out_path)
     assert code == 0, err
     assert "1 problem(s) skipped over (--keep-going)" in err
     skipped = json.loads(out_path.read_text())["meta"]["skipped"]
-    assert len(skipped) == 1 and skipped[0].startswith(f"{p}:3: $.event.")
+    assert len(skipped) == 1 and skipped[0].startswith(f"{p}:{k + 1}: $.edge.")
+    assert run(capsys, "validate", out_path)[0] == 0  # what is written reads back
+    # an event skipped leaves edges to nothing and a return without its spawn: not written
+    lines = stream_bytes(small_trace).split(b"\n")
+    rec = json.loads(lines[2])
+    rec["event"]["t"] = -1  # a spawn
+    lines[2] = json.dumps(rec).encode()
+    p.write_bytes(b"\n".join(lines))
+    out_path.unlink()
+    code, _, err = run(capsys, "convert", "--keep-going", p, "-o", out_path)
+    assert code == 1 and not out_path.exists()
+    assert f"{p}:3: $.event.t: value out of range" in err
+
+
+def test_convert_keep_going_writes_no_trace_that_breaks_a_rule(tmp_path, capsys, small_trace):
+    """A repeated event id is no damaged line to skip: the trace would not validate."""
+    p = tmp_path / "run.jsonl"
+    lines = stream_bytes(small_trace).split(b"\n")
+    lines.insert(2, lines[1])  # the first event twice
+    p.write_bytes(b"\n".join(lines))
+    out_path = tmp_path / "out.json"
+    code, _, err = run(capsys, "convert", "--keep-going", p, "-o", out_path)
+    assert code == 1 and not out_path.exists()
+    assert f"{p}:3: $.event.id: duplicate event id 'e1' (first used at line 2)" in err
 
 
 def test_validate_line_with_event_and_edge(tmp_path, capsys, small_trace):

@@ -23,6 +23,7 @@ from orchestrace.io import (
 from orchestrace.io._columnar import skip_pandas_probe
 from orchestrace.io.json import check_indent
 from orchestrace.io.upstream import IMPORT_WARNINGS
+from orchestrace.trace.check import check_trace
 from orchestrace.trace.model import Trace
 
 _CHOICES = ["native", *FORMATS]
@@ -52,7 +53,8 @@ def add_parser(sub: Any) -> None:
         "--keep-going",
         action="store_true",
         help="JSONL input: skip damaged lines; each trace lists what was skipped in "
-        "meta.skipped, and the count is printed",
+        "meta.skipped, and the count is printed (a trace that breaks a rule once they are "
+        "skipped, e.g. edges to a skipped event, is not written)",
     )
     add_partial_flag(p)
     p.set_defaults(func=run)
@@ -131,6 +133,11 @@ def _read(args: argparse.Namespace) -> list[Trace]:
             lost += errors
             continue
         tr = item.trace
+        # what skipping lines cannot mend (a repeated id, an edge to a skipped event): the
+        # trace as read breaks a rule, and a written trace must validate
+        if any(p.severity == "error" for p in check_trace(tr, partial=True)):
+            lost += errors  # (each named by its line, as validate names it)
+            continue
         if errors:
             listed = [str(p) for p in errors[:_SKIPPED_LISTED]]
             if len(errors) > _SKIPPED_LISTED:
@@ -148,7 +155,8 @@ def _read(args: argparse.Namespace) -> list[Trace]:
     if skipped:
         print(
             f"warning: {args.input}: {skipped} problem(s) skipped over (--keep-going): "
-            f"{len(lost)} in traces that could not be read (not written), "
+            f"{len(lost)} in traces not written (unreadable, or breaking a rule with the "
+            "damaged lines skipped), "
             f"{skipped - len(lost)} listed in meta.skipped of the trace they belong to",
             file=sys.stderr,
         )

@@ -71,6 +71,8 @@ def _no_key_repeats(joined: bytes) -> bool:
         return False
     held = _ENC.encode(msgspec.json.decode(joined)).count(b'":')
     return joined.count(b'":') == held
+
+
 _NOT_NONE = partial(is_not, None)
 _EVENT, _EDGE = attrgetter("event"), attrgetter("edge")
 _HEADER, _FOOTER = attrgetter("header"), attrgetter("footer")
