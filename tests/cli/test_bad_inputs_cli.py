@@ -230,6 +230,18 @@ def test_convert_keep_going_writes_no_trace_that_breaks_a_rule(tmp_path, capsys,
     assert f"{p}:3: $.event.id: duplicate event id 'e1' (first used at line 2)" in err
 
 
+def test_analyze_names_a_stream_problem_by_its_line_as_validate_does(tmp_path, capsys, small_trace):
+    p = tmp_path / "run.jsonl"
+    lines = stream_bytes(small_trace).split(b"\n")
+    lines.insert(2, lines[1])  # the first event twice
+    p.write_bytes(b"\n".join(lines))
+    said = f"{p}:3: $.event.id: duplicate event id 'e1' (first used at line 2)"
+    code, out, _ = run(capsys, "validate", p)
+    assert code == 1 and said in out
+    code, _, err = run(capsys, "analyze", "--json", p)
+    assert code == 1 and said in err and "$.events[" not in err
+
+
 def test_validate_line_with_event_and_edge(tmp_path, capsys, small_trace):
     p = tmp_path / "run.jsonl"
     lines = stream_bytes(small_trace).split(b"\n")
