@@ -242,6 +242,20 @@ def test_analyze_names_a_stream_problem_by_its_line_as_validate_does(tmp_path, c
     assert code == 1 and said in err and "$.events[" not in err
 
 
+def test_a_record_before_the_first_header_is_named_as_such(tmp_path, capsys, small_trace):
+    """Not read as a file of whole-trace lines because its first line is no header."""
+    p = tmp_path / "run.jsonl"
+    lines = stream_bytes(small_trace).split(b"\n")
+    p.write_bytes(b"\n".join([lines[2], *lines]))
+    code, out, _ = run(capsys, "validate", p)
+    assert code == 1
+    assert out.splitlines()[0] == (
+        f'{p}:1: $: record before any header; a record stream starts with a {{"header": ...}} line'
+    )
+    code, out, _ = run(capsys, "validate", "--keep-going", p)
+    assert out.splitlines()[0].startswith(f"{p}:1: $: 1 record(s) (line 1) were skipped")
+
+
 def test_validate_line_with_event_and_edge(tmp_path, capsys, small_trace):
     p = tmp_path / "run.jsonl"
     lines = stream_bytes(small_trace).split(b"\n")

@@ -109,6 +109,24 @@ def test_trace_lines_cut_mid_line(tmp_path):
     assert read_jsonl(p, keep_going=True) == traces[:2]
     with pytest.raises(TraceValidationError, match=r"many.jsonl:3: \$: last line is incomplete"):
         read_jsonl(p)
+    # the advice is the one that reads them (--partial mends cut record streams, not this)
+    with pytest.raises(TraceValidationError, match=r"--keep-going reads them") as err:
+        read_jsonl(p, partial=True)
+    assert "validate with --partial" not in str(err.value)
+
+
+def test_deep_nesting_in_a_stream_line_is_named_as_json_names_it(tmp_path, small_trace):
+    p = tmp_path / "run.jsonl"
+    write_stream(p, small_trace)
+    lines = p.read_bytes().split(b"\n")
+    deep = b"[" * 10_000 + b"]" * 10_000
+    lines[1] = lines[1].replace(b'"id":', b'"attrs":{"v":' + deep + b'},"id":', 1)
+    p.write_bytes(b"\n".join(lines))
+    problems = [str(x) for item in iter_jsonl(p) for x in item.problems]
+    assert problems[0] == (
+        f"{p}:2: $: JSON nested too deeply at document; fix or delete this line (--keep-going "
+        "skips it)"
+    )
 
 
 def test_bad_line_in_trace_lines(tmp_path):

@@ -84,15 +84,23 @@ Single = tuple[int, bytes]
 _FIRST_KEY = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*("(?:[^"\\]|\\.){0,256}")[ \t\r\n]*:')
 
 
-def starts_a_stream(line: bytes) -> bool:
-    r"""Whether ``line`` (a file's first) is a record stream's header: ``{"header": ...}``.
+#: The keys of a record stream's records (a trace line's keys are a trace's: ``trace_id``...).
+_RECORD_KEYS = frozenset({"header", "event", "edge", "footer"})
 
-    The key is read as JSON reads it, so whitespace around it and escapes in it do not
-    matter (``{ "header"``, ``{"\u0068eader"``); a trace line starts with another key.
+
+def starts_a_stream(line: bytes) -> bool:
+    r"""Whether ``line`` (a file's first) is a record stream's: ``{"header": ...}`` or another.
+
+    A stream whose first line is an event, edge or footer record (one before the header) is
+    still a stream: its reader then says that record has no header before it. The key is
+    read as JSON reads it, so whitespace around it and escapes in it do not matter
+    (``{ "header"``, ``{"\u0068eader"``); a trace line starts with a trace's key.
 
     Example:
         >>> starts_a_stream(b'{ "h\u0065ader": {}}'), starts_a_stream(b'{"trace_id": "t"}')
         (True, False)
+        >>> starts_a_stream(b'{"event": {"id": "e2"}}')
+        True
     """
     if line.lstrip(b" \t\r\n").startswith(b'{"header"'):  # JSON's whitespace only
         return True
@@ -100,7 +108,7 @@ def starts_a_stream(line: bytes) -> bool:
     if m is None:
         return False
     try:
-        return bool(msgspec.json.decode(m.group(1)) == "header")
+        return msgspec.json.decode(m.group(1)) in _RECORD_KEYS
     except msgspec.DecodeError:
         return False
 

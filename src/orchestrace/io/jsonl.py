@@ -254,7 +254,9 @@ def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bo
             source=f"{src}:{lineno}",
             path="$",
         )
-    syntax = isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError)
+    syntax = isinstance(err, RecursionError) or (
+        isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError)
+    )
     fe = format_error(src, line, err) if syntax else None
     if fe is not None:
         return Problem(
@@ -303,7 +305,15 @@ def _iter_lines(
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as err:
             if isinstance(err, msgspec.DecodeError) and not complete:
                 # a whole trace is lost: an error even for --partial (which covers streams)
-                yield JsonlItem(None, [_line_error(src, lineno, line, err, complete)], lineno)
+                cut = Problem(
+                    "truncated",
+                    "last line is incomplete: the file was cut off in the middle of this trace",
+                    "the traces on the lines before it are whole: --keep-going reads them "
+                    "(keep_going=True in Python); --partial does not mend a cut trace line",
+                    source=f"{src}:{lineno}",
+                    path="$",
+                )
+                yield JsonlItem(None, [cut], lineno)
                 return
             salvaged: Trace | None
             try:
