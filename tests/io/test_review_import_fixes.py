@@ -367,3 +367,29 @@ def test_a_link_cycle_is_located_at_the_span_that_carries_the_link() -> None:
     # the second link closes the cycle: named at the span that carries it, not at "$"
     assert cycles[0].path == "$.resourceSpans[0].scopeSpans[0].spans[3]", str(cycles[0])
     assert cycles[0].event_id is not None
+
+
+def test_a_fifo_writer_that_stalls_after_some_data_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not "no writer": it sent data, then stopped (the wait ends it, in one line)."""
+    monkeypatch.setattr(_common, "PIPE_IDLE_TIMEOUT_S", 0.5)
+    path = _fifo(tmp_path)
+    release = threading.Event()
+
+    def run() -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, b'{"header": {"trace_id": "t", "task_id": "k"}}\n')
+            release.wait(10)
+        finally:
+            os.close(fd)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    try:
+        with pytest.raises(TraceFormatError, match=r"the writer sent 46 bytes, then nothing for"):
+            read_bytes(path)
+    finally:
+        release.set()
+        th.join()

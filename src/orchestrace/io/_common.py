@@ -99,6 +99,7 @@ class _PipeReader(io.RawIOBase):
         self._idle = idle
         self._writer_wait = writer_wait  # None: a writer is known to be there (a pipe)
         self._pending = b""  # read while looking for a writer
+        self._received = 0  # bytes read so far
 
     def readable(self) -> bool:
         return True
@@ -137,6 +138,7 @@ class _PipeReader(io.RawIOBase):
             return True
         if data:
             self._pending = data
+            self._received += len(data)
             return True
         return False
 
@@ -152,6 +154,15 @@ class _PipeReader(io.RawIOBase):
         while True:
             ready, _, _ = select.select([self._fd], [], [], self._idle)
             if not ready:
+                if self._received:  # a writer that stalled, not one that never came
+                    raise TraceFormatError(
+                        self._source,
+                        "file",
+                        f"the writer sent {self._received:,} bytes, then nothing for "
+                        f"{self._idle:g} s (hung, or still running?); nothing was read from it",
+                        "let the writer finish (or write to a file and read that), or wait "
+                        "longer (ORCHESTRACE_PIPE_IDLE_S sets the wait)",
+                    )
                 raise TraceFormatError(
                     self._source,
                     "file",
@@ -164,6 +175,7 @@ class _PipeReader(io.RawIOBase):
             except BlockingIOError:
                 continue
             view[: len(data)] = data
+            self._received += len(data)
             return len(data)
 
     def close(self) -> None:
