@@ -144,6 +144,8 @@ def test_a_message_intervention_matching_no_message_is_refused():
         with pytest.raises(ConfigError, match=r"(names agent|matches no message)"):
             fork(tr, [iv])
     assert fork(tr, [DropMessage(m.agent, m.step, 0)]).trace != tr  # its own address acts
+    with pytest.raises(ConfigError, match=r"ForceStop at step 1000000 of 'orchestrator': its last"):
+        fork(tr, [ForceStop(10**6)])  # a step the agent never reaches
 
 
 @pytest.mark.parametrize(

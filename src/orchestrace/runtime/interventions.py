@@ -732,9 +732,9 @@ def check_targets(
 
     :class:`ForceStop`, :class:`ForceDecision` and :class:`Silence` act on an agent by name,
     :class:`DropMessage` and :class:`ReplaceMessage` on a message by its sender, step and
-    index. One naming an agent the recorded run never had, or a fork of a single message
-    intervention matching none of its messages, would leave the fork the run itself, and its
-    credit 0. A fork that also forces the team size (``ForceDecision("n_workers", ...)``) may
+    index. One naming an agent the recorded run never had, a fork of a single message
+    intervention matching none of its messages, or of a single stop at a step its agent
+    never reaches, would leave the fork the run itself, and its credit 0. A fork that also forces the team size (``ForceDecision("n_workers", ...)``) may
     name an agent only it spawns. ``agents`` and ``index``: :func:`trace_agents` and a
     :class:`TraceIndex` of ``trace``, when known.
 
@@ -761,6 +761,17 @@ def check_targets(
                 f"one of its agents: {shown}{more}"
             )
     [only] = interventions if len(interventions) == 1 else [None]
+    if isinstance(only, ForceStop):
+        last = max(
+            (e.step for e in trace.events if e.agent == only.agent and isinstance(e.step, int)),
+            default=-1,
+        )
+        if only.step > last:
+            raise ConfigError(
+                f"ForceStop at step {only.step} of {display(only.agent, 60)!r}: its last "
+                f"recorded step in trace {shown_trace(trace)} is {last}, so the fork would "
+                f"change nothing; pick a step from 0 to {last} (ForceStop.of(trace, event_id))"
+            )
     if isinstance(only, DropMessage | ReplaceMessage):
         at = (only.sender, only.step, only.index)
         if at not in (index or TraceIndex(trace)).addresses():
