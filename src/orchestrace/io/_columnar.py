@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from orchestrace.trace._ids import dense_table, lookup_ints
+from orchestrace.trace._names import NameTable
 from orchestrace.trace.enums import DECISIONS, EDGE_TYPES, EVENT_TYPES
-from orchestrace.trace.graph import COLUMNS, NameTable, TraceGraph
+from orchestrace.trace.graph import COLUMNS, TraceGraph
 
 __all__ = ["from_batches", "from_columns", "skip_pandas_probe", "string_array"]
 

@@ -29,11 +29,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from orchestrace._numbers import as_int, is_int
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
+from orchestrace.runtime._intervention_args import (
+    _check_address,
+    _check_encodable,
+    _check_name,
+    _check_step,
+    _plain,
+)
 from orchestrace.runtime.core import ROOT
 from orchestrace.runtime.prompts import parse
 from orchestrace.trace.model import Event, Trace
@@ -529,54 +534,6 @@ class ResampleMessage(Intervention):
         return frozenset(self.keys[1:])
 
 
-def _check_address(iv: Any, kind: str) -> None:
-    """Check (and make plain ints of) a message intervention's sender, step and index."""
-    _check_name(iv.sender, f"{kind} sender")
-    _check_step(iv.step, f"{kind} step", optional=False)
-    if not is_int(iv.index) or iv.index < 0:
-        raise ConfigError(
-            f"{kind} index must be an integer >= 0 (which message of the step), got "
-            f"{display(repr(iv.index), 60)}"
-        )
-    iv.step, iv.index = as_int(iv.step), as_int(iv.index)
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with numpy scalars (at any depth of lists and dicts) as Python values."""
-    if type(value) is dict:
-        return {k: _plain(v) for k, v in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(_plain(v) for v in value)
-    item = getattr(value, "item", None)
-    if type(value).__module__ == "numpy" and callable(item) and not getattr(value, "ndim", 0):
-        return item()
-    return value
-
-
-def _check_encodable(value: Any, what: str) -> None:
-    """Refuse a value a trace could not record (the fork would fail only at its end)."""
-    try:
-        msgspec.json.encode(value)
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as err:
-        raise ConfigError(
-            f"{what} must be JSON data (a trace records it): {str(err)[:120]}"
-        ) from None
-
-
-def _check_step(step: Any, what: str, *, optional: bool) -> None:
-    if step is None and optional:
-        return
-    if not is_int(step) or step < 0:
-        raise ConfigError(
-            f"{what} must be an integer >= 0 (an agent's step), got {display(repr(step), 60)}"
-        )
-
-
-def _check_name(name: Any, what: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{what} must be a non-empty string, got {display(repr(name), 60)}")
-
-
 @dataclass
 class ForceStop(Intervention):
     """The agent (by default the orchestrator) stops on entering ``step`` (O5 stop-now).
@@ -713,71 +670,3 @@ class Silence(Intervention):
 def shown_trace(trace: Trace) -> str:
     """A trace id as error messages show it (escaped, clipped)."""
     return trace.trace_id.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
-
-
-def trace_agents(trace: Trace) -> frozenset[Any]:
-    """The agents of ``trace``: every event's agent and every spawn's target."""
-    agents = {e.agent for e in trace.events}
-    agents.update(e.to for e in trace.events if e.type == "spawn" and e.to is not None)
-    return frozenset(agents)
-
-
-def check_targets(
-    interventions: Sequence[Any],
-    trace: Trace,
-    agents: frozenset[Any] | None = None,
-    index: TraceIndex | None = None,
-) -> None:
-    """Refuse interventions that name what the trace does not hold (a typo changes nothing).
-
-    :class:`ForceStop`, :class:`ForceDecision` and :class:`Silence` act on an agent by name,
-    :class:`DropMessage` and :class:`ReplaceMessage` on a message by its sender, step and
-    index. One naming an agent the recorded run never had, a fork of a single message
-    intervention matching none of its messages, or of a single stop at a step its agent
-    never reaches, would leave the fork the run itself, and its credit 0. A fork that also forces the team size (``ForceDecision("n_workers", ...)``) may
-    name an agent only it spawns. ``agents`` and ``index``: :func:`trace_agents` and a
-    :class:`TraceIndex` of ``trace``, when known.
-
-    Raises:
-        ConfigError: Naming the intervention and what the trace holds instead.
-    """
-    named = [
-        iv
-        for iv in interventions
-        if isinstance(iv, ForceStop | ForceDecision | Silence | DropMessage | ReplaceMessage)
-    ]
-    if not named or any(isinstance(iv, ForceDecision) and iv.name == "n_workers" for iv in named):
-        return
-    known = agents if agents is not None else trace_agents(trace)
-    for iv in named:
-        agent = iv.sender if isinstance(iv, DropMessage | ReplaceMessage) else iv.agent
-        if not isinstance(agent, str) or agent not in known:
-            names = sorted(a for a in known if isinstance(a, str))
-            shown = ", ".join(repr(display(a, 40)) for a in names[:8])
-            more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
-            raise ConfigError(
-                f"{type(iv).__name__} names agent {display(str(agent), 60)!r}, which trace "
-                f"{shown_trace(trace)} does not hold, so the fork would change nothing; name "
-                f"one of its agents: {shown}{more}"
-            )
-    [only] = interventions if len(interventions) == 1 else [None]
-    if isinstance(only, ForceStop):
-        last = max(
-            (e.step for e in trace.events if e.agent == only.agent and isinstance(e.step, int)),
-            default=-1,
-        )
-        if only.step > last:
-            raise ConfigError(
-                f"ForceStop at step {only.step} of {display(only.agent, 60)!r}: its last "
-                f"recorded step in trace {shown_trace(trace)} is {last}, so the fork would "
-                f"change nothing; pick a step from 0 to {last} (ForceStop.of(trace, event_id))"
-            )
-    if isinstance(only, DropMessage | ReplaceMessage):
-        at = (only.sender, only.step, only.index)
-        if at not in (index or TraceIndex(trace)).addresses():
-            raise ConfigError(
-                f"{type(only).__name__} of message {only.index} of step {only.step} of "
-                f"{display(only.sender, 60)!r} matches no message of trace {shown_trace(trace)}, "
-                f"so the fork would change nothing; build it from a message's id "
-                f"({type(only).__name__}.of(trace, event_id))"
-            )

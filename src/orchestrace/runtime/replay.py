@@ -61,6 +61,7 @@ import msgspec
 from orchestrace._safe import display
 from orchestrace.errors import ConfigError, TraceError
 from orchestrace.runtime import _snapshot
+from orchestrace.runtime._intervention_targets import check_targets, trace_agents
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -85,13 +86,11 @@ from orchestrace.runtime.interventions import (
     Silence,
     TraceIndex,
     check_interventions,
-    check_targets,
     find_event,
     message_readers,
     sender_call,
     shown_id,
     shown_trace,
-    trace_agents,
 )
 from orchestrace.runtime.recorder import Recorder
 from orchestrace.runtime.rounds import recorded_root

@@ -48,6 +48,7 @@ from orchestrace.trace._column_errors import _not_a_name, _not_a_number, _overfl
 from orchestrace.trace._ids import map_ids
 from orchestrace.trace._longest import CHUNK as _CHUNK
 from orchestrace.trace._longest import longest_starts as _longest_starts
+from orchestrace.trace._names import NameTable, _NoneAware
 from orchestrace.trace.enums import (
     DECISION_CODE,
     EDGE_CODE,
@@ -135,41 +136,6 @@ class CriticalPath:
     length: float
     indices: tuple[int, ...]
     ids: tuple[str, ...]
-
-
-class _NoneAware(dict[Any, int]):
-    """A view of a :class:`NameTable` table that maps ``None`` to -1 (C-level lookups)."""
-
-    def __init__(self, table: NameTable) -> None:
-        super().__init__(table)
-        self[None] = -1
-        self._table = table
-
-    def __missing__(self, name: str) -> int:
-        code = self[name] = self._table[name]
-        return code
-
-
-class NameTable(dict[str, int]):
-    """An append-only string table: ``table[name]`` gives the code, adding new names.
-
-    The agent, role and tool names of a :class:`TraceGraph`; ``names`` lists them by code.
-    """
-
-    def __init__(self, names: Iterable[str] = ()) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        for x in names:
-            self[x]
-
-    def __missing__(self, name: str) -> int:
-        code = self[name] = len(self.names)
-        self.names.append(name)
-        return code
-
-    def code(self, name: str) -> int:
-        """The code of ``name`` (added when new)."""
-        return self[name]
 
 
 class TraceGraph:
