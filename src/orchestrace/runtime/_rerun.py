@@ -1,0 +1,278 @@
+"""How a recorded run is re-executed: its runtime rebuilt from the trace, and an exact replay.
+
+What :func:`~orchestrace.runtime.replay.replay`, :func:`~orchestrace.runtime.replay.fork`,
+:func:`~orchestrace.runtime.replay.fork_many` and the snapshot copies share: the runtime of a
+recorded run (``_runtime``: its topology or recorded episode, task, settings and the judge
+of its final answer), the backend that refuses every call (``_StrictReplay``), the replay
+that must answer every call from the trace (``_replay``) and :class:`ForkResult`.
+
+Example:
+    >>> from orchestrace.runtime import run
+    >>> from orchestrace.runtime.cache import ReplayCache
+    >>> tr = run("debate", "arith", agents=2, seed=1, task_size=8).trace
+    >>> _replay(tr, ReplayCache.from_trace(tr), False).trace == tr
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from orchestrace.errors import ConfigError, TraceError
+from orchestrace.runtime.backends.base import Backend, BackendError, LLMRequest, LLMResponse
+from orchestrace.runtime.cache import ReplayCache
+from orchestrace.runtime.clock import run_virtual
+from orchestrace.runtime.config import RunConfig
+from orchestrace.runtime.core import Runtime
+from orchestrace.runtime.interventions import Intervention, shown_trace
+from orchestrace.runtime.recorder import Recorder
+from orchestrace.runtime.rounds import recorded_root
+from orchestrace.runtime.topologies import get_topology
+from orchestrace.tasks import Task, Verdict, make_task, unknown_verdict
+from orchestrace.tasks.base import recorded_verdict
+from orchestrace.trace.model import Trace
+
+__all__ = ["ForkResult", "check_replayable", "wall_clock"]
+
+_ENC = msgspec.json.Encoder(order="deterministic")
+
+
+class _Setup(Protocol):
+    """What a run's runtime takes from a batch's shared set-up: a fresh task instance."""
+
+    def task(self) -> Task: ...
+
+
+@dataclass
+class _StrictReplay:
+    """A backend that refuses every call: a replay must be answered from the cache.
+
+    Its spec is the recorded one, so a replay's header (and trace id) matches the original.
+    """
+
+    name: str
+    virtual: bool = True
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> dict[str, Any]:
+        """The backend the replayed trace records."""
+        return dict(self.recorded)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        raise BackendError(
+            f"replay diverged: agent {request.agent!r} made a {request.kind!r} call that the "
+            "trace does not hold; the run is not reproducible from this trace (was it recorded "
+            "by another orchestrace version, or edited?)"
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class ForkResult:
+    """A re-executed run.
+
+    Attributes:
+        trace: The new trace.
+        backend_calls: Calls that reached the backend (inputs changed by the intervention).
+        cache_hits: Calls answered from the original trace.
+        interventions: What was changed.
+    """
+
+    trace: Trace
+    backend_calls: int
+    cache_hits: int
+    interventions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        """Whether the forked run solved the task (``False`` when unknown: see :attr:`verdict`)."""
+        return bool(self.trace.metrics.get("task_success"))
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        """The verdict on the re-executed run's answer (``passed`` is ``None`` when unknown)."""
+        result = self.trace.meta.get("result")
+        v = result.get("verdict") if isinstance(result, dict) else None
+        return v if isinstance(v, dict) else None
+
+
+def _encoded(value: Any) -> bytes | None:
+    try:
+        return _ENC.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return None
+
+
+def _recorded(trace: Trace) -> tuple[bool, Any, Verdict | None]:
+    """Whether the trace records an answer; the answer; its recorded verdict."""
+    result = trace.meta.get("result")
+    if not isinstance(result, dict) or "answer" not in result:
+        return False, None, None
+    return True, result["answer"], recorded_verdict(trace)
+
+
+def _judge(trace: Trace, task: Task, rerun_checks: bool) -> Any:
+    """How a re-executed run's final answer is judged (see the module docstring)."""
+    has_answer, answer, recorded = _recorded(trace)
+    key = _encoded(answer) if has_answer else None
+
+    def judge(new: Any) -> Verdict:
+        same = key is not None and _encoded(new) == key
+        if same and recorded is not None and recorded["passed"] is not None:
+            if not rerun_checks and task.executes_code:
+                return recorded
+            now = task.verdict(new)
+            return recorded if now["passed"] == recorded["passed"] else now
+        if task.executes_code and not rerun_checks and new is not None:
+            return unknown_verdict(
+                task.name,
+                "not checked: "
+                + (
+                    "the recorded run has no verdict"
+                    if same
+                    else "the answer differs from the recorded one"
+                )
+                + f" and {task.name} checks an answer by running it as code; re-run with "
+                "--rerun-checks (rerun_checks=True) to check it in the sandbox",
+            )
+        return task.verdict(new)
+
+    return judge
+
+
+def check_replayable(trace: Trace) -> None:
+    """Refuse a trace that does not say how to re-run it (an imported or hand-made trace).
+
+    Every re-executing operation (replay, fork, counterfactual, leave-one-out and Shapley
+    credit) calls it first, so each refuses such a trace with the same message.
+
+    Raises:
+        TraceError: The trace's meta lacks ``runner``, ``task`` or ``config``.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> check_replayable(run("debate", "arith", agents=2, seed=1, task_size=8).trace)
+    """
+    if not isinstance(trace, Trace):
+        raise ConfigError(
+            f"re-executing takes a Trace recorded by the runtime, not a {type(trace).__name__}; "
+            "read one with orchestrace.io.load"
+        )
+    meta = trace.meta if isinstance(trace.meta, dict) else {}
+    for name in ("runner", "task", "config"):
+        if name not in meta:
+            raise TraceError(
+                f"trace {shown_trace(trace)} does not say how to re-run it (missing meta "
+                f"{name!r}); only traces recorded by `orchestrace run` or a learning "
+                "environment can be replayed"
+            )
+
+
+def _runtime(
+    trace: Trace,
+    backend: Backend,
+    interventions: Sequence[Intervention],
+    cache: ReplayCache,
+    rerun_checks: bool = False,
+    fork_of: dict[str, Any] | None = None,
+    runtime_class: type[Runtime] = Runtime,
+    setup: _Setup | None = None,
+) -> tuple[Runtime, Any]:
+    check_replayable(trace)
+    meta = trace.meta
+    try:
+        runner = meta["runner"]
+        episode = isinstance(runner, dict) and "env" in runner  # a learning environment's
+        topo = None if episode else get_topology(runner["topology"])
+        spec = meta["task"]
+        name, seed, size = spec["name"], spec["seed"], spec["size"]
+        if not isinstance(meta["config"], dict):
+            raise ConfigError(
+                f"meta.config is {type(meta['config']).__name__}, not an object of run settings"
+            )
+        config = RunConfig.from_dict(dict(meta["config"]))
+    except ConfigError as err:
+        raise TraceError(
+            f"trace {shown_trace(trace)} holds an unusable run config: {err}; record the run again"
+        ) from None
+    except KeyError as err:
+        raise TraceError(
+            f"trace {shown_trace(trace)} does not say how to re-run it (missing meta {err}); only "
+            "traces recorded by `orchestrace run` or a learning environment can be replayed"
+        ) from None
+    except (TypeError, ValueError, AttributeError) as err:
+        raise TraceError(
+            f"trace {shown_trace(trace)} holds an unusable run config ({type(err).__name__}: "
+            f"{str(err)[:200]}); record the run again"
+        ) from None
+    # a bad seed or size: the message names the trace and the meta.task field
+    task = (
+        setup.task()
+        if setup is not None
+        else make_task(name, seed=seed, size=size, source=f"trace {shown_trace(trace)}: meta.task")
+    )
+    extra: dict[str, Any] = {"runner": meta["runner"]}
+    if "team" in meta:  # what the topology did with --agents: part of the run's identity
+        extra["team"] = meta["team"]
+    if fork_of is not None:
+        extra["fork"] = fork_of
+    rt = runtime_class(
+        task=task,
+        backend=backend,
+        config=config,
+        recorder=Recorder(),
+        interventions=interventions,
+        cache=cache,
+        topology=trace.topology,
+        meta=extra,
+        judge=_judge(trace, task, rerun_checks),
+        label_answers=fork_of is not None,
+    )
+    if rt.guard is not None:  # keys from os.urandom are not recorded: re-use the MACs
+        rt.guard.reuse_macs(trace.events)
+    if topo is None:
+        return rt, recorded_root(trace, rt, task)
+    return rt, topo.root
+
+
+def _replay(
+    trace: Trace, cache: ReplayCache, rerun_checks: bool, setup: _Setup | None = None
+) -> ForkResult:
+    """:func:`replay` with ``cache`` (the trace's own): every call must come from it."""
+    recorded = trace.meta.get("backend")
+    recorded = dict(recorded) if isinstance(recorded, dict) else {}
+    strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
+    rt, root = _runtime(trace, strict, (), cache, rerun_checks, setup=setup)
+    new = run_virtual(rt.run(root))
+    if rt.backend_calls or rt.tool_runs:
+        calls = f"{rt.backend_calls} LLM call(s)" + (
+            f" and {rt.tool_runs} tool call(s)" if rt.tool_runs else ""
+        )
+        raise TraceError(
+            f"replay of {shown_trace(trace)} diverged: {calls} were not in the trace (edited, "
+            "or recorded by another orchestrace version?); record the run again"
+        )
+    return ForkResult(new, rt.backend_calls, rt.cache_hits)
+
+
+def wall_clock(trace: Trace) -> bool:
+    """Whether ``trace`` was recorded on wall-clock time (its backend is not virtual)."""
+    backend = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+    return isinstance(backend, dict) and backend.get("virtual") is False
+
+
+def _untimed(trace: Trace) -> Any:
+    """``trace`` as plain data without its timing (event start and duration, wall-clock cost)."""
+    data = msgspec.json.decode(_ENC.encode(trace))
+    for e in data.get("events", ()):
+        e.pop("t", None)
+        e.pop("dur", None)
+    if isinstance(data.get("costs"), dict):
+        data["costs"].pop("wall_clock_s", None)
+    return data
