@@ -408,11 +408,26 @@ def test_a_run_setting_missing_from_the_trace_is_refused_not_defaulted(sim_trace
 
 
 @pytest.mark.parametrize("option", ["seed", "fail_rate"])
-def test_a_backend_option_missing_from_the_trace_is_refused_not_defaulted(sim_trace, option):
+def test_a_backend_option_missing_from_the_trace_is_said_and_recorded(sim_trace, option):
+    """Rebuilt with its default, which the run may not have used: a warning says which."""
+    import warnings
+
     backend = dict(sim_trace.meta["backend"])
     backend["options"] = {k: v for k, v in backend["options"].items() if k != option}
     tr = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "backend": backend})
-    with pytest.raises(ConfigError, match=rf"options of backend 'sim' lack {option}: rebuilt"):
-        fork(tr, [DropMessage.of(tr, first_message(tr))])
-    # given explicitly, it is not missing
-    assert backend_from_spec(backend, **{option: sim_trace.meta["backend"]["options"][option]})
+    with pytest.warns(
+        UserWarning, match=rf"options of backend 'sim' lack {option}: it was rebuilt"
+    ):
+        res = fork(tr, [DropMessage.of(tr, first_message(tr))])
+    used = res.trace.meta["fork"]["backend"]["options"][option]  # what answered is recorded
+    assert used == getattr(SimBackend(), option)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # given explicitly, or added later: nothing to say
+        backend_from_spec(backend, **{option: sim_trace.meta["backend"]["options"][option]})
+        older = dict(sim_trace.meta["backend"])
+        older["options"] = {
+            k: v
+            for k, v in older["options"].items()
+            if k not in ("error_correlation", "oracle_verifiers")
+        }
+        assert backend_from_spec(older).error_correlation == 0.0

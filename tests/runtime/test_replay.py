@@ -115,6 +115,11 @@ def _edited(trace, how):
     if how == "task-seed":
         task = {**trace.meta["task"], "seed": trace.meta["task"]["seed"] + 98}
         return msgspec.structs.replace(trace, meta={**trace.meta, "task": task})
+    if how == "content":  # no call reads it: the replay answers every call, differently
+        ev = list(trace.events)
+        k = next(i for i, e in enumerate(ev) if e.type == "message")
+        ev[k] = msgspec.structs.replace(ev[k], content="EDITED")
+        return trace.replace(events=tuple(ev))
     first = next(i for i, e in enumerate(trace.events) if e.type == how)
     gone = trace.events[first].id
     return trace.replace(
@@ -124,7 +129,7 @@ def _edited(trace, how):
 
 
 @pytest.mark.filterwarnings("ignore:.*recorded verdict:UserWarning")
-@pytest.mark.parametrize("how", ["task-seed", "llm_call", "tool_result"])
+@pytest.mark.parametrize("how", ["task-seed", "llm_call", "tool_result", "content"])
 def test_a_trace_that_does_not_replay_is_refused_by_forks_and_credit(how):
     """Calls the trace lacks would be answered afresh and credited to the interventions."""
     from orchestrace.credit import LeaveOneOutCredit
@@ -132,12 +137,13 @@ def test_a_trace_that_does_not_replay_is_refused_by_forks_and_credit(how):
 
     task = "search" if how == "tool_result" else "arith"  # (search agents call tools)
     tr = run("swarm", task, agents=3, seed=1, task_size=8).trace
-    assert how == "task-seed" or any(e.type == how for e in tr.events)
+    assert how in ("task-seed", "content") or any(e.type == how for e in tr.events)
     bad = _edited(tr, how)
     late = [e.id for e in tr.events if e.type == "message"][-1]  # acts after the edit
-    says = r"replay of .* diverged: .* were not in the trace"
-    with pytest.raises(TraceError, match=says):
-        replay(bad)
+    says = r"replay of .* diverged: .*(were not in the trace|differs from it)"
+    if how != "content":  # (a replay with every call answered is returned, to be compared)
+        with pytest.raises(TraceError, match=says):
+            replay(bad)
     with pytest.raises(TraceError, match=says):
         fork(bad, [DropMessage.of(bad, late)])
     with pytest.raises(TraceError, match=says):
@@ -145,3 +151,40 @@ def test_a_trace_that_does_not_replay_is_refused_by_forks_and_credit(how):
     with pytest.raises(TraceError, match=says):
         LeaveOneOutCredit().assign(bad)
     assert fork(tr, [DropMessage.of(tr, late)]).trace  # the recorded trace itself forks
+
+
+@pytest.mark.parametrize(
+    ("topology", "task", "options"),
+    [
+        ("swarm", "wide-search-v0", {"max_steps": 5}),
+        ("centralized", "arith", {"max_tokens": 300}),
+        ("debate", "arith", {"max_wall_s": 3.0}),
+        ("centralized", "wide-search-v0", {"on_error": "stop", "tool_failure_rate": 0.5}),
+    ],
+)
+def test_a_run_stopped_with_calls_under_way_replays_and_forks(topology, task, options):
+    """Calls cut off by the stop were never answered: the replay stops there too, the same."""
+    from orchestrace.runtime.replay import reproduces
+
+    tr = run(topology, task, agents=3, seed=1, task_size=6, **options).trace
+    assert tr.meta["result"]["stop_reason"].startswith(("budget exceeded", "tool failure"))
+    assert reproduces(tr, replay(tr).trace)
+    last = max(e.step for e in tr.events if e.agent == "orchestrator" and e.step is not None)
+    assert fork(tr, [ForceStop(last)]).trace
+
+
+def test_a_trace_recorded_under_an_attack_is_not_replayed_nor_forked():
+    """A re-execution does not inject the attack again: its forks would be of another run."""
+    from orchestrace.cli.run import attack_from
+    from orchestrace.runtime.replay import backend_for, fork_many
+    from orchestrace.safety.attacks.runner import run_attacked
+
+    tr = run_attacked("centralized", "arith", attack_from("aggregation"), task_size=8).trace
+    says = r"records interventions \(aggregation\), which a re-execution does not apply again"
+    with pytest.raises(TraceError, match=says):
+        replay(tr)
+    with pytest.raises(TraceError, match=says):
+        fork_many(tr, [([ForceStop(0)], backend_for(tr))])
+    forked = fork(run("swarm", "arith", agents=3, seed=1, task_size=8).trace, [ForceStop(1)])
+    with pytest.raises(TraceError, match=r"records interventions \(ForceStop\)"):
+        replay(forked.trace)  # a fork's own changes are not applied again either

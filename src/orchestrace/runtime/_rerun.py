@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import msgspec
 
 from orchestrace.errors import ConfigError, TraceError
-from orchestrace.runtime.backends.base import Backend, BackendError, LLMRequest, LLMResponse
+from orchestrace.runtime.backends.base import Backend, LLMRequest, LLMResponse
 from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_virtual
 from orchestrace.runtime.config import RunConfig
@@ -36,9 +36,11 @@ from orchestrace.tasks import Task, Verdict, make_task, unknown_verdict
 from orchestrace.tasks.base import recorded_verdict
 from orchestrace.trace.model import Trace
 
-__all__ = ["ForkResult", "check_replayable", "wall_clock"]
+__all__ = ["ForkResult", "check_replayable", "reproduces", "wall_clock"]
 
 _ENC = msgspec.json.Encoder(order="deterministic")
+#: How long a call the trace lacks takes in a replay (virtual seconds): past any run's end.
+_NEVER = 1e9
 
 
 class _Setup(Protocol):
@@ -49,9 +51,13 @@ class _Setup(Protocol):
 
 @dataclass
 class _StrictReplay:
-    """A backend that refuses every call: a replay must be answered from the cache.
+    """A backend that answers no call: a replay must be answered from the cache.
 
     Its spec is the recorded one, so a replay's header (and trace id) matches the original.
+    A call the trace lacks never ends (on the replay's virtual time): a run that stopped
+    while such a call was under way (a budget, ``on_error="stop"``) recorded no answer for
+    it, and its replay is cancelled there too; a run that needs the answer waits past any
+    recorded time, and its replay comes back different.
     """
 
     name: str
@@ -63,10 +69,11 @@ class _StrictReplay:
         return dict(self.recorded)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        raise BackendError(
-            f"replay diverged: agent {request.agent!r} made a {request.kind!r} call that the "
-            "trace does not hold; the run is not reproducible from this trace (was it recorded "
-            "by another orchestrace version, or edited?)"
+        return LLMResponse(
+            "",
+            error=f"replay: agent {request.agent!r} made a {request.kind!r} call the trace "
+            "does not hold",
+            latency=_NEVER,
         )
 
     async def aclose(self) -> None:
@@ -152,8 +159,13 @@ def check_replayable(trace: Trace) -> None:
     Every re-executing operation (replay, fork, counterfactual, leave-one-out and Shapley
     credit) calls it first, so each refuses such a trace with the same message.
 
+    A trace that records interventions (an attack it ran under, or a fork's own changes) is
+    refused too: a re-execution does not apply them again, so it would not reproduce the
+    trace, and a fork of it would be a counterfactual of another run.
+
     Raises:
-        TraceError: The trace's meta lacks ``runner``, ``task`` or ``config``.
+        TraceError: The trace's meta lacks ``runner``, ``task`` or ``config``, or records
+            interventions.
 
     Example:
         >>> from orchestrace.runtime import run
@@ -172,6 +184,20 @@ def check_replayable(trace: Trace) -> None:
                 f"{name!r}); only traces recorded by `orchestrace run` or a learning "
                 "environment can be replayed"
             )
+    recorded = meta.get("interventions")
+    if recorded:
+        kinds = sorted(
+            {
+                str(iv.get("attack") or iv.get("kind")) if isinstance(iv, dict) else "?"
+                for iv in (recorded if isinstance(recorded, list) else [recorded])
+            }
+        )
+        raise TraceError(
+            f"trace {shown_trace(trace)} records interventions ({', '.join(kinds)[:120]}), which "
+            "a re-execution does not apply again: it would not reproduce the trace, and a fork "
+            "of it would be a counterfactual of another run; replay or fork the run recorded "
+            "without them"
+        )
 
 
 def _runtime(
@@ -242,15 +268,32 @@ def _runtime(
 
 
 def _replay(
-    trace: Trace, cache: ReplayCache, rerun_checks: bool, setup: _Setup | None = None
+    trace: Trace,
+    cache: ReplayCache,
+    rerun_checks: bool,
+    setup: _Setup | None = None,
+    *,
+    exact: bool = False,
 ) -> ForkResult:
-    """:func:`replay` with ``cache`` (the trace's own): every call must come from it."""
+    """:func:`replay` with ``cache`` (the trace's own): every call must come from it.
+
+    ``exact``: also refuse a replay that differs from the trace with every call answered
+    (a trace edited where no call reads it); :func:`replay` returns that one, to be compared.
+    """
     recorded = trace.meta.get("backend")
     recorded = dict(recorded) if isinstance(recorded, dict) else {}
     strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
     rt, root = _runtime(trace, strict, (), cache, rerun_checks, setup=setup)
     new = run_virtual(rt.run(root))
-    if rt.backend_calls or rt.tool_runs:
+    # calls the trace lacks are allowed only where they change nothing: under way when the
+    # recorded run stopped (the replay stops there too, with the same events)
+    missed = rt.backend_calls or rt.tool_runs
+    if (missed or exact) and not _same_run(trace, new):
+        if not missed:
+            raise TraceError(
+                f"replay of {shown_trace(trace)} diverged: its re-execution, every call "
+                "answered from the trace, differs from it (edited?); record the run again"
+            )
         calls = f"{rt.backend_calls} LLM call(s)" + (
             f" and {rt.tool_runs} tool call(s)" if rt.tool_runs else ""
         )
@@ -276,3 +319,45 @@ def _untimed(trace: Trace) -> Any:
     if isinstance(data.get("costs"), dict):
         data["costs"].pop("wall_clock_s", None)
     return data
+
+
+def reproduces(original: Trace, replayed: Trace) -> bool:
+    """Whether ``replayed`` is an exact reproduction of ``original``.
+
+    A run on virtual time (the simulator) must come back byte for byte. A run on wall-clock
+    time (a served model) must come back with the same events (ids, agents, steps, contents,
+    attributes), edges, metrics and meta; only its timing (event ``t`` and ``dur``, the
+    ``wall_clock_s`` cost) is the replay's own, since a replay does not wait for a server.
+
+    Example:
+        >>> from orchestrace.runtime import run
+        >>> original = run("debate", "arith", agents=3, seed=1, task_size=16).trace
+        >>> reproduces(original, _replay(original, ReplayCache.from_trace(original), False).trace)
+        True
+    """
+    if _ENC.encode(original) == _ENC.encode(replayed):
+        return True
+    return wall_clock(original) and _untimed(original) == _untimed(replayed)
+
+
+def _same_run(original: Trace, replayed: Trace) -> bool:
+    """Whether a replay ran as the recorded run did: the same events and edges, by value.
+
+    What a run did is compared, not what was noted on it: the header and the events'
+    ``attrs`` are the replay's own (what it records of its backend and result; a learning
+    environment notes on its decision events what the policy said, which a replay of the
+    recorded decisions does not say again). A trace that went through pickle (a worker's
+    copy) holds its zeros as other objects than the defaults, which the writer then spells
+    out, so bytes are not compared. On wall-clock time the events' timing is the replay's
+    own too (:func:`reproduces`).
+    """
+    if original.edges != replayed.edges or len(original.events) != len(replayed.events):
+        return False
+    timed = not wall_clock(original)
+
+    def done(tr: Trace) -> tuple[Any, ...]:
+        if timed:
+            return tuple(msgspec.structs.replace(e, attrs=None) for e in tr.events)
+        return tuple(msgspec.structs.replace(e, t=0.0, dur=0.0, attrs=None) for e in tr.events)
+
+    return original.events == replayed.events or done(original) == done(replayed)

@@ -68,8 +68,8 @@ from orchestrace.runtime._rerun import (
     _replay,
     _runtime,
     _StrictReplay,
-    _untimed,
     check_replayable,
+    reproduces,
     wall_clock,
 )
 from orchestrace.runtime.backends.base import (
@@ -259,25 +259,6 @@ def replay(trace: Trace, *, rerun_checks: bool = False) -> ForkResult:
     return _replay(trace, ReplayCache.from_trace(trace), rerun_checks)
 
 
-def reproduces(original: Trace, replayed: Trace) -> bool:
-    """Whether ``replayed`` is an exact reproduction of ``original``.
-
-    A run on virtual time (the simulator) must come back byte for byte. A run on wall-clock
-    time (a served model) must come back with the same events (ids, agents, steps, contents,
-    attributes), edges, metrics and meta; only its timing (event ``t`` and ``dur``, the
-    ``wall_clock_s`` cost) is the replay's own, since a replay does not wait for a server.
-
-    Example:
-        >>> from orchestrace.runtime import run
-        >>> original = run("debate", "arith", agents=3, seed=1, task_size=16).trace
-        >>> reproduces(original, replay(original).trace)
-        True
-    """
-    if _ENC.encode(original) == _ENC.encode(replayed):
-        return True
-    return wall_clock(original) and _untimed(original) == _untimed(replayed)
-
-
 class ForkSetup:
     """What every fork of one trace shares: the checked trace and its recorded answers.
 
@@ -312,7 +293,7 @@ class ForkSetup:
             TraceError: The replay diverged (the message counts the calls not in the trace).
         """
         if not self._verified:
-            _replay(self.trace, self.cache.copy(), False, self)
+            _replay(self.trace, self.cache.copy(), False, self, exact=True)
             self._verified = True
 
     def index(self) -> TraceIndex:

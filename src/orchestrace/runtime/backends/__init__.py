@@ -14,10 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrace.errors import ConfigError
+from orchestrace.errors import ConfigError, _short
 from orchestrace.runtime.backends.base import (
     Backend,
     BackendError,
@@ -120,16 +121,22 @@ def backend_from_spec(spec: Mapping[str, Any] | None, **overrides: Any) -> Backe
     return built
 
 
-#: Options a spec may lack because an older version did not record them, each with the value
-#: that version used (filled in above), not a default.
-_RECORDED_LATER = {"sim": frozenset({"oracle_verifiers"})}
+#: Options a spec may lack because an older version did not record them, where what that
+#: version did is what the rebuilt backend does: the simulator's verifiers were oracles
+#: (filled in above) and its errors uncorrelated (``error_correlation`` 0, the default); the
+#: OpenAI client's limits on ``Retry-After`` waits and body sizes shape no answer.
+_RECORDED_LATER = {
+    "sim": frozenset({"oracle_verifiers", "error_correlation"}),
+    "openai": frozenset({"max_retry_after_s", "max_body_bytes"}),
+}
 
 
 def _check_complete(name: str, built: Any, given: set[str]) -> None:
-    """Refuse a rebuilt backend whose recorded options lacked some it records itself.
+    """Say which options a rebuilt backend took by default, its recorded options lacking them.
 
-    Those would take the constructor's defaults, which the recorded run may not have used
-    (a simulator's seed, a model's temperature): the fork would answer as another backend.
+    The recorded run may not have used those values (a simulator's seed, a model's sampling):
+    a fork's changed calls are then answered as by another backend. The forked trace records
+    the values used (``meta.fork.backend``); this warning says so where it happens.
     """
     spec = getattr(built, "spec", None)
     wanted = spec().get("options") if callable(spec) else None
@@ -137,10 +144,13 @@ def _check_complete(name: str, built: Any, given: set[str]) -> None:
         return
     missing = sorted({str(k) for k in wanted} - given - _RECORDED_LATER.get(name, frozenset()))
     if missing:
-        raise ConfigError(
-            f"the recorded options of backend {name!r} lack {', '.join(missing[:8])}: rebuilt, "
-            "they would take defaults the run may not have used; pass them (e.g. "
-            f"{missing[0]}=...) or record the run again"
+        used = ", ".join(f"{k}={_short(repr(wanted[k]), 40)}" for k in missing[:8])
+        warnings.warn(
+            f"the recorded options of backend {name!r} lack {', '.join(missing[:8])}: it was "
+            f"rebuilt with the defaults {used}, which the recorded run may not have used; pass "
+            f"them (e.g. {missing[0]}=...) to choose",
+            UserWarning,
+            stacklevel=3,
         )
 
 
