@@ -408,26 +408,28 @@ def test_a_run_setting_missing_from_the_trace_is_refused_not_defaulted(sim_trace
 
 
 @pytest.mark.parametrize("option", ["seed", "fail_rate"])
-def test_a_backend_option_missing_from_the_trace_is_said_and_recorded(sim_trace, option):
-    """Rebuilt with its default, which the run may not have used: a warning says which."""
+def test_a_backend_option_every_version_records_is_refused_when_missing(sim_trace, option):
+    """A simulator without its seed: a default in its place would answer as another one."""
     import warnings
 
     backend = dict(sim_trace.meta["backend"])
     backend["options"] = {k: v for k, v in backend["options"].items() if k != option}
     tr = msgspec.structs.replace(sim_trace, meta={**sim_trace.meta, "backend": backend})
-    with pytest.warns(
-        UserWarning, match=rf"options of backend 'sim' lack {option}: it was rebuilt"
-    ):
-        res = fork(tr, [DropMessage.of(tr, first_message(tr))])
-    used = res.trace.meta["fork"]["backend"]["options"][option]  # what answered is recorded
-    assert used == getattr(SimBackend(), option)
+    with pytest.raises(ConfigError, match=rf"options of backend 'sim' lack {option}, which every"):
+        fork(tr, [DropMessage.of(tr, first_message(tr))])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # given explicitly, or added later: nothing to say
         backend_from_spec(backend, **{option: sim_trace.meta["backend"]["options"][option]})
         older = dict(sim_trace.meta["backend"])
-        older["options"] = {
-            k: v
-            for k, v in older["options"].items()
-            if k not in ("error_correlation", "oracle_verifiers")
-        }
+        later = ("error_correlation", "oracle_verifiers")
+        older["options"] = {k: v for k, v in older["options"].items() if k not in later}
         assert backend_from_spec(older).error_correlation == 0.0
+
+
+def test_options_an_older_version_did_not_record_are_said_with_the_values_used(tmp_path):
+    """The transformers backend recorded no batching or seed before: defaults, said."""
+    spec = make_backend("hf", model=str(tmp_path / "m")).spec()
+    old = {k: v for k, v in spec["options"].items() if k not in ("max_batch", "seed")}
+    with pytest.warns(UserWarning, match=r"lack max_batch, seed \(recorded by an older version\)"):
+        built = backend_from_spec({**spec, "options": old})
+    assert built.max_batch == 8 and built.seed is None

@@ -189,3 +189,16 @@ def _replace(content, data=None):
     from orchestrace.runtime.replay import ReplaceMessage
 
     return ReplaceMessage("a", 0, 0, content, data, data is not None)
+
+
+def test_a_lone_forced_decision_the_run_never_takes_is_refused():
+    from orchestrace.errors import ConfigError
+    from orchestrace.runtime.replay import recorded_decisions
+
+    tr = run("centralized", "arith", agents=3, seed=0).trace
+    agent, step, name, value = recorded_decisions(tr)[0]
+    with pytest.raises(ConfigError, match=r"ForceDecision 'n_wokers' .* never takes that decision"):
+        fork(tr, [ForceDecision("n_wokers", 5, agent)])
+    with pytest.raises(ConfigError, match=r"never takes that decision"):
+        fork(tr, [ForceDecision(name, value, agent, step + 7)])  # not in that step
+    assert fork(tr, [ForceDecision(name, value + 1 if name == "n_workers" else value, agent)])

@@ -160,6 +160,7 @@ def test_a_trace_that_does_not_replay_is_refused_by_forks_and_credit(how):
         ("centralized", "arith", {"max_tokens": 300}),
         ("debate", "arith", {"max_wall_s": 3.0}),
         ("centralized", "wide-search-v0", {"on_error": "stop", "tool_failure_rate": 0.5}),
+        ("swarm", "wide-search-v1", {"on_error": "stop", "backend_options": {"fail_rate": 0.3}}),
     ],
 )
 def test_a_run_stopped_with_calls_under_way_replays_and_forks(topology, task, options):
@@ -167,7 +168,8 @@ def test_a_run_stopped_with_calls_under_way_replays_and_forks(topology, task, op
     from orchestrace.runtime.replay import reproduces
 
     tr = run(topology, task, agents=3, seed=1, task_size=6, **options).trace
-    assert tr.meta["result"]["stop_reason"].startswith(("budget exceeded", "tool failure"))
+    reason = tr.meta["result"]["stop_reason"]
+    assert reason.startswith(("budget exceeded", "tool failure", "backend failure"))
     assert reproduces(tr, replay(tr).trace)
     last = max(e.step for e in tr.events if e.agent == "orchestrator" and e.step is not None)
     assert fork(tr, [ForceStop(last)]).trace

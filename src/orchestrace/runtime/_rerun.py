@@ -41,6 +41,11 @@ __all__ = ["ForkResult", "check_replayable", "reproduces", "wall_clock"]
 _ENC = msgspec.json.Encoder(order="deterministic")
 #: How long a call the trace lacks takes in a replay (virtual seconds): past any run's end.
 _NEVER = 1e9
+#: Why a replay may diverge, named without guessing which.
+_WHY = (
+    " (the trace was edited, recorded by another orchestrace version, or ran something a "
+    "replay does not reproduce)"
+)
 
 
 class _Setup(Protocol):
@@ -274,16 +279,18 @@ def _replay(
     setup: _Setup | None = None,
     *,
     exact: bool = False,
+    watch: Sequence[Intervention] = (),
 ) -> ForkResult:
     """:func:`replay` with ``cache`` (the trace's own): every call must come from it.
 
     ``exact``: also refuse a replay that differs from the trace with every call answered
     (a trace edited where no call reads it); :func:`replay` returns that one, to be compared.
+    ``watch``: interventions that change nothing and note what the run does.
     """
     recorded = trace.meta.get("backend")
     recorded = dict(recorded) if isinstance(recorded, dict) else {}
     strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
-    rt, root = _runtime(trace, strict, (), cache, rerun_checks, setup=setup)
+    rt, root = _runtime(trace, strict, watch, cache, rerun_checks, setup=setup)
     new = run_virtual(rt.run(root))
     # calls the trace lacks are allowed only where they change nothing: under way when the
     # recorded run stopped (the replay stops there too, with the same events)
@@ -292,14 +299,14 @@ def _replay(
         if not missed:
             raise TraceError(
                 f"replay of {shown_trace(trace)} diverged: its re-execution, every call "
-                "answered from the trace, differs from it (edited?); record the run again"
+                f"answered from the trace, differs from it{_WHY}; record the run again"
             )
         calls = f"{rt.backend_calls} LLM call(s)" + (
             f" and {rt.tool_runs} tool call(s)" if rt.tool_runs else ""
         )
         raise TraceError(
-            f"replay of {shown_trace(trace)} diverged: {calls} were not in the trace (edited, "
-            "or recorded by another orchestrace version?); record the run again"
+            f"replay of {shown_trace(trace)} diverged: {calls} were not in the trace{_WHY}; "
+            "record the run again"
         )
     return ForkResult(new, rt.backend_calls, rt.cache_hits)
 

@@ -111,6 +111,8 @@ async def call_llm(rt: Runtime, req: LLMRequest, key: CallKey) -> LLMResponse:
     if cached is not None:
         rt.cache_hits += 1
         await asyncio.sleep(rt.cache.delay(key, cached.latency, rt.now()))
+        if cached.error is not None and rt.config.on_error == "stop":  # as the run did
+            rt.request_stop(f"backend failure: {redact(cached.error)}")
         return cached
     rt.backend_calls += 1
     if rt.backend.virtual:

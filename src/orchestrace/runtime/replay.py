@@ -280,6 +280,7 @@ class ForkSetup:
         self._agents: frozenset[Any] | None = None
         self._index: TraceIndex | None = None
         self._verified = False
+        self._decisions: frozenset[tuple[str, int, str]] | None = None  # (agent, step, name)
 
     def verify(self) -> None:
         """Check, once, that the trace replays exactly from its recorded calls.
@@ -293,8 +294,21 @@ class ForkSetup:
             TraceError: The replay diverged (the message counts the calls not in the trace).
         """
         if not self._verified:
-            _replay(self.trace, self.cache.copy(), False, self, exact=True)
+            log = _DecisionLog()
+            _replay(self.trace, self.cache.copy(), False, self, exact=True, watch=[log])
+            self._decisions = frozenset((a, s, n) for a, s, n, _ in log.seen)
             self._verified = True
+
+    def decided(self, agent: str, name: str, step: int | None) -> bool:
+        """Whether the recorded run took decision ``name`` of ``agent`` (in ``step``, if given).
+
+        Known once the trace is verified (:meth:`verify`); ``True`` before.
+        """
+        if self._decisions is None:
+            return True
+        return any(
+            a == agent and n == name and (step is None or s == step) for a, s, n in self._decisions
+        )
 
     def index(self) -> TraceIndex:
         """Look-ups of the trace's messages (built once)."""
@@ -325,6 +339,23 @@ class ForkSetup:
     ) -> ForkResult:
         """:func:`fork` of the trace with ``backend`` (an object) answering changed calls."""
         return _fork_with(self, interventions, backend, rerun_checks)
+
+
+def _check_decision(interventions: Sequence[Intervention], setup: ForkSetup) -> None:
+    """Refuse a fork whose only intervention forces a decision the recorded run never took.
+
+    (With other interventions that decision might be taken in the fork.)
+    """
+    if len(interventions) != 1 or not isinstance(interventions[0], ForceDecision):
+        return
+    iv = interventions[0]
+    if not setup.decided(iv.agent, iv.name, iv.step):
+        at = "" if iv.step is None else f" in step {iv.step}"
+        raise ConfigError(
+            f"ForceDecision {iv.name!r} of {display(iv.agent, 60)!r}{at}: the recorded run of "
+            f"trace {shown_trace(setup.trace)} never takes that decision, so the fork would "
+            "change nothing; recorded_decisions(trace) lists the ones it takes"
+        )
 
 
 def _jobs(jobs: Any) -> list[tuple[list[Intervention], Any]]:
@@ -371,6 +402,7 @@ def _fork_with(
     trace = setup.trace
     check_targets(interventions, trace, setup.agents(), setup.index())
     setup.verify()
+    _check_decision(interventions, setup)
     cache = setup.cache.copy()
     for iv in interventions:
         cache.redraw(iv.redraws())
@@ -484,6 +516,8 @@ def fork_many(
         check_targets(todo, setup.trace, setup.agents(), setup.index())
     if jobs:
         setup.verify()  # (a snapshot's original run then never meets a call the trace lacks)
+    for todo, _ in jobs:
+        _check_decision(todo, setup)
     keep: Callable[[ForkResult], Any] = report if report is not None else _whole
     served = snapshot_forks(setup, jobs, keep, rerun_checks=rerun_checks) if snapshots else {}
     return [

@@ -128,29 +128,46 @@ def backend_from_spec(spec: Mapping[str, Any] | None, **overrides: Any) -> Backe
 _RECORDED_LATER = {
     "sim": frozenset({"oracle_verifiers", "error_correlation"}),
     "openai": frozenset({"max_retry_after_s", "max_body_bytes"}),
+    "vllm": frozenset({"max_retry_after_s", "max_body_bytes"}),
+}
+#: Options older versions did not record where they did something else than the default
+#: (the transformers backend answered one request at a time, unseeded): rebuilt with the
+#: default, said in a warning.
+_DEFAULTED_LATER = {
+    "hf": frozenset({"max_batch", "max_wait_ms", "seed", "plain_sampling", "top_k"}),
 }
 
 
 def _check_complete(name: str, built: Any, given: set[str]) -> None:
-    """Say which options a rebuilt backend took by default, its recorded options lacking them.
+    """Refuse a rebuilt backend whose recorded options lack one every version recorded.
 
-    The recorded run may not have used those values (a simulator's seed, a model's sampling):
-    a fork's changed calls are then answered as by another backend. The forked trace records
-    the values used (``meta.fork.backend``); this warning says so where it happens.
+    Such a trace was edited: a default in its place (a simulator's seed) would answer a
+    fork's changed calls as another backend would, without a word. Options an older version
+    did not record are filled: silently where the default is what that version did, with a
+    warning naming the values used otherwise (the forked trace records them too).
     """
     spec = getattr(built, "spec", None)
     wanted = spec().get("options") if callable(spec) else None
     if not isinstance(wanted, Mapping):
         return
-    missing = sorted({str(k) for k in wanted} - given - _RECORDED_LATER.get(name, frozenset()))
-    if missing:
-        used = ", ".join(f"{k}={_short(repr(wanted[k]), 40)}" for k in missing[:8])
+    missing = {str(k) for k in wanted} - given - _RECORDED_LATER.get(name, frozenset())
+    later = sorted(missing & _DEFAULTED_LATER.get(name, frozenset()))
+    refused = sorted(missing - set(later))
+    if refused:
+        raise ConfigError(
+            f"the recorded options of backend {name!r} lack {', '.join(refused[:8])}, which "
+            "every version records (was the trace edited?): a default in their place might "
+            f"not be what the run used; pass them (e.g. {refused[0]}=...) or record the run "
+            "again"
+        )
+    if later:
+        used = ", ".join(f"{k}={_short(repr(wanted[k]), 40)}" for k in later)
         warnings.warn(
-            f"the recorded options of backend {name!r} lack {', '.join(missing[:8])}: it was "
-            f"rebuilt with the defaults {used}, which the recorded run may not have used; pass "
-            f"them (e.g. {missing[0]}=...) to choose",
+            f"the recorded options of backend {name!r} lack {', '.join(later)} (recorded by "
+            f"an older version): it was rebuilt with the defaults {used}, which that run may "
+            f"not have used; pass them (e.g. {later[0]}=...) to choose",
             UserWarning,
-            stacklevel=3,
+            stacklevel=2,
         )
 
 
