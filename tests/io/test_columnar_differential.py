@@ -324,9 +324,14 @@ def test_every_bad_value_is_reported_in_each_trace(tmp_path):
     (_, built_a, said_a), (_, built_b, said_b) = result
     assert not built_a and not built_b
     assert [p for p in said_a if ".t:" in p and "negative" in p] == [
-        f"$.events[{i}].t: t is negative -1.0; record t as a finite number >= 0" for i in bad_a
+        f"$.events[{i}].t: t is negative -1.0; record t as a finite number >= 0 (seconds since "
+        "the trace start)"
+        for i in bad_a
     ]
-    assert "$.events[3].t: t is negative -1.0; record t as a finite number >= 0" in said_b
+    assert (
+        "$.events[3].t: t is negative -1.0; record t as a finite number >= 0 (seconds"
+        in " ".join(said_b)
+    )
 
 
 def test_attrs_stored_as_the_json_text_null_reads_as_no_attrs(tmp_path, small_trace):
@@ -386,3 +391,38 @@ def test_edges_not_grouped_by_trace_name_the_edges_file(tmp_path):
     _set_column(ds / "edges.parquet", "trace_id", tids, pa.string())
     result = _same(ds)
     assert isinstance(result, str) and "edges.parquet: events or edges are not grouped" in result
+
+
+def test_a_bad_number_is_named_in_parquet_as_check_trace_names_it_in_memory(tmp_path, small_trace):
+    """The same code, path, message and fix for a number no column may hold."""
+    import math
+
+    import msgspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrace import check_trace
+
+    bad = {1: ("t", -1.0), 2: ("dur", math.nan), 3: ("cost", math.inf), 4: ("t", -math.inf)}
+    ds = tmp_path / "d.parquet"
+    write_parquet([small_trace], ds)
+    table = pq.read_table(ds / "events.parquet")
+    for name in ("t", "dur", "cost"):
+        values = table.column(name).to_pylist()
+        for i, (field, value) in bad.items():
+            if field == name:
+                values[i] = value
+        _set_column(ds / "events.parquet", name, values, pa.float64())
+        table = pq.read_table(ds / "events.parquet")
+    [(_, _, found)] = parse_parquet(ds)
+    events = list(small_trace.events)
+    for i, (field, value) in bad.items():
+        events[i] = msgspec.structs.replace(events[i], **{field: value})
+    want = check_trace(Trace(trace_id="x", task_id="k", events=tuple(events)))
+    shape = [
+        (p.code, p.path, p.message, p.fix)
+        for p in want
+        if p.code in ("negative-value", "non-finite")
+    ]
+    # (found in row order here, a column at a time in memory)
+    assert sorted((p.code, p.path, p.message, p.fix) for p in found) == sorted(shape)

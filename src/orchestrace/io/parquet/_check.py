@@ -228,25 +228,28 @@ def _value_problems(
         if pa.types.is_null(col.type):
             continue
         if kind == "float":
-            # integers become the nearest double, as a JSON trace's integer ``t`` does
+            # integers become the nearest double, as a JSON trace's integer ``t`` does; the
+            # problems are check_numbers' own (what check_trace says of a trace in memory)
             values = pc.cast(col, pa.float64(), safe=False)
-            bad = pc.or_(pc.invert(pc.is_finite(values)), pc.less(values, 0))
-
-            def describe(r: int, values: Any = values, name: str = name) -> str:
-                v = values[r].as_py()
-                return (
-                    f"{name} is negative {v!r}"
-                    if v < 0
-                    else f"{name} is not a finite number: {v!r}"
-                )
-
-            add(
-                _where(bad),
-                name,
-                "negative-value",
-                describe,
-                f"record {name} as a finite number >= 0",
+            finite = pc.is_finite(values)
+            fix = f"record {name} as a finite number >= 0" + (
+                " (seconds since the trace start)" if name == "t" else ""
             )
+
+            for r in _where(pc.or_(pc.invert(finite), pc.less(values, 0))):  # (in row order)
+                v = values[r].as_py()
+                negative = v < 0  # (-inf too, as check_numbers says it)
+                found.append(
+                    (
+                        r,
+                        Problem(
+                            "negative-value" if negative else "non-finite",
+                            f"{name} is {'negative' if negative else 'not a finite number:'} {v!r}",
+                            fix,
+                            path=f"$.{what}[{{i}}].{name}",
+                        ),
+                    )
+                )
         elif kind == "int":
             if pa.types.is_unsigned_integer(col.type):
                 bad = pc.greater(col, pa.scalar(MAX_INT, pa.uint64()))
