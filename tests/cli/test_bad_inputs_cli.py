@@ -215,7 +215,7 @@ def test_convert_keep_going_records_what_it_skipped(tmp_path, capsys, small_trac
     out_path.unlink()
     code, _, err = run(capsys, "convert", "--keep-going", p, "-o", out_path)
     assert code == 1 and not out_path.exists()
-    assert f"{p}:3: $.event.t: value out of range" in err
+    assert f"{p}:3: $.event.t: t is negative -1.0" in err
 
 
 def test_convert_keep_going_writes_no_trace_that_breaks_a_rule(tmp_path, capsys, small_trace):

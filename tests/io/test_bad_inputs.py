@@ -696,3 +696,36 @@ def test_survey_type_marker_of_any_json_type_is_kept_not_crashed(small_trace, ma
     assert trace is not None
     assert trace.events[0].attrs["x_orchestrace_kept"]["x_orchestrace_type"] == marker
     assert to_upstream(trace) == doc  # kept as read, written back as read
+
+
+def test_a_negative_time_is_named_alike_in_memory_json_and_a_stream(tmp_path, small_trace):
+    """One code, message and fix, whatever holds the trace (a Parquet test covers datasets)."""
+    from orchestrace import check_trace
+    from orchestrace.io import parse
+
+    ev = list(small_trace.events)
+    ev[1] = msgspec.structs.replace(ev[1], t=-1.0)
+    [want] = [
+        p for p in check_trace(small_trace.replace(events=tuple(ev))) if p.path.endswith(".t")
+    ]
+    doc = msgspec.json.decode(msgspec.json.encode(small_trace))
+    doc["events"][1]["t"] = -1
+    _, problems = parse(msgspec.json.encode(doc))
+    [in_json] = [p for p in problems if p.path.endswith(".t")]
+    lines = stream_bytes(small_trace).split(b"\n")
+    rec = msgspec.json.decode(lines[2])
+    rec["event"]["t"] = -1.0
+    lines[2] = msgspec.json.encode(rec)
+    p = tmp_path / "run.jsonl"
+    p.write_bytes(b"\n".join(lines))
+    [in_stream] = [x for item in iter_jsonl(p) for x in item.problems if x.path.endswith(".t")]
+    for got in (in_json, in_stream):
+        assert (
+            (got.code, got.message)
+            == (want.code, want.message)
+            == (
+                "negative-value",
+                "t is negative -1.0",
+            )
+        )
+        assert got.fix.startswith(want.fix)  # (a stream line adds that --keep-going skips it)

@@ -62,7 +62,7 @@ from orchestrace.io.json import (
 )
 from orchestrace.trace.build import default_costs
 from orchestrace.trace.check import _run, check_trace
-from orchestrace.trace.diagnose import _EVENT_INDEX, knock_on, problem_from_msgspec
+from orchestrace.trace.diagnose import _EVENT_INDEX, _as_checked, knock_on, problem_from_msgspec
 from orchestrace.trace.graph import TraceGraph
 from orchestrace.trace.model import (
     Edge,
@@ -267,6 +267,13 @@ def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bo
         )
 
     p = problem_from_msgspec(err, "$", where="record")
+    if p.code == "out-of-range" and p.path.startswith("$.event."):
+        try:
+            record = msgspec.json.decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            record = None
+        if isinstance(record, dict):
+            p = _as_checked(p, record.get("event"))
     return Problem(
         p.code,
         p.message,

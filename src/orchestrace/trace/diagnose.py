@@ -169,13 +169,42 @@ def _convert_each(
             out.good.append(msgspec.convert(item, kind))
             out.index.append(i)
         except msgspec.ValidationError as err:
-            problems.append(problem_from_msgspec(err, f"{prefix}[{i}]", where=where))
+            problems.append(
+                _as_checked(problem_from_msgspec(err, f"{prefix}[{i}]", where=where), item)
+            )
             if isinstance(item, dict):
                 if isinstance(item.get("id"), str):
                     out.bad_ids.append(item["id"])
                 if isinstance(item.get("to"), str):
                     out.bad_targets.add(item["to"])
     return out
+
+
+#: The event fields that are times, durations or costs: numbers >= 0.
+_NUMBER_FIELDS = ("t", "dur", "cost")
+
+
+def _as_checked(problem: Problem, item: Any) -> Problem:
+    """A negative time, duration or cost named as ``check_trace`` names it in memory.
+
+    (msgspec's words, "value out of range: expected a number >= 0.0", name neither the value
+    nor the unit; a Parquet dataset and a trace built in Python get these.)
+    """
+    if problem.code != "out-of-range" or not isinstance(item, dict):
+        return problem
+    name = problem.path.rsplit(".", 1)[-1]
+    value = item.get(name)
+    if name not in _NUMBER_FIELDS or isinstance(value, bool):
+        return problem
+    if not isinstance(value, int | float) or not value < 0:
+        return problem
+    return replace(
+        problem,
+        code="negative-value",
+        message=f"{name} is negative {float(value)!r}",
+        fix=f"record {name} as a finite number >= 0"
+        + (" (seconds since the trace start)" if name == "t" else ""),
+    )
 
 
 def _renumber(problem: Problem, events: list[int], edges: list[int]) -> Problem:
