@@ -218,12 +218,18 @@ def test_convert_keep_going_records_what_it_skipped(tmp_path, capsys, small_trac
     assert f"{p}:3: $.event.t: t is negative -1.0" in err
 
 
+def _first_event_twice(tmp_path, trace):
+    """A record stream of ``trace`` whose line 3 repeats its first event (id ``e1``)."""
+    p = tmp_path / "run.jsonl"
+    lines = stream_bytes(trace).split(b"\n")
+    lines.insert(2, lines[1])
+    p.write_bytes(b"\n".join(lines))
+    return p
+
+
 def test_convert_keep_going_writes_no_trace_that_breaks_a_rule(tmp_path, capsys, small_trace):
     """A repeated event id is no damaged line to skip: the trace would not validate."""
-    p = tmp_path / "run.jsonl"
-    lines = stream_bytes(small_trace).split(b"\n")
-    lines.insert(2, lines[1])  # the first event twice
-    p.write_bytes(b"\n".join(lines))
+    p = _first_event_twice(tmp_path, small_trace)
     out_path = tmp_path / "out.json"
     code, _, err = run(capsys, "convert", "--keep-going", p, "-o", out_path)
     assert code == 1 and not out_path.exists()
@@ -231,10 +237,7 @@ def test_convert_keep_going_writes_no_trace_that_breaks_a_rule(tmp_path, capsys,
 
 
 def test_analyze_names_a_stream_problem_by_its_line_as_validate_does(tmp_path, capsys, small_trace):
-    p = tmp_path / "run.jsonl"
-    lines = stream_bytes(small_trace).split(b"\n")
-    lines.insert(2, lines[1])  # the first event twice
-    p.write_bytes(b"\n".join(lines))
+    p = _first_event_twice(tmp_path, small_trace)
     said = f"{p}:3: $.event.id: duplicate event id 'e1' (first used at line 2)"
     code, out, _ = run(capsys, "validate", p)
     assert code == 1 and said in out
