@@ -22,6 +22,7 @@ from orchestrace.credit import CounterfactualMessageCredit, LeaveOneOutCredit
 from orchestrace.credit._draws import redraw
 from orchestrace.credit.target import counterfactual_reward
 from orchestrace.runtime import _snapshot, run
+from orchestrace.runtime._rerun import _StrictReplay
 from orchestrace.runtime.interventions import TraceIndex
 from orchestrace.runtime.replay import (
     DropMessage,
@@ -270,7 +271,7 @@ def test_what_snapshots_cannot_prove_exact_is_re_executed_in_full(request):
     )
     assert fast == slow
     # a backend other than the simulator (here: the simulator wrapped) is not served either
-    wrapped = replay._StrictReplay("sim", recorded={})
+    wrapped = _StrictReplay("sim", recorded={})
     assert (
         snapshot_forks(
             ForkSetup(tr), [([DropMessage.of(tr, msg)], wrapped)] * 2, _report, min_events=0

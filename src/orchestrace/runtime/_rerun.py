@@ -69,6 +69,13 @@ class _StrictReplay:
     virtual: bool = True
     recorded: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, trace: Trace) -> _StrictReplay:
+        """The strict backend of a replay of ``trace``, recording the backend it records."""
+        recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
+        recorded = dict(recorded) if isinstance(recorded, dict) else {}
+        return cls(str(recorded.get("name", "replay")), recorded=recorded)
+
     def spec(self) -> dict[str, Any]:
         """The backend the replayed trace records."""
         return dict(self.recorded)
@@ -287,10 +294,7 @@ def _replay(
     (a trace edited where no call reads it); :func:`replay` returns that one, to be compared.
     ``watch``: interventions that change nothing and note what the run does.
     """
-    recorded = trace.meta.get("backend")
-    recorded = dict(recorded) if isinstance(recorded, dict) else {}
-    strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
-    rt, root = _runtime(trace, strict, watch, cache, rerun_checks, setup=setup)
+    rt, root = _runtime(trace, _StrictReplay.of(trace), watch, cache, rerun_checks, setup=setup)
     new = run_virtual(rt.run(root))
     # calls the trace lacks are allowed only where they change nothing: under way when the
     # recorded run stopped (the replay stops there too, with the same events)

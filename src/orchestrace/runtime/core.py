@@ -13,8 +13,9 @@ event; agent exceptions and tool failures become recorded events. Interventions
 as an agent returns or opens a step, and as it takes a named decision (:meth:`Runtime.decide`).
 
 This module keeps the runtime's state, its recording primitives, agents and the run loop; the
-LLM calls are in :mod:`~orchestrace.runtime.llm_calls` and messages, returns, decisions and
-aggregation in :mod:`~orchestrace.runtime.messaging` (functions of the runtime that
+LLM calls are in :mod:`~orchestrace.runtime.llm_calls`, messages, returns, decisions and
+aggregation in :mod:`~orchestrace.runtime.messaging`, and how a run ends (its stop event,
+verdict and trace) in :mod:`~orchestrace.runtime.ending` (functions of the runtime that
 :class:`Runtime` takes as its methods).
 
 Example:
@@ -50,8 +51,8 @@ from typing import Any
 import msgspec
 
 from orchestrace._safe import _SECRETS, scrub_known
-from orchestrace.errors import ConfigError, OrchestraceError, RuntimeError_
-from orchestrace.runtime import llm_calls, messaging, tools
+from orchestrace.errors import ConfigError, RuntimeError_
+from orchestrace.runtime import ending, llm_calls, messaging, tools
 from orchestrace.runtime.backends.base import (
     Backend,
     backend_spec,
@@ -71,14 +72,12 @@ from orchestrace.runtime.context import (
     ToolResult,
 )
 from orchestrace.runtime.guard import Guard, TaintBlocked
-from orchestrace.runtime.recorder import FAILURES_KEY, Recorder, assemble_trace
+from orchestrace.runtime.recorder import Recorder
 from orchestrace.tasks.base import (
     Subtask,
     Task,
     Verdict,
-    unknown_verdict,
 )
-from orchestrace.trace.build import _costs_of_totals
 from orchestrace.trace.model import Edge, Event, Trace
 
 __all__ = [
@@ -634,62 +633,10 @@ class Runtime:
         self.recorder.shutdown()
         return trace
 
-    def _force_stop_event(self, a: AgentState, reason: str) -> None:
-        a.step += 1
-        budget = (
-            reason.split(":", 1)[1].split("(", maxsplit=1)[0].strip()
-            if reason.startswith("budget")
-            else None
-        )
-        attrs: dict[str, Any] = {"answer": a.best if self.answer is None else self.answer}
-        if self.guard is not None and self.guard.gate(
-            a, "stop", self.guard.carriers(attrs["answer"])
-        ):
-            attrs = {"answer": None, "withheld": True}  # tainted and not endorsable
-        if budget:
-            attrs["budget"] = budget
-        self.record(
-            a, "orchestrator_decision", self.now(), decision="stop", content=reason, attrs=attrs
-        )
-        a.stopped = True
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            self.answer = attrs["answer"]
-
-    def verdict(self) -> Verdict:
-        """The checker's verdict on the final answer (recorded as ``meta.result.verdict``).
-
-        A checker that refuses to run (e.g. no sandbox is available) gives an unknown verdict
-        whose reason says why; the run is still recorded.
-        """
-        try:
-            judge = self.judge if self.judge is not None else self.task.verdict
-            v = judge(self.answer)
-        except OrchestraceError as err:
-            return unknown_verdict(self.task.name, f"not checked: {err}")
-        return v if "checker" in v else {**v, "checker": self.task.name}
-
-    def _finish(self, header: Mapping[str, Any]) -> Trace:
-        if self.token_table:  # the side table of token ids (orchestrace.trace.tokens)
-            header = {**header, "meta": {**header.get("meta", {}), "tokens": self.token_table}}
-        failures = self.recorder.failure_records
-        if failures:  # processors that failed while the run was recorded
-            header = {
-                **header,
-                "meta": {**header.get("meta", {}), FAILURES_KEY: [f.as_meta() for f in failures]},
-            }
-        return assemble_trace(
-            header,
-            self.events,
-            self.edges,
-            verdict=self.verdict(),
-            answer=self.answer,
-            stop_reason=self.stop_reason,
-            truth=self.task.answer,
-            agents=len(self.agents),
-            topology=self.topology,
-            costs=_costs_of_totals(*self._spent),
-        )
+    # ------------------------------------------------------------------ ending (ending.py)
+    _force_stop_event = ending.force_stop_event
+    verdict = ending.verdict
+    _finish = ending.finish
 
 
 def _agent_view(config: RunConfig) -> RunConfig:

@@ -33,7 +33,8 @@ why) unless ``rerun_checks=True``, which checks it in the task's sandbox.
 :func:`replay`, :func:`fork` and :func:`fork_many` build their runs through one ``_runtime``
 (:mod:`orchestrace.runtime._rerun`, with the replay that checks a trace and
 :class:`ForkResult`) and share :class:`ForkSetup`; ``snapshot_forks`` reads its thresholds
-from here. The other parts stand apart: copying a run from snapshots in
+from here. The other parts stand apart: the recorded decisions and spawn-one-more in
+:mod:`orchestrace.runtime._decisions`, copying a run from snapshots in
 :mod:`orchestrace.runtime._snapshot`, the answering backend in
 :mod:`orchestrace.runtime.fork_backend`, the interventions in
 :mod:`orchestrace.runtime.interventions`.
@@ -54,20 +55,19 @@ from __future__ import annotations
 import copy
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from orchestrace._safe import display
-from orchestrace.errors import ConfigError, TraceError
+from orchestrace.errors import ConfigError
 from orchestrace.runtime import _snapshot
+from orchestrace.runtime._decisions import _DecisionLog, recorded_decisions, spawn_one_more
 from orchestrace.runtime._intervention_targets import check_targets, trace_agents
 from orchestrace.runtime._rerun import (
     ForkResult,
     _replay,
     _runtime,
-    _StrictReplay,
     check_replayable,
     reproduces,
     wall_clock,
@@ -79,7 +79,7 @@ from orchestrace.runtime.backends.base import (
 from orchestrace.runtime.backends.sim import SimBackend
 from orchestrace.runtime.cache import ReplayCache
 from orchestrace.runtime.clock import run_virtual
-from orchestrace.runtime.core import ROOT, Runtime
+from orchestrace.runtime.core import Runtime
 from orchestrace.runtime.fork_backend import OnVirtualTime, backend_for, check_answered, how
 from orchestrace.runtime.interventions import (
     DropMessage,
@@ -92,10 +92,8 @@ from orchestrace.runtime.interventions import (
     Silence,
     TraceIndex,
     check_interventions,
-    find_event,
     message_readers,
     sender_call,
-    shown_id,
     shown_trace,
 )
 from orchestrace.tasks import Task, _checking, make_task
@@ -130,105 +128,6 @@ __all__ = [
     "snapshot_forks",
     "spawn_one_more",
 ]
-
-
-@dataclass
-class _DecisionLog(Intervention):
-    """Notes every named decision of a run and changes nothing."""
-
-    seen: list[tuple[str, int, str, Any]] = field(default_factory=list)
-
-    def decision_at(self, agent: str, step: int, name: str, value: Any) -> Any:
-        """Note the decision; keep its value."""
-        self.seen.append((agent, step, name, value))
-        return value
-
-    def describe(self) -> dict[str, Any]:
-        """Kind only."""
-        return {"kind": "DecisionLog"}
-
-
-def recorded_decisions(trace: Trace) -> list[tuple[str, int, str, Any]]:
-    """The named decisions (``ctx.decide``) the recorded run took, in order.
-
-    Each is ``(agent, step, name, value)``; ``step`` is the agent's step when it decided (-1
-    before its first event: a topology's team size). Found by an exact replay (no backend).
-
-    Example:
-        >>> from orchestrace.runtime import run
-        >>> tr = run("centralized", "arith", agents=3, seed=0).trace
-        >>> recorded_decisions(tr)[0]
-        ('orchestrator', -1, 'n_workers', 3)
-    """
-    log = _DecisionLog()
-    recorded = trace.meta.get("backend") if isinstance(trace.meta, dict) else None
-    recorded = dict(recorded) if isinstance(recorded, dict) else {}
-    strict = _StrictReplay(str(recorded.get("name", "replay")), recorded=recorded)
-    rt, root = _runtime(trace, strict, [log], ReplayCache.from_trace(trace))
-    run_virtual(rt.run(root))
-    return log.seen
-
-
-def _first_event(trace: Trace, agent: str, step: int) -> str:
-    """Id of the first event of ``agent`` in ``step`` (its first event when ``step`` is -1)."""
-    for e in trace.events:
-        if e.agent == agent and e.type != "tool_result" and (step < 0 or e.step == step):
-            return e.id
-    return "?"
-
-
-def spawn_one_more(trace: Trace, event_id: str | None = None) -> ForceDecision:
-    """Force one more worker than the recorded run used.
-
-    Without ``event_id``: the orchestrator's team size (the ``n_workers`` decision a topology
-    takes when it starts) is the recorded one plus one. With ``event_id``: the team-size
-    decision taken in that event's step (a learning environment's spawn decision, one per
-    round) is the recorded one plus one. The recorded values come from an exact replay
-    (:func:`recorded_decisions`).
-
-    Raises:
-        TraceError: The trace records no usable team size, the event does not exist, or no
-            team-size decision is taken where the event is (the message lists the events
-            where one is).
-    """
-    config = trace.meta.get("config") if isinstance(trace.meta, dict) else None
-    n = config.get("agents", 1) if isinstance(config, dict) else 1
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise TraceError(
-            f"trace {shown_trace(trace)} records no usable team size (meta.config.agents = "
-            f"{display(repr(n), 40)}); spawn-one-more needs the number of workers the run used"
-        )
-    ev = None if event_id is None else find_event(trace, event_id, "a spawn decision")
-    sizes = [
-        (agent, step, value)
-        for agent, step, name, value in recorded_decisions(trace)
-        if name == "n_workers" and isinstance(value, int) and not isinstance(value, bool)
-    ]
-    rounds = [(a, st) for a, st, _ in sizes if st >= 0]
-    where = ", ".join(dict.fromkeys(_first_event(trace, a, st) for a, st in rounds)) or "none"
-    if ev is None:
-        start = [(a, v) for a, st, v in sizes if a == ROOT and st < 0]
-        if len(start) == 1 and len(sizes) == 1:
-            return ForceDecision("n_workers", start[0][1] + 1)
-        raise TraceError(
-            f"trace {shown_trace(trace)} does not decide its team size once when it starts (it "
-            f"decides it {len(sizes)} time(s)); name the spawn decision to change: "
-            f"--spawn-one-more EVENT (spawn_one_more(trace, event_id)), one of: {where}"
-        )
-    assert event_id is not None
-    for agent, step, value in sizes:
-        if agent == ev.agent and step >= 0 and step == ev.step:
-            return ForceDecision("n_workers", value + 1, agent, step)
-    pick = (
-        f"pick a spawn decision (one of: {where})"
-        if rounds
-        else "this run decides its team size once, when it starts: leave out the id"
-    )
-    raise TraceError(
-        f"event {shown_id(event_id)} of trace {shown_trace(trace)} is a {ev.type} of "
-        f"{display(ev.agent, 60)!r} at step {ev.step}, where no team-size decision (n_workers) "
-        f"is taken; {pick}"
-    )
 
 
 # ---------------------------------------------------------------------- cache and backends
