@@ -423,26 +423,12 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
         value = getattr(e, name)
         if name not in suspect or (value is None and name == "step"):
             continue
-        if not isinstance(value, int) or isinstance(value, bool):
+        problem = _int_problem(name, value)
+        if problem is not None:
+            code, message = problem
             yield Problem(
-                "wrong-type",
-                f"{name} is {_short(repr(value), 40)}, not an integer",
-                f"record {name} as an integer from 0 to 2^63-1",
-                path=ev_path(i, name),
-                event_id=event_id(e),
-            )
-        elif not is_number(value):  # an int subclass the encoder refuses
-            yield Problem(
-                "wrong-type",
-                f"{name} is {wrong(value)}, {not_plain(value, 'integer')}",
-                f"record {name} as an integer from 0 to 2^63-1",
-                path=ev_path(i, name),
-                event_id=event_id(e),
-            )
-        elif value > MAX_INT or value < -MAX_INT - 1 or (value < 0 and name == "step"):
-            yield Problem(
-                "out-of-range",
-                f"{name} is {_short(str(value), 40)}, outside 0 to 2^63-1",
+                code,
+                message,
                 f"record {name} as an integer from 0 to 2^63-1",
                 path=ev_path(i, name),
                 event_id=event_id(e),
@@ -468,6 +454,17 @@ def _typed_fields(i: int, e: Event, suspect: set[str]) -> Iterator[Problem]:
                 path=ev_path(i, name),
                 event_id=event_id(e),
             )
+
+
+def _int_problem(name: str, value: object) -> tuple[str, str] | None:
+    """``(code, message)`` of a token count or step no file holds exactly, or None."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "wrong-type", f"{name} is {_short(repr(value), 40)}, not an integer"
+    if not is_number(value):  # an int subclass the encoder refuses
+        return "wrong-type", f"{name} is {wrong(value)}, {not_plain(value, 'integer')}"
+    if value > MAX_INT or value < -MAX_INT - 1 or (value < 0 and name == "step"):
+        return "out-of-range", f"{name} is {_short(str(value), 40)}, outside 0 to 2^63-1"
+    return None
 
 
 def _number_problem(name: str, value: object) -> tuple[str, str, str] | None:
