@@ -57,20 +57,37 @@ _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _RECORDS = msgspec.json.Decoder(list[_Line])
 #: A string token followed by white space (which may stand before a key's colon).
 _SPACED = (b'" ', b'"\t', b'"\r', b'"\n')
+#: Every string token of a JSON text, with the colon that makes it a key (group 1, when one).
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"\s*(:)?', re.S)
 
 
-def _no_key_repeats(joined: bytes) -> bool:
-    """Whether lines not written canonically provably repeat no key (C passes; else unknown).
+def keys_written(data: bytes, *, compact: bool = False) -> int:
+    r"""How many keys a JSON text writes, at every depth.
 
-    Without a backslash no string holds a quote, so every key ends in ``":`` unless white
-    space stands before its colon; a decoder keeps one value per key, so the keys written
-    equal the keys held (counted in the canonical re-encoding, backslash-free too) exactly
-    when no object repeats one.
+    Without a backslash no string holds a quote, so, with no white space before a colon,
+    every key ends in ``":`` and a count in C says it; otherwise one pass over the string
+    tokens does. ``compact``: the text has no white space outside strings (an encoder's).
+
+    Example:
+        >>> keys_written(b'{"a": {"b": "x:"}}'), keys_written(b'{"a\\"": 1, "c" : 2}')
+        (2, 2)
     """
-    if b"\\" in joined or any(p in joined for p in _SPACED):
+    if b"\\" not in data and (compact or not any(p in data for p in _SPACED)):
+        return data.count(b'":')
+    return _STRINGS.findall(data).count(b":")
+
+
+def no_repeated_key(data: bytes) -> bool:
+    """Whether no object of a JSON text (valid JSON) names a key twice.
+
+    A decoder keeps one value per key, and the canonical encoding of what it holds writes
+    each once: the keys written equal the keys held exactly when none repeats.
+    """
+    try:
+        held = _ENC.encode(msgspec.json.decode(data))
+    except (msgspec.DecodeError, RecursionError):
         return False
-    held = _ENC.encode(msgspec.json.decode(joined)).count(b'":')
-    return joined.count(b'":') == held
+    return keys_written(data) == keys_written(held, compact=True)
 
 
 _NOT_NONE = partial(is_not, None)
@@ -212,7 +229,7 @@ def _stretch(first: int, bodies: list[bytes], repeats: Any) -> Iterator[Run | Si
         h is not None or f is not None or (e is None) == (d is None)
         for h, f, e, d in zip(map(_HEADER, recs), map(_FOOTER, recs), events, edges, strict=True)
     ]
-    if not canonical and (repeats is None or not _no_key_repeats(joined)):  # a key may repeat
+    if not canonical and (repeats is None or not no_repeated_key(joined)):  # a key may repeat
         for k, rec in enumerate(recs):
             if not special[k]:
                 kind = "event" if events[k] is not None else "edge"

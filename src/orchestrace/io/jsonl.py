@@ -192,41 +192,17 @@ class _Duplicate(Exception):
         self.key = key
 
 
-#: Every string token of a JSON text, with the colon that makes it a key (group 1, when one).
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"\s*(:)?', re.S)
-
-
 def _repeats_a_key(line: bytes, kind: str, rec: _Line) -> bool:
     """Whether a record line may hold a repeated key (cheap; confirmed by a full parse).
 
-    A line exactly as orchestrace writes it cannot (re-encoding the record gives it back).
-    Another line repeats a key exactly when it writes more keys than its objects hold once
-    decoded (a decoder keeps one value per key): the keys written are counted by one
-    regular-expression pass over its string tokens, those held by one untyped decode.
+    A line exactly as orchestrace writes it cannot (re-encoding the record gives it back);
+    another line is counted (:func:`~orchestrace.io._jsonl_records.no_repeated_key`).
     """
     if _ENC.encode(rec) == line.rstrip(b"\r\n"):
         return False
     if kind not in ("event", "edge"):
         return True  # header and footer lines are rare: always checked in full
-    written = _STRINGS.findall(line).count(b":")
-    try:
-        held = _keys_held(msgspec.json.decode(line))
-    except (msgspec.DecodeError, RecursionError):
-        return True
-    return written != held
-
-
-def _keys_held(value: Any) -> int:
-    """How many keys the objects in a decoded JSON value hold, at every depth."""
-    count, stack = 0, [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            count += len(v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return count
+    return not _jr.no_repeated_key(line)
 
 
 def _line_error(src: str, lineno: int, line: bytes, err: Exception, complete: bool) -> Problem:
